@@ -1,0 +1,122 @@
+# ngx_llm_gateway: the nginx module, accountd, mockllm and their tests.
+#
+#   make run     install what is missing, build, start the whole stack in .run/
+#   make stop    stop what `make run` started
+#   make test    the same set-up from scratch in a temporary directory, then
+#                every test (prove), with a TAP summary
+#
+# Everything here runs as root on Debian 12.
+
+SHELL       := /bin/bash
+BUILD       := build
+CORE        := ngx_llm_gateway_module/core
+NGX_SRC     := /usr/share/nginx/src
+NGX_BUILD   := $(BUILD)/nginx
+MODULE_SO   := $(BUILD)/ngx_http_llm_gateway_module.so
+# what Debian's own nginx build passes (nginx -V)
+NGX_CC_OPT  := -g -O2 -fstack-protector-strong -Wformat \
+               -Werror=format-security -fPIC -D_FORTIFY_SOURCE=2
+NGX_LD_OPT  := -Wl,-z,relro -Wl,-z,now -fPIC
+
+CC          := gcc
+CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
+               -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
+               -I$(CORE) -I/usr/include/cjson -I/usr/include/postgresql
+
+DEB_PACKAGES := nginx nginx-dev libcjson-dev libpq-dev libssl-dev \
+                postgresql libdbd-pg-perl wrk clang-14 libfuzzer-14-dev \
+                make gcc perl
+
+CORE_SRC    := $(wildcard $(CORE)/llm_*.c)
+CORE_HDR    := $(wildcard $(CORE)/llm_*.h)
+UNIT_SRC    := $(wildcard $(CORE)/t/test_*.c)
+UNIT_BIN    := $(patsubst $(CORE)/t/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
+MODULE_SRC  := $(wildcard ngx_llm_gateway_module/*.c ngx_llm_gateway_module/*.h)
+ACCOUNTD_SRC := $(wildcard accountd/*.c)
+MOCKLLM_SRC := $(wildcard mockllm/*.c)
+
+RUN_DIR     := $(CURDIR)/.run
+
+.PHONY: all deps build module accountd mockllm units run stop test clean
+
+all: build
+
+# apt-get only when a package is missing, so that a warm machine does not
+# wait for the archive.
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
+	        | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build: module accountd mockllm units fuzz-build
+
+module: $(MODULE_SO)
+
+accountd: $(BUILD)/accountd
+
+mockllm: $(BUILD)/mockllm
+
+units: $(UNIT_BIN)
+
+# The module is built --with-compat against Debian's nginx-dev tree, with
+# Debian's own configure flags, so that the stock nginx binary loads it.
+$(NGX_BUILD)/Makefile: config $(NGX_SRC)/configure
+	rm -rf $(NGX_BUILD)
+	mkdir -p $(BUILD)
+	cp -a $(NGX_SRC) $(NGX_BUILD)
+	cd $(NGX_BUILD) && . ./conf_flags && \
+	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	        --with-cc-opt='$(NGX_CC_OPT)' --with-ld-opt='$(NGX_LD_OPT)' \
+	        --add-dynamic-module=$(CURDIR) >configure.log 2>&1 \
+	    || { tail -30 configure.log; exit 1; }
+
+$(MODULE_SO): $(NGX_BUILD)/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
+	$(MAKE) -C $(NGX_BUILD) -f objs/Makefile modules >$(BUILD)/module.log 2>&1 \
+	    || { grep -E 'error|warning' -A3 $(BUILD)/module.log | head -60; exit 1; }
+	cp $(NGX_BUILD)/objs/ngx_http_llm_gateway_module.so $@
+
+$(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $(ACCOUNTD_SRC) \
+	    $(CORE)/llm_record.c $(CORE)/llm_key.c -lpq -lcrypto
+
+$(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $(MOCKLLM_SRC) -lcjson
+
+$(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
+	@mkdir -p $(BUILD)/unit
+	$(CC) $(CFLAGS) -o $@ $< $(CORE_SRC) -lcjson -lcrypto -lm
+
+run: deps build
+	scripts/stack start $(RUN_DIR)
+
+stop:
+	scripts/stack stop $(RUN_DIR)
+
+# The stack is set up from scratch in a temporary directory; every t/*.t
+# starts its own nginx against it.  The unit binaries print TAP themselves.
+test: deps build
+	@dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
+	base=$$((20000 + RANDOM % 20000)); \
+	export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
+	    LLMGW_PG_PORT=$$base LLMGW_MOCK_PORT=$$((base + 1)); \
+	scripts/stack start $$dir >$$dir/stack.log 2>&1 \
+	    || { cat $$dir/stack.log; scripts/stack stop $$dir; exit 1; }; \
+	LLMGW_TEST_DIR=$$dir prove $(UNIT_BIN) t/; rc=$$?; \
+	scripts/stack stop $$dir >/dev/null 2>&1; \
+	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
+	exit $$rc
+
+clean:
+	rm -rf $(BUILD)
+
+include $(CORE)/fuzz/fuzz.mk

@@ -1,0 +1,190 @@
+
+/*
+ * accountd: receives settle records from the nginx workers over a Unix
+ * socket and writes each one to PostgreSQL exactly once; manages tenants
+ * and API keys and writes the key snapshot that nginx loads.
+ *
+ * One thread, one epoll loop.  Subsystems, one file each:
+ *
+ *     main.c      arguments, daemon set-up, the event loop, signals
+ *     config.c    the configuration file and its table
+ *     log.c       log lines, gated by verbosity
+ *     listener.c  the Unix socket, client connections, frames, ACKs
+ *     queue.c     records received and not yet committed
+ *     db.c        asynchronous libpq: batches, the key snapshot query
+ *     snapshot.c  writing the key snapshot file
+ *     cli.c       the subcommands (blocking libpq)
+ */
+
+#ifndef _ACCOUNTD_H_INCLUDED_
+#define _ACCOUNTD_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <libpq-fe.h>
+
+#include "llm_key.h"
+#include "llm_record.h"
+
+
+#define ACCOUNTD_VERSION          "0.1.0"
+#define ACCOUNTD_DEFAULT_CONF     "/etc/llmgw/accountd.conf"
+
+
+/* config.c */
+
+typedef struct {
+    char      *database_url;
+    char      *listen;
+    int        listen_mode;
+    char      *key_secret_file;
+    char      *key_snapshot;
+    char      *pidfile;
+    char      *logfile;
+    int        verbose;
+    int        batch_max;
+    int        queue_max;
+} acd_conf_t;
+
+extern acd_conf_t  acd_cf;
+extern char       *acd_conf_file;
+
+int conf_load(const char *path, acd_conf_t *cf);
+int conf_reload(void);
+void conf_free(acd_conf_t *cf);
+
+
+/* log.c */
+
+typedef enum {
+    ACD_LOG_FATAL = 0,
+    ACD_LOG_ERROR,
+    ACD_LOG_WARNING,
+    ACD_LOG_INFO,
+    ACD_LOG_DEBUG,
+    ACD_LOG_NOISE,
+    ACD_LOG_TRACE
+} acd_log_level_e;
+
+extern int  acd_verbose;
+
+int log_open(const char *path);
+void log_close(void);
+void log_msg(acd_log_level_e level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void fatal(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+size_t log_clean(char *dst, size_t cap, const char *src, size_t len);
+
+#define log_error(...)    log_msg(ACD_LOG_ERROR, __VA_ARGS__)
+#define log_warning(...)  log_msg(ACD_LOG_WARNING, __VA_ARGS__)
+#define log_info(...)     log_msg(ACD_LOG_INFO, __VA_ARGS__)
+
+/* the argument list is not even evaluated below the verbosity */
+#define log_debug(...)                                                        \
+    do {                                                                      \
+        if (acd_verbose >= 1) log_msg(ACD_LOG_DEBUG, __VA_ARGS__);            \
+    } while (0)
+#define log_noise(...)                                                        \
+    do {                                                                      \
+        if (acd_verbose >= 2) log_msg(ACD_LOG_NOISE, __VA_ARGS__);            \
+    } while (0)
+#define log_trace(...)                                                        \
+    do {                                                                      \
+        if (acd_verbose >= 3) log_msg(ACD_LOG_TRACE, __VA_ARGS__);            \
+    } while (0)
+
+
+/* main.c: the event loop */
+
+typedef struct acd_event_s  acd_event_t;
+
+typedef void (*acd_event_handler_pt)(acd_event_t *ev, uint32_t events);
+
+struct acd_event_s {
+    int                    fd;
+    uint32_t               events;
+    unsigned               active:1;
+    acd_event_handler_pt   handler;
+    void                  *data;
+};
+
+extern int  acd_shutting_down;
+extern int  acd_verbose_args;
+
+int event_set(acd_event_t *ev, uint32_t events);
+void event_del(acd_event_t *ev);
+int64_t acd_now(void);
+
+
+/* listener.c */
+
+typedef struct acd_client_s  acd_client_t;
+
+int listener_init(void);
+void listener_close(void);
+void listener_pause(void);
+void listener_resume(void);
+void listener_ack(acd_client_t *c, const llm_record_t *rec);
+void listener_release(acd_client_t *c);
+void listener_flush(void);
+void listener_reap(void);
+int listener_idle(void);
+
+
+/* queue.c */
+
+typedef struct {
+    llm_record_t    rec;
+    acd_client_t   *client;
+} acd_item_t;
+
+int queue_init(size_t max);
+size_t queue_len(void);
+int queue_full(void);
+int queue_has_room(void);
+acd_item_t *queue_push(void);
+acd_item_t *queue_at(size_t i);
+void queue_pop(size_t n);
+
+
+/* db.c */
+
+int db_init(void);
+void db_start(int snapshot_written);
+void db_kick(void);
+void db_snapshot_request(void);
+void db_conf_changed(const acd_conf_t *old);
+int64_t db_timer_at(void);
+void db_timer(int64_t now);
+int db_flushable(void);
+void db_close(void);
+PGconn *db_connect_blocking(const char *url, int timeout);
+
+
+/* snapshot.c */
+
+#define SNAPSHOT_QUERY                                                        \
+    "SELECT encode(k.key_hash, 'hex'), k.key_id, k.tenant_id, k.tier,"        \
+    " t.name,"                                                                \
+    " (extract(epoch FROM min(k.expires_at) OVER () - now()) * 1000)::bigint" \
+    " FROM llm.api_keys k JOIN llm.tenants t USING (tenant_id)"               \
+    " WHERE k.revoked_at IS NULL"                                             \
+    " AND (k.expires_at IS NULL OR k.expires_at > now())"                     \
+    " ORDER BY k.key_id"
+
+int snapshot_lock(const char *path, int wait);
+void snapshot_unlock(int fd);
+int snapshot_write(const char *path, PGresult *res, int64_t *next_expiry);
+int snapshot_blocking(PGconn *conn, const char *path);
+
+
+/* cli.c */
+
+int cli_main(int argc, char **argv);
+
+
+#endif /* _ACCOUNTD_H_INCLUDED_ */

@@ -1,0 +1,391 @@
+
+/*
+ * The configuration file: "key = value" lines, '#' starts a comment line.
+ * Every setting is in conf_table below, with its type, range and default;
+ * defaults go through the same parser as the file.  Relative paths are
+ * taken relative to the directory of the configuration file.
+ */
+
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accountd.h"
+
+
+#define CONF_LINE_MAX             4096
+
+
+typedef enum {
+    CONF_STR,
+    CONF_PATH,
+    CONF_INT,
+    CONF_MODE
+} conf_type_e;
+
+
+typedef struct {
+    const char    *name;
+    conf_type_e    type;
+    size_t         offset;
+    const char    *dflt;
+    long           min;
+    long           max;
+} conf_entry_t;
+
+
+static conf_entry_t  conf_table[] = {
+
+    { "database_url", CONF_STR,
+      offsetof(acd_conf_t, database_url), "", 0, 0 },
+
+    { "listen", CONF_PATH,
+      offsetof(acd_conf_t, listen), "", 0, 0 },
+
+    { "listen_mode", CONF_MODE,
+      offsetof(acd_conf_t, listen_mode), "0660", 0, 0777 },
+
+    { "key_secret_file", CONF_PATH,
+      offsetof(acd_conf_t, key_secret_file), "", 0, 0 },
+
+    { "key_snapshot", CONF_PATH,
+      offsetof(acd_conf_t, key_snapshot), "", 0, 0 },
+
+    { "pidfile", CONF_PATH,
+      offsetof(acd_conf_t, pidfile), "", 0, 0 },
+
+    { "logfile", CONF_PATH,
+      offsetof(acd_conf_t, logfile), "", 0, 0 },
+
+    { "verbose", CONF_INT,
+      offsetof(acd_conf_t, verbose), "0", 0, 3 },
+
+    /* PostgreSQL takes at most 65535 parameters, 13 a record */
+    { "batch_max", CONF_INT,
+      offsetof(acd_conf_t, batch_max), "256", 1, 4096 },
+
+    { "queue_max", CONF_INT,
+      offsetof(acd_conf_t, queue_max), "100000", 1000, 10000000 },
+
+    { NULL, 0, 0, NULL, 0, 0 }
+};
+
+
+acd_conf_t   acd_cf;
+char        *acd_conf_file;
+
+
+static char *conf_trim(char *s);
+static int conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
+    const char *value, const char *file, int line);
+
+
+int
+conf_load(const char *path, acd_conf_t *cf)
+{
+    int                  n, rc;
+    char                 buf[CONF_LINE_MAX], *p, *key, *value, *dir;
+    char                *slash, *env;
+    FILE                *f;
+    unsigned char        seen[sizeof(conf_table) / sizeof(conf_entry_t)];
+    const conf_entry_t  *e;
+
+    memset(cf, 0, sizeof(acd_conf_t));
+    memset(seen, 0, sizeof(seen));
+
+    dir = strdup(path);
+    if (dir == NULL) {
+        log_error("out of memory");
+        return -1;
+    }
+
+    slash = strrchr(dir, '/');
+    if (slash == NULL) {
+        strcpy(dir, ".");
+
+    } else if (slash == dir) {
+        dir[1] = '\0';
+
+    } else {
+        *slash = '\0';
+    }
+
+    rc = -1;
+
+    for (e = conf_table; e->name; e++) {
+        if (conf_set(e, cf, dir, e->dflt, "default", 0) != 0) {
+            goto done;
+        }
+    }
+
+    f = fopen(path, "re");
+    if (f == NULL) {
+        log_error("could not open configuration file \"%s\": %s",
+                  path, strerror(errno));
+        goto done;
+    }
+
+    n = 0;
+
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        n++;
+
+        if (strchr(buf, '\n') == NULL && !feof(f)) {
+            log_error("%s:%d: line too long", path, n);
+            goto close;
+        }
+
+        p = conf_trim(buf);
+
+        if (*p == '\0' || *p == '#') {
+            continue;
+        }
+
+        value = strchr(p, '=');
+        if (value == NULL) {
+            log_error("%s:%d: expected \"key = value\"", path, n);
+            goto close;
+        }
+
+        *value++ = '\0';
+        key = conf_trim(p);
+        value = conf_trim(value);
+
+        for (e = conf_table; e->name; e++) {
+            if (strcmp(e->name, key) == 0) {
+                break;
+            }
+        }
+
+        if (e->name == NULL) {
+            log_error("%s:%d: unknown setting \"%s\"", path, n, key);
+            goto close;
+        }
+
+        if (seen[e - conf_table]) {
+            log_error("%s:%d: \"%s\" is duplicate", path, n, key);
+            goto close;
+        }
+
+        seen[e - conf_table] = 1;
+
+        if (conf_set(e, cf, dir, value, path, n) != 0) {
+            goto close;
+        }
+    }
+
+    if (ferror(f)) {
+        log_error("could not read \"%s\": %s", path, strerror(errno));
+        goto close;
+    }
+
+    env = getenv("LLMGW_DATABASE_URL");
+
+    if (env != NULL && env[0] != '\0') {
+        free(cf->database_url);
+
+        cf->database_url = strdup(env);
+        if (cf->database_url == NULL) {
+            log_error("out of memory");
+            goto close;
+        }
+    }
+
+    rc = 0;
+
+close:
+
+    fclose(f);
+
+done:
+
+    free(dir);
+
+    if (rc != 0) {
+        conf_free(cf);
+    }
+
+    return rc;
+}
+
+
+/*
+ * SIGHUP: a new configuration replaces the old one only if it loads
+ * completely.  The socket, the pidfile and the queue size are set up once.
+ */
+
+int
+conf_reload(void)
+{
+    acd_conf_t  cf, old;
+
+    if (conf_load(acd_conf_file, &cf) != 0) {
+        log_error("configuration not reloaded, keeping the old one");
+        return -1;
+    }
+
+    if (strcmp(cf.listen, acd_cf.listen) != 0
+        || cf.listen_mode != acd_cf.listen_mode)
+    {
+        log_warning("a change of \"listen\" or \"listen_mode\" "
+                    "needs a restart");
+    }
+
+    if (strcmp(cf.pidfile, acd_cf.pidfile) != 0) {
+        log_warning("a change of \"pidfile\" needs a restart");
+    }
+
+    if (cf.queue_max != acd_cf.queue_max) {
+        log_warning("a change of \"queue_max\" needs a restart");
+    }
+
+    /* keep what cannot change at run time */
+
+    free(cf.listen);
+    cf.listen = strdup(acd_cf.listen);
+    cf.listen_mode = acd_cf.listen_mode;
+    free(cf.pidfile);
+    cf.pidfile = strdup(acd_cf.pidfile);
+    cf.queue_max = acd_cf.queue_max;
+
+    if (cf.listen == NULL || cf.pidfile == NULL) {
+        log_error("out of memory, configuration not reloaded");
+        conf_free(&cf);
+        return -1;
+    }
+
+    if (strcmp(cf.logfile, acd_cf.logfile) != 0 || cf.logfile[0] != '\0') {
+
+        /* reopened even if unchanged: this is how logs are rotated */
+
+        if (log_open(cf.logfile) != 0) {
+            log_error("could not open logfile \"%s\": %s, keeping the old "
+                      "one", cf.logfile, strerror(errno));
+            free(cf.logfile);
+            cf.logfile = strdup(acd_cf.logfile);
+        }
+    }
+
+    old = acd_cf;
+    acd_cf = cf;
+    acd_verbose = acd_cf.verbose + acd_verbose_args;
+
+    db_conf_changed(&old);
+
+    conf_free(&old);
+
+    log_info("configuration reloaded from \"%s\"", acd_conf_file);
+
+    return 0;
+}
+
+
+void
+conf_free(acd_conf_t *cf)
+{
+    free(cf->database_url);
+    free(cf->listen);
+    free(cf->key_secret_file);
+    free(cf->key_snapshot);
+    free(cf->pidfile);
+    free(cf->logfile);
+
+    memset(cf, 0, sizeof(acd_conf_t));
+}
+
+
+static char *
+conf_trim(char *s)
+{
+    char  *end;
+
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+
+    end = s + strlen(s);
+
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t'
+                       || end[-1] == '\n' || end[-1] == '\r'))
+    {
+        end--;
+    }
+
+    *end = '\0';
+
+    return s;
+}
+
+
+static int
+conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
+    const char *value, const char *file, int line)
+{
+    int     base;
+    long    n;
+    char   *end, *s, **sp;
+    size_t  len;
+
+    switch (e->type) {
+
+    case CONF_STR:
+    case CONF_PATH:
+
+        if (e->type == CONF_PATH && value[0] != '\0' && value[0] != '/') {
+            len = strlen(dir) + 1 + strlen(value) + 1;
+            s = malloc(len);
+
+            if (s != NULL) {
+                snprintf(s, len, "%s/%s", dir, value);
+            }
+
+        } else {
+            s = strdup(value);
+        }
+
+        if (s == NULL) {
+            log_error("out of memory");
+            return -1;
+        }
+
+        sp = (char **) ((char *) cf + e->offset);
+        free(*sp);
+        *sp = s;
+
+        return 0;
+
+    case CONF_INT:
+    case CONF_MODE:
+
+        base = e->type == CONF_MODE ? 8 : 10;
+
+        errno = 0;
+        n = strtol(value, &end, base);
+
+        if (value[0] == '\0' || *end != '\0' || errno != 0
+            || n < e->min || n > e->max)
+        {
+            if (base == 8) {
+                log_error("%s:%d: invalid value \"%s\" of \"%s\", "
+                          "expected octal from %lo to %lo",
+                          file, line, value, e->name, e->min, e->max);
+
+            } else {
+                log_error("%s:%d: invalid value \"%s\" of \"%s\", "
+                          "expected an integer from %ld to %ld",
+                          file, line, value, e->name, e->min, e->max);
+            }
+
+            return -1;
+        }
+
+        *(int *) ((char *) cf + e->offset) = (int) n;
+
+        return 0;
+    }
+
+    return -1;
+}

@@ -1,0 +1,1046 @@
+
+/*
+ * The database, asynchronously: PQconnectStartParams/PQconnectPoll to
+ * connect, PQsendQueryParams and PQflush to send, PQconsumeInput,
+ * PQisBusy and PQgetResult to read, all driven by the event loop.  One
+ * query at a time; values are always bound parameters.
+ *
+ * Records leave the queue in batches, one multi-row INSERT each, and are
+ * acknowledged only once PostgreSQL reports the statement committed
+ * (ReadyForQuery after the result, no error).  ON CONFLICT DO NOTHING
+ * makes a replayed record a success too, so a batch whose outcome was
+ * lost with the connection is simply sent again.
+ *
+ * A batch refused for its data (SQLSTATE class 22 or 23: an unknown
+ * tenant, an impossible time) is retried one record at a time, and the
+ * record PostgreSQL still refuses goes to llm.usage_rejected: one bad
+ * record never blocks the queue.  Any other failure keeps the queue,
+ * drops the connection and reconnects with backoff.
+ */
+
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "accountd.h"
+
+
+#define DB_CONNECT_TIMEOUT        10000
+#define DB_QUERY_TIMEOUT          30000
+#define DB_BACKOFF_MIN            500
+#define DB_BACKOFF_MAX            30000
+#define DB_SNAPSHOT_RETRY         5000
+
+#define DB_PARAMS                 13
+#define DB_REJECT_PARAMS          (DB_PARAMS + 1)
+#define DB_ERROR_MAX              512
+
+
+typedef enum {
+    DB_DOWN = 0,
+    DB_CONNECTING,
+    DB_IDLE,
+    DB_BUSY
+} db_state_e;
+
+
+typedef enum {
+    DB_Q_INSERT = 0,
+    DB_Q_REJECT,
+    DB_Q_SNAPSHOT
+} db_query_e;
+
+
+/* the text of one record's parameters */
+typedef struct {
+    char    request_id[LLM_RECORD_ID_MAX + 1];
+    char    model[LLM_RECORD_MODEL_MAX + 1];
+    char    finish_reason[LLM_RECORD_FINISH_MAX + 1];
+    char    num[9][24];
+} db_row_t;
+
+
+typedef struct {
+    db_state_e      state;
+    db_query_e      query;
+    PGconn         *conn;
+    acd_event_t     ev;
+    unsigned        flushing:1;
+    unsigned        reconnect:1;
+    unsigned        snapshot_wanted:1;
+
+    int64_t         timer_at;
+    int64_t         backoff;
+    int64_t         snapshot_at;
+    int             snapshot_fd;
+
+    PGresult       *result;
+    size_t          batch_n;
+    size_t          single_left;
+    char            error[DB_ERROR_MAX];
+
+    /* parameters of the statement in flight, for up to rows_cap rows */
+    size_t          rows_cap;
+    db_row_t       *rows;
+    const char    **values;
+    char           *sql;
+    size_t          sql_rows;
+} db_t;
+
+
+static void db_connect(void);
+static void db_connect_poll(void);
+static void db_watch(uint32_t events);
+static void db_handler(acd_event_t *ev, uint32_t events);
+static void db_read(void);
+static void db_flush(void);
+static void db_done(PGresult *res);
+static void db_failed(PGresult *res);
+static void db_down(const char *reason);
+static int db_send(const char *sql, int nparams);
+static void db_send_batch(void);
+static void db_send_reject(void);
+static void db_send_snapshot(void);
+static int db_prepare(size_t n);
+static void db_bind(size_t row, const llm_record_t *rec);
+static void db_ack(size_t n);
+static void db_notice(void *arg, const char *message);
+static void db_error_text(char *buf, size_t cap, const char *msg);
+
+
+static db_t  db = {
+    .ev = { .fd = -1 },
+    .snapshot_fd = -1,
+    .backoff = DB_BACKOFF_MIN
+};
+
+
+static const char  db_insert_head[] =
+    "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
+    " input_tokens, output_tokens, cached_input_tokens, reserved_tokens,"
+    " finish_reason, status, flags, ts) VALUES ";
+
+static const char  db_insert_row[] =
+    "($%zu::text, $%zu::bigint, $%zu::bigint, $%zu::text, $%zu::text,"
+    " $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::text,"
+    " $%zu::int, $%zu::int,"
+    " timestamptz 'epoch' + $%zu::bigint * interval '1 millisecond')";
+
+static const char  db_insert_tail[] = " ON CONFLICT (request_id) DO NOTHING";
+
+static const char  db_reject_sql[] =
+    "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
+    " api, input_tokens, output_tokens, cached_input_tokens,"
+    " reserved_tokens, finish_reason, status, flags, ts_ms, error)"
+    " VALUES ($1::text, $2::bigint, $3::bigint, $4::text, $5::text,"
+    " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::text, $11::int,"
+    " $12::int, $13::bigint, $14::text)"
+    " ON CONFLICT (request_id) DO NOTHING";
+
+
+int
+db_init(void)
+{
+    db.ev.handler = db_handler;
+    db.snapshot_wanted = 1;
+
+    return db_prepare(acd_cf.batch_max);
+}
+
+
+void
+db_start(int snapshot_written)
+{
+    db.snapshot_wanted = !snapshot_written;
+
+    db_connect();
+}
+
+
+/* called once a loop iteration: start a query if there is work */
+
+void
+db_kick(void)
+{
+    if (db.state != DB_IDLE) {
+        return;
+    }
+
+    if (db.reconnect) {
+        db.reconnect = 0;
+        db_down("the database_url changed");
+        db.timer_at = acd_now();
+        return;
+    }
+
+    if (db.snapshot_wanted && !acd_shutting_down) {
+        db_send_snapshot();
+
+        if (db.state != DB_IDLE) {
+            return;
+        }
+    }
+
+    if (db.single_left) {
+        db_send_batch();
+        return;
+    }
+
+    if (queue_len()) {
+        db_send_batch();
+    }
+}
+
+
+void
+db_snapshot_request(void)
+{
+    db.snapshot_wanted = 1;
+}
+
+
+void
+db_conf_changed(const acd_conf_t *old)
+{
+    if (strcmp(old->database_url, acd_cf.database_url) == 0) {
+        return;
+    }
+
+    switch (db.state) {
+
+    case DB_DOWN:
+        db.timer_at = acd_now();
+        break;
+
+    case DB_CONNECTING:
+        db_down("the database_url changed");
+        db.timer_at = acd_now();
+        break;
+
+    case DB_IDLE:
+    case DB_BUSY:
+        db.reconnect = 1;
+        break;
+    }
+}
+
+
+int64_t
+db_timer_at(void)
+{
+    if (db.timer_at && db.snapshot_at) {
+        return db.timer_at < db.snapshot_at ? db.timer_at : db.snapshot_at;
+    }
+
+    return db.timer_at ? db.timer_at : db.snapshot_at;
+}
+
+
+void
+db_timer(int64_t now)
+{
+    if (db.snapshot_at && now >= db.snapshot_at) {
+        db.snapshot_at = 0;
+        db.snapshot_wanted = 1;
+    }
+
+    if (db.timer_at == 0 || now < db.timer_at) {
+        return;
+    }
+
+    db.timer_at = 0;
+
+    switch (db.state) {
+
+    case DB_DOWN:
+        if (!acd_shutting_down) {
+            db_connect();
+        }
+        break;
+
+    case DB_CONNECTING:
+        db_down("connection timed out");
+        break;
+
+    case DB_BUSY:
+        db_down("query timed out");
+        break;
+
+    case DB_IDLE:
+        break;
+    }
+}
+
+
+/* at shutdown: whether waiting can still get the queue written */
+
+int
+db_flushable(void)
+{
+    return (db.state == DB_IDLE || db.state == DB_BUSY)
+           && (db.state == DB_BUSY || queue_len() || db.single_left);
+}
+
+
+void
+db_close(void)
+{
+    if (db.conn != NULL) {
+        event_del(&db.ev);
+        PQfinish(db.conn);
+        db.conn = NULL;
+    }
+
+    if (db.snapshot_fd != -1) {
+        snapshot_unlock(db.snapshot_fd);
+        db.snapshot_fd = -1;
+    }
+
+    db.state = DB_DOWN;
+}
+
+
+/* for the command line and the snapshot at start-up */
+
+PGconn *
+db_connect_blocking(const char *url, int timeout)
+{
+    char           t[16];
+    PGconn        *conn;
+    const char    *keys[4], *values[4];
+
+    snprintf(t, sizeof(t), "%d", timeout);
+
+    /* the URL's own connect_timeout, if any, wins: it comes later */
+    keys[0] = "connect_timeout";
+    values[0] = t;
+    keys[1] = "fallback_application_name";
+    values[1] = "accountd";
+    keys[2] = "dbname";
+    values[2] = url;
+    keys[3] = NULL;
+    values[3] = NULL;
+
+    conn = PQconnectdbParams(keys, values, 1);
+
+    if (conn == NULL) {
+        log_error("out of memory connecting to the database");
+        return NULL;
+    }
+
+    if (PQstatus(conn) != CONNECTION_OK) {
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(conn));
+        log_error("could not connect to the database: %s", db.error);
+        PQfinish(conn);
+        return NULL;
+    }
+
+    PQsetNoticeProcessor(conn, db_notice, NULL);
+
+    return conn;
+}
+
+
+static void
+db_connect(void)
+{
+    const char  *keys[3], *values[3];
+
+    keys[0] = "fallback_application_name";
+    values[0] = "accountd";
+    keys[1] = "dbname";
+    values[1] = acd_cf.database_url;
+    keys[2] = NULL;
+    values[2] = NULL;
+
+    db.conn = PQconnectStartParams(keys, values, 1);
+
+    if (db.conn == NULL) {
+        log_error("out of memory connecting to the database");
+        db_down(NULL);
+        return;
+    }
+
+    if (PQstatus(db.conn) == CONNECTION_BAD) {
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return;
+    }
+
+    log_debug("connecting to the database");
+
+    db.state = DB_CONNECTING;
+    db.timer_at = acd_now() + DB_CONNECT_TIMEOUT;
+
+    /* PQconnectStart behaves as if PQconnectPoll had said "writing" */
+    db_watch(EPOLLOUT);
+}
+
+
+static void
+db_connect_poll(void)
+{
+    switch (PQconnectPoll(db.conn)) {
+
+    case PGRES_POLLING_READING:
+        db_watch(EPOLLIN);
+        return;
+
+    case PGRES_POLLING_WRITING:
+        db_watch(EPOLLOUT);
+        return;
+
+    case PGRES_POLLING_FAILED:
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return;
+
+    case PGRES_POLLING_OK:
+        break;
+
+    default:
+        db_down("unexpected state of PQconnectPoll()");
+        return;
+    }
+
+    if (PQsetnonblocking(db.conn, 1) != 0) {
+        db_down("PQsetnonblocking() failed");
+        return;
+    }
+
+    PQsetNoticeProcessor(db.conn, db_notice, NULL);
+
+    log_info("connected to database \"%s\" on \"%s\"", PQdb(db.conn),
+             PQhost(db.conn));
+
+    db.state = DB_IDLE;
+    db.timer_at = 0;
+    db_watch(EPOLLIN);
+}
+
+
+/*
+ * libpq may close and open sockets while connecting, and a new one can
+ * reuse the old number after the kernel dropped the old registration:
+ * during the connection the socket is registered afresh at every step.
+ */
+
+static void
+db_watch(uint32_t events)
+{
+    event_del(&db.ev);
+
+    db.ev.fd = PQsocket(db.conn);
+
+    if (db.ev.fd == -1) {
+        db_down("the connection has no socket");
+        return;
+    }
+
+    if (event_set(&db.ev, events) != 0) {
+        db_down("could not watch the database socket");
+    }
+}
+
+
+static void
+db_handler(acd_event_t *ev, uint32_t events)
+{
+    switch (db.state) {
+
+    case DB_CONNECTING:
+        db_connect_poll();
+        return;
+
+    case DB_IDLE:
+    case DB_BUSY:
+
+        if ((events & EPOLLOUT) && db.flushing) {
+            db_flush();
+
+            if (db.state != DB_BUSY) {
+                return;
+            }
+        }
+
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+            db_read();
+        }
+
+        return;
+
+    case DB_DOWN:
+        return;
+    }
+}
+
+
+static void
+db_read(void)
+{
+    PGresult        *res;
+    ExecStatusType   st;
+
+    if (!PQconsumeInput(db.conn)) {
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return;
+    }
+
+    if (db.state == DB_IDLE) {
+
+        /* nothing is expected: the server is going away, or a notice */
+
+        if (PQstatus(db.conn) != CONNECTION_OK) {
+            db_down("connection lost");
+        }
+
+        return;
+    }
+
+    if (db.flushing) {
+        db_flush();
+
+        if (db.state != DB_BUSY) {
+            return;
+        }
+    }
+
+    /*
+     * Only ReadyForQuery (PQgetResult() returning NULL) says that the
+     * implicit transaction committed: an error at commit would come as a
+     * second result, possibly in a later read.  The first error wins.
+     */
+
+    while (!PQisBusy(db.conn)) {
+        res = PQgetResult(db.conn);
+
+        if (res == NULL) {
+            res = db.result;
+            db.result = NULL;
+
+            db_done(res);
+            PQclear(res);
+            return;
+        }
+
+        st = PQresultStatus(res);
+
+        if (db.result == NULL
+            || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK
+                && (PQresultStatus(db.result) == PGRES_COMMAND_OK
+                    || PQresultStatus(db.result) == PGRES_TUPLES_OK)))
+        {
+            PQclear(db.result);
+            db.result = res;
+
+        } else {
+            PQclear(res);
+        }
+    }
+}
+
+
+static void
+db_flush(void)
+{
+    switch (PQflush(db.conn)) {
+
+    case 0:
+        db.flushing = 0;
+        event_set(&db.ev, EPOLLIN);
+        return;
+
+    case 1:
+        db.flushing = 1;
+        event_set(&db.ev, EPOLLIN | EPOLLOUT);
+        return;
+
+    default:
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return;
+    }
+}
+
+
+static void
+db_done(PGresult *res)
+{
+    size_t          n;
+    int64_t         next;
+    ExecStatusType  st;
+    char            id[LLM_RECORD_ID_MAX + 1];
+    acd_item_t     *item;
+
+    st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+
+    db.state = DB_IDLE;
+    db.timer_at = 0;
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        db_failed(res);
+        return;
+    }
+
+    db.backoff = DB_BACKOFF_MIN;
+
+    switch (db.query) {
+
+    case DB_Q_INSERT:
+        n = db.batch_n;
+
+        log_debug("batch of %zu records committed, %s new", n,
+                  PQcmdTuples(res));
+
+        db_ack(n);
+
+        if (db.single_left) {
+            db.single_left--;
+        }
+
+        break;
+
+    case DB_Q_REJECT:
+        item = queue_at(0);
+        log_clean(id, sizeof(id), item->rec.request_id,
+                  item->rec.request_id_len);
+        log_error("record \"%s\" (tenant %lld) refused by llm.usage: %s; "
+                  "kept in llm.usage_rejected", id,
+                  (long long) item->rec.tenant_id, db.error);
+
+        db_ack(1);
+
+        if (db.single_left) {
+            db.single_left--;
+        }
+
+        break;
+
+    case DB_Q_SNAPSHOT:
+        if (snapshot_write(acd_cf.key_snapshot, res, &next) == 0) {
+            if (next >= 0) {
+                /* a second late rather than a hair early, and no spin */
+                db.snapshot_at = acd_now() + next + 1000;
+            }
+
+        } else {
+            db.snapshot_at = acd_now() + DB_SNAPSHOT_RETRY;
+        }
+
+        snapshot_unlock(db.snapshot_fd);
+        db.snapshot_fd = -1;
+
+        break;
+    }
+}
+
+
+static void
+db_failed(PGresult *res)
+{
+    char         id[LLM_RECORD_ID_MAX + 1];
+    const char  *state, *msg;
+    acd_item_t  *item;
+
+    state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+    if (state == NULL) {
+        state = "?????";
+    }
+
+    if (msg == NULL) {
+        msg = PQerrorMessage(db.conn);
+    }
+
+    snprintf(db.error, sizeof(db.error), "%s %s", state, msg);
+    db_error_text(db.error, sizeof(db.error), db.error);
+
+    if (PQstatus(db.conn) != CONNECTION_OK) {
+        db_down(db.error);
+        return;
+    }
+
+    if (db.query == DB_Q_SNAPSHOT) {
+        log_error("key snapshot query failed: %s", db.error);
+        snapshot_unlock(db.snapshot_fd);
+        db.snapshot_fd = -1;
+        db.snapshot_at = acd_now() + DB_SNAPSHOT_RETRY;
+        return;
+    }
+
+    if (strncmp(state, "22", 2) != 0 && strncmp(state, "23", 2) != 0) {
+        db_down(db.error);
+        return;
+    }
+
+    /* the data is refused: find the record that PostgreSQL will not take */
+
+    if (db.query == DB_Q_INSERT && db.batch_n > 1) {
+        log_warning("batch of %zu records refused (%s), writing them one "
+                    "by one", db.batch_n, db.error);
+        db.single_left = db.batch_n;
+        return;
+    }
+
+    if (db.query == DB_Q_INSERT) {
+        db_send_reject();
+        return;
+    }
+
+    /* even llm.usage_rejected will not take it: the log is all there is */
+
+    item = queue_at(0);
+    log_clean(id, sizeof(id), item->rec.request_id, item->rec.request_id_len);
+
+    log_error("record dropped, refused by llm.usage_rejected too (%s): "
+              "request_id \"%s\" tenant_id %lld key_id %lld "
+              "input_tokens %" PRIu64 " output_tokens %" PRIu64
+              " cached_input_tokens %" PRIu64 " reserved_tokens %" PRIu64
+              " status %u flags %u ts_ms %lld", db.error, id,
+              (long long) item->rec.tenant_id, (long long) item->rec.key_id,
+              item->rec.input_tokens, item->rec.output_tokens,
+              item->rec.cached_input_tokens, item->rec.reserved_tokens,
+              (unsigned) item->rec.status, (unsigned) item->rec.flags,
+              (long long) item->rec.ts_ms);
+
+    db_ack(1);
+
+    if (db.single_left) {
+        db.single_left--;
+    }
+}
+
+
+static void
+db_down(const char *reason)
+{
+    int64_t  now;
+
+    if (db.state != DB_DOWN && reason != NULL) {
+        log_error("database connection %s: %s",
+                  db.state == DB_CONNECTING ? "failed" : "lost", reason);
+
+    } else if (reason != NULL) {
+        log_error("could not connect to the database: %s", reason);
+    }
+
+    if (db.conn != NULL) {
+        event_del(&db.ev);
+        PQfinish(db.conn);
+        db.conn = NULL;
+    }
+
+    PQclear(db.result);
+    db.result = NULL;
+    db.ev.fd = -1;
+    db.flushing = 0;
+
+    if (db.state == DB_BUSY && db.query == DB_Q_SNAPSHOT) {
+        db.snapshot_wanted = 1;
+    }
+
+    if (db.snapshot_fd != -1) {
+        snapshot_unlock(db.snapshot_fd);
+        db.snapshot_fd = -1;
+    }
+
+    /* a batch in flight is sent again: it is still at the queue's head */
+    db.batch_n = 0;
+    db.state = DB_DOWN;
+
+    now = acd_now();
+    db.timer_at = now + db.backoff;
+
+    log_info("reconnecting in %lld ms, %zu records queued",
+             (long long) db.backoff, queue_len());
+
+    db.backoff *= 2;
+    if (db.backoff > DB_BACKOFF_MAX) {
+        db.backoff = DB_BACKOFF_MAX;
+    }
+}
+
+
+static int
+db_send(const char *sql, int nparams)
+{
+    if (!PQsendQueryParams(db.conn, sql, nparams, NULL, db.values, NULL,
+                           NULL, 0))
+    {
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return -1;
+    }
+
+    db.state = DB_BUSY;
+    db.timer_at = acd_now() + DB_QUERY_TIMEOUT;
+
+    db_flush();
+
+    return 0;
+}
+
+
+static void
+db_send_batch(void)
+{
+    int     len;
+    char   *p;
+    size_t  n, i, k;
+
+    n = queue_len();
+
+    if (n == 0) {
+        db.single_left = 0;
+        return;
+    }
+
+    if (n > (size_t) acd_cf.batch_max) {
+        n = acd_cf.batch_max;
+    }
+
+    if (db.single_left) {
+        n = 1;
+    }
+
+    if (db_prepare(n) != 0) {
+        return;
+    }
+
+    if (db.sql_rows != n) {
+        p = db.sql;
+        p += sprintf(p, "%s", db_insert_head);
+
+        for (i = 0; i < n; i++) {
+            k = i * DB_PARAMS;
+
+            if (i) {
+                *p++ = ',';
+            }
+
+            len = sprintf(p, db_insert_row, k + 1, k + 2, k + 3, k + 4,
+                          k + 5, k + 6, k + 7, k + 8, k + 9, k + 10, k + 11,
+                          k + 12, k + 13);
+            p += len;
+        }
+
+        strcpy(p, db_insert_tail);
+        db.sql_rows = n;
+    }
+
+    for (i = 0; i < n; i++) {
+        db_bind(i, &queue_at(i)->rec);
+    }
+
+    db.query = DB_Q_INSERT;
+    db.batch_n = n;
+
+    log_noise("sending a batch of %zu records", n);
+
+    db_send(db.sql, (int) (n * DB_PARAMS));
+}
+
+
+static void
+db_send_reject(void)
+{
+    db_bind(0, &queue_at(0)->rec);
+    db.values[DB_PARAMS] = db.error;
+
+    db.query = DB_Q_REJECT;
+    db.batch_n = 1;
+
+    db_send(db_reject_sql, DB_REJECT_PARAMS);
+}
+
+
+static void
+db_send_snapshot(void)
+{
+    db.snapshot_wanted = 0;
+
+    if (acd_cf.key_snapshot[0] == '\0') {
+        log_warning("\"key_snapshot\" is not set, no key snapshot written");
+        return;
+    }
+
+    db.snapshot_fd = snapshot_lock(acd_cf.key_snapshot, 0);
+
+    if (db.snapshot_fd == -1) {
+        /* another accountd command is writing it: later */
+        db.snapshot_at = acd_now() + 1000;
+        return;
+    }
+
+    db.query = DB_Q_SNAPSHOT;
+
+    if (db_send(SNAPSHOT_QUERY, 0) != 0) {
+        db.snapshot_wanted = 1;
+    }
+}
+
+
+/* room for the statement and parameters of n rows */
+
+static int
+db_prepare(size_t n)
+{
+    size_t   cap;
+    char    *sql;
+    void    *rows, *values;
+
+    if (n <= db.rows_cap) {
+        return 0;
+    }
+
+    cap = n;
+
+    rows = realloc(db.rows, cap * sizeof(db_row_t));
+    if (rows != NULL) {
+        db.rows = rows;
+    }
+
+    values = realloc(db.values, (cap * DB_PARAMS + 1) * sizeof(char *));
+    if (values != NULL) {
+        db.values = values;
+    }
+
+    sql = realloc(db.sql, sizeof(db_insert_head) + sizeof(db_insert_tail)
+                          + cap * (sizeof(db_insert_row) + 13 * 6));
+    if (sql != NULL) {
+        db.sql = sql;
+    }
+
+    if (rows == NULL || values == NULL || sql == NULL) {
+        log_error("out of memory for a batch of %zu records", n);
+        return -1;
+    }
+
+    db.rows_cap = cap;
+    db.sql_rows = 0;
+
+    return 0;
+}
+
+
+static void
+db_bind(size_t row, const llm_record_t *rec)
+{
+    size_t         i;
+    uint32_t       flags;
+    uint64_t       tokens[4];
+    db_row_t      *r;
+    const char   **v;
+
+    r = &db.rows[row];
+    v = &db.values[row * DB_PARAMS];
+
+    flags = rec->flags;
+
+    tokens[0] = rec->input_tokens;
+    tokens[1] = rec->output_tokens;
+    tokens[2] = rec->cached_input_tokens;
+    tokens[3] = rec->reserved_tokens;
+
+    /* bigint holds 63 bits */
+    for (i = 0; i < 4; i++) {
+        if (tokens[i] > INT64_MAX) {
+            tokens[i] = INT64_MAX;
+            flags |= LLM_REC_F_CLAMPED;
+        }
+    }
+
+    log_clean(r->request_id, sizeof(r->request_id), rec->request_id,
+              rec->request_id_len);
+    log_clean(r->model, sizeof(r->model), rec->model, rec->model_len);
+    log_clean(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
+              rec->finish_reason_len);
+
+    snprintf(r->num[0], sizeof(r->num[0]), "%lld",
+             (long long) rec->tenant_id);
+    snprintf(r->num[1], sizeof(r->num[1]), "%lld", (long long) rec->key_id);
+
+    for (i = 0; i < 4; i++) {
+        snprintf(r->num[2 + i], sizeof(r->num[0]), "%" PRIu64, tokens[i]);
+    }
+
+    snprintf(r->num[6], sizeof(r->num[0]), "%u", (unsigned) rec->status);
+    snprintf(r->num[7], sizeof(r->num[0]), "%d", (int32_t) flags);
+    snprintf(r->num[8], sizeof(r->num[0]), "%lld", (long long) rec->ts_ms);
+
+    v[0] = r->request_id;
+    v[1] = r->num[0];
+    v[2] = rec->key_id > 0 ? r->num[1] : NULL;
+    v[3] = r->model;
+    v[4] = rec->api == LLM_API_ANTHROPIC ? "anthropic" : "openai";
+    v[5] = r->num[2];
+    v[6] = r->num[3];
+    v[7] = r->num[4];
+    v[8] = r->num[5];
+    v[9] = rec->finish_reason_len ? r->finish_reason : NULL;
+    v[10] = r->num[6];
+    v[11] = r->num[7];
+    v[12] = r->num[8];
+}
+
+
+/* the first n records are in the database: tell their senders */
+
+static void
+db_ack(size_t n)
+{
+    size_t       i;
+    acd_item_t  *item;
+
+    for (i = 0; i < n; i++) {
+        item = queue_at(i);
+        listener_ack(item->client, &item->rec);
+        listener_release(item->client);
+    }
+
+    queue_pop(n);
+    db.batch_n = 0;
+}
+
+
+static void
+db_notice(void *arg, const char *message)
+{
+    char  buf[DB_ERROR_MAX];
+
+    db_error_text(buf, sizeof(buf), message);
+    log_debug("database notice: %s", buf);
+}
+
+
+/* libpq's messages end in a newline and may span lines */
+
+static void
+db_error_text(char *buf, size_t cap, const char *msg)
+{
+    size_t  i, len;
+
+    len = strlen(msg);
+
+    if (len > cap - 1) {
+        len = cap - 1;
+    }
+
+    for (i = 0; i < len; i++) {
+        buf[i] = (msg[i] == '\n' || msg[i] == '\t') ? ' ' : msg[i];
+    }
+
+    while (i && buf[i - 1] == ' ') {
+        i--;
+    }
+
+    buf[i] = '\0';
+
+    log_clean(buf, cap, buf, i);
+}

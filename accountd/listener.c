@@ -1,0 +1,773 @@
+
+/*
+ * The Unix socket the nginx workers connect to, one connection a worker.
+ * Frames are read into a fixed buffer and decoded with the shared codec;
+ * a settle record goes into the queue with a reference to its connection,
+ * and its ACK is written back on that connection once the database has
+ * committed it.  A connection that sends a malformed frame is closed: the
+ * byte stream cannot be resynchronised.
+ *
+ * A closed connection stays allocated while records that came from it are
+ * still queued, and is freed at the end of the loop iteration, never
+ * while an epoll event may still point to it.
+ */
+
+
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "accountd.h"
+
+
+#define CLIENT_IN_SIZE            16384
+/* ACKs a client has not read; beyond this it is not read from either */
+#define CLIENT_OUT_HIGH           (1024 * 1024)
+#define CLIENT_OUT_KEEP           65536
+
+#define LISTENER_WARN_EVERY       10000
+#define LISTENER_WARN_PAUSE       1000
+
+
+struct acd_client_s {
+    acd_event_t      ev;
+    uint64_t         id;
+    pid_t            pid;
+    size_t           pending;
+
+    uint8_t         *out;
+    size_t           out_pos;
+    size_t           out_len;
+    size_t           out_cap;
+
+    unsigned         eof:1;
+    unsigned         closed:1;
+    unsigned         dirty:1;
+
+    acd_client_t    *next;
+    acd_client_t    *prev;
+    acd_client_t    *dirty_next;
+    acd_client_t    *zombie_next;
+
+    size_t           in_len;
+    uint8_t          in[CLIENT_IN_SIZE];
+};
+
+
+static void listener_accept(acd_event_t *ev, uint32_t events);
+static void client_handler(acd_event_t *ev, uint32_t events);
+static void client_read(acd_client_t *c);
+static void client_process(acd_client_t *c);
+static void client_write(acd_client_t *c);
+static void client_update(acd_client_t *c);
+static void client_close(acd_client_t *c);
+
+
+static acd_event_t    listener_ev = { .fd = -1 };
+static char          *listener_path;
+static int            listener_paused;
+static int64_t        listener_paused_at;
+static int64_t        listener_warned_at = -LISTENER_WARN_EVERY;
+static int            listener_full;
+static uint64_t       listener_next_id = 1;
+
+static acd_client_t  *clients;
+static acd_client_t  *dirty;
+static acd_client_t  *zombies;
+
+
+int
+listener_init(void)
+{
+    int                 fd;
+    mode_t              old;
+    struct stat         st;
+    struct sockaddr_un  sa;
+
+    if (acd_cf.listen[0] == '\0') {
+        log_error("\"listen\" is not set");
+        return -1;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+
+    if (strlen(acd_cf.listen) >= sizeof(sa.sun_path)) {
+        log_error("socket path \"%s\" is too long", acd_cf.listen);
+        return -1;
+    }
+
+    strcpy(sa.sun_path, acd_cf.listen);
+
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        log_error("socket() failed: %s", strerror(errno));
+        return -1;
+    }
+
+    /*
+     * A socket left by a crash is removed; one that still answers belongs
+     * to a running accountd and is left alone.
+     */
+
+    if (lstat(acd_cf.listen, &st) == 0) {
+
+        if (!S_ISSOCK(st.st_mode)) {
+            log_error("\"%s\" exists and is not a socket", acd_cf.listen);
+            goto failed;
+        }
+
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0
+            || errno == EAGAIN || errno == EINPROGRESS)
+        {
+            log_error("another process is listening on \"%s\"",
+                      acd_cf.listen);
+            goto failed;
+        }
+
+        close(fd);
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd == -1) {
+            log_error("socket() failed: %s", strerror(errno));
+            return -1;
+        }
+
+        if (unlink(acd_cf.listen) == -1 && errno != ENOENT) {
+            log_error("could not remove stale socket \"%s\": %s",
+                      acd_cf.listen, strerror(errno));
+            goto failed;
+        }
+
+        log_info("removed stale socket \"%s\"", acd_cf.listen);
+    }
+
+    /* no moment with looser permissions than asked for */
+    old = umask(~acd_cf.listen_mode & 0777);
+
+    if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) == -1) {
+        umask(old);
+        log_error("bind() to \"%s\" failed: %s", acd_cf.listen,
+                  strerror(errno));
+        goto failed;
+    }
+
+    umask(old);
+
+    if (chmod(acd_cf.listen, acd_cf.listen_mode) == -1) {
+        log_error("chmod() of \"%s\" failed: %s", acd_cf.listen,
+                  strerror(errno));
+        unlink(acd_cf.listen);
+        goto failed;
+    }
+
+    if (listen(fd, 511) == -1) {
+        log_error("listen() on \"%s\" failed: %s", acd_cf.listen,
+                  strerror(errno));
+        unlink(acd_cf.listen);
+        goto failed;
+    }
+
+    listener_path = strdup(acd_cf.listen);
+    if (listener_path == NULL) {
+        unlink(acd_cf.listen);
+        goto failed;
+    }
+
+    listener_ev.fd = fd;
+    listener_ev.handler = listener_accept;
+
+    if (event_set(&listener_ev, EPOLLIN) != 0) {
+        unlink(acd_cf.listen);
+        goto failed;
+    }
+
+    log_info("listening on \"%s\", mode %04o", acd_cf.listen,
+             (unsigned) acd_cf.listen_mode);
+
+    return 0;
+
+failed:
+
+    close(fd);
+
+    return -1;
+}
+
+
+/* shutdown: no new connections and no new records; ACKs still go out */
+
+void
+listener_close(void)
+{
+    acd_client_t  *c;
+
+    if (listener_ev.fd != -1) {
+        event_del(&listener_ev);
+        close(listener_ev.fd);
+        listener_ev.fd = -1;
+    }
+
+    if (listener_path != NULL) {
+        if (unlink(listener_path) == -1 && errno != ENOENT) {
+            log_warning("could not remove \"%s\": %s", listener_path,
+                        strerror(errno));
+        }
+
+        free(listener_path);
+        listener_path = NULL;
+    }
+
+    for (c = clients; c; c = c->next) {
+        client_update(c);
+    }
+}
+
+
+void
+listener_pause(void)
+{
+    acd_client_t  *c;
+
+    if (listener_paused) {
+        return;
+    }
+
+    listener_paused = 1;
+    listener_paused_at = acd_now();
+
+    /* under a sustained overload this flaps: one warning a while is enough */
+
+    if (listener_paused_at - listener_warned_at >= LISTENER_WARN_EVERY) {
+        listener_warned_at = listener_paused_at;
+        log_warning("queue full (%zu records), not reading from clients",
+                    queue_len());
+
+    } else {
+        log_debug("queue full (%zu records), not reading from clients",
+                  queue_len());
+    }
+
+    for (c = clients; c; c = c->next) {
+        client_update(c);
+    }
+}
+
+
+void
+listener_resume(void)
+{
+    acd_client_t  *c, *next;
+
+    if (!listener_paused || !queue_has_room()) {
+        return;
+    }
+
+    listener_paused = 0;
+
+    if (acd_now() - listener_paused_at >= LISTENER_WARN_PAUSE) {
+        log_info("queue down to %zu records, reading from clients again",
+                 queue_len());
+
+    } else {
+        log_debug("queue down to %zu records, reading from clients again",
+                  queue_len());
+    }
+
+    /* frames already buffered are taken first: no event will say so */
+
+    for (c = clients; c; c = next) {
+        next = c->next;
+
+        client_process(c);
+
+        if (!c->closed) {
+            client_update(c);
+        }
+    }
+}
+
+
+void
+listener_ack(acd_client_t *c, const llm_record_t *rec)
+{
+    size_t         n, cap;
+    uint8_t       *p;
+    llm_record_t   ack;
+
+    if (c->closed) {
+        return;
+    }
+
+    if (c->out_cap - c->out_len < LLM_RECORD_MAX_FRAME) {
+
+        if (c->out_pos) {
+            memmove(c->out, c->out + c->out_pos, c->out_len - c->out_pos);
+            c->out_len -= c->out_pos;
+            c->out_pos = 0;
+        }
+
+        if (c->out_cap - c->out_len < LLM_RECORD_MAX_FRAME) {
+            cap = c->out_cap ? c->out_cap * 2 : 4096;
+
+            p = realloc(c->out, cap);
+            if (p == NULL) {
+                log_error("out of memory for the ACKs of client #%llu, "
+                          "closing it", (unsigned long long) c->id);
+                client_close(c);
+                return;
+            }
+
+            c->out = p;
+            c->out_cap = cap;
+        }
+    }
+
+    memset(&ack, 0, sizeof(llm_record_t));
+    ack.type = LLM_REC_ACK;
+    memcpy(ack.request_id, rec->request_id, rec->request_id_len);
+    ack.request_id_len = rec->request_id_len;
+
+    n = llm_record_encode(&ack, c->out + c->out_len, c->out_cap - c->out_len);
+    c->out_len += n;
+
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->dirty_next = dirty;
+        dirty = c;
+    }
+}
+
+
+/* a record from c has left the queue */
+
+void
+listener_release(acd_client_t *c)
+{
+    c->pending--;
+
+    if (c->pending == 0) {
+
+        if (c->closed) {
+            c->zombie_next = zombies;
+            zombies = c;
+
+        } else if (c->eof && c->out_len == c->out_pos) {
+            client_close(c);
+        }
+    }
+}
+
+
+/* once an iteration: write the ACKs of this iteration in one go */
+
+void
+listener_flush(void)
+{
+    acd_client_t  *c, *next;
+
+    for (c = dirty; c; c = next) {
+        next = c->dirty_next;
+        c->dirty = 0;
+        c->dirty_next = NULL;
+
+        if (!c->closed) {
+            client_write(c);
+        }
+    }
+
+    dirty = NULL;
+
+    if (listener_paused) {
+        listener_resume();
+    }
+}
+
+
+/* once an iteration, after every event was handled */
+
+void
+listener_reap(void)
+{
+    acd_client_t  *c;
+
+    while (zombies) {
+        c = zombies;
+        zombies = c->zombie_next;
+        free(c->out);
+        free(c);
+    }
+}
+
+
+/* every ACK has been written */
+
+int
+listener_idle(void)
+{
+    acd_client_t  *c;
+
+    for (c = clients; c; c = c->next) {
+        if (c->out_len > c->out_pos) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+static void
+listener_accept(acd_event_t *ev, uint32_t events)
+{
+    int             fd;
+    socklen_t       len;
+    acd_client_t   *c;
+    struct ucred    cred;
+
+    for ( ;; ) {
+        fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd == -1) {
+            if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) {
+                return;
+            }
+
+            if (errno == EMFILE || errno == ENFILE) {
+
+                /* until a connection closes, or epoll would spin */
+                log_error("accept() failed: %s, not accepting until a "
+                          "client leaves", strerror(errno));
+                listener_full = 1;
+                event_set(ev, 0);
+                return;
+            }
+
+            log_error("accept() failed: %s", strerror(errno));
+            return;
+        }
+
+        c = calloc(1, sizeof(acd_client_t));
+        if (c == NULL) {
+            log_error("out of memory for a client");
+            close(fd);
+            return;
+        }
+
+        c->id = listener_next_id++;
+        c->ev.fd = fd;
+        c->ev.handler = client_handler;
+        c->ev.data = c;
+
+        len = sizeof(cred);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+            c->pid = cred.pid;
+        }
+
+        c->next = clients;
+        if (clients) {
+            clients->prev = c;
+        }
+        clients = c;
+
+        client_update(c);
+
+        log_debug("client #%llu connected (pid %d)",
+                  (unsigned long long) c->id, (int) c->pid);
+    }
+}
+
+
+static void
+client_handler(acd_event_t *ev, uint32_t events)
+{
+    acd_client_t  *c;
+
+    c = ev->data;
+
+    if (c->closed) {
+        return;
+    }
+
+    /* frames sent just before a hang-up are still read */
+
+    if (events & (EPOLLIN | EPOLLHUP)) {
+        client_read(c);
+
+        if (c->closed) {
+            return;
+        }
+    }
+
+    if (events & EPOLLOUT) {
+        client_write(c);
+
+        if (c->closed) {
+            return;
+        }
+    }
+
+    if ((events & EPOLLERR) && !(events & EPOLLIN)) {
+        log_info("client #%llu (pid %d): connection error, closing",
+                 (unsigned long long) c->id, (int) c->pid);
+        client_close(c);
+    }
+}
+
+
+static void
+client_read(acd_client_t *c)
+{
+    ssize_t  n;
+
+    if (c->eof || listener_paused || acd_shutting_down
+        || c->in_len == CLIENT_IN_SIZE)
+    {
+        return;
+    }
+
+    n = read(c->ev.fd, c->in + c->in_len, CLIENT_IN_SIZE - c->in_len);
+
+    if (n == -1) {
+        if (errno == EAGAIN || errno == EINTR) {
+            return;
+        }
+
+        log_info("client #%llu (pid %d): read() failed: %s, closing",
+                 (unsigned long long) c->id, (int) c->pid, strerror(errno));
+        client_close(c);
+        return;
+    }
+
+    if (n == 0) {
+        c->eof = 1;
+
+    } else {
+        c->in_len += (size_t) n;
+    }
+
+    client_process(c);
+
+    if (c->closed) {
+        return;
+    }
+
+    if (c->eof) {
+        if (c->in_len) {
+            log_warning("client #%llu (pid %d) closed the connection "
+                        "inside a frame (%zu bytes)",
+                        (unsigned long long) c->id, (int) c->pid, c->in_len);
+        }
+
+        log_debug("client #%llu (pid %d) closed the connection, "
+                  "%zu records pending", (unsigned long long) c->id,
+                  (int) c->pid, c->pending);
+
+        if (c->pending == 0 && c->out_len == c->out_pos) {
+            client_close(c);
+            return;
+        }
+    }
+
+    client_update(c);
+}
+
+
+static void
+client_process(acd_client_t *c)
+{
+    int            rc;
+    char           id[LLM_RECORD_ID_MAX + 1];
+    size_t         pos, used;
+    acd_item_t    *item;
+    llm_record_t   rec;
+
+    pos = 0;
+
+    while (pos < c->in_len) {
+
+        if (queue_full()) {
+            listener_pause();
+            break;
+        }
+
+        rc = llm_record_decode(c->in + pos, c->in_len - pos, &rec, &used);
+
+        if (rc == 0) {
+            break;
+        }
+
+        if (rc == -1) {
+            log_error("client #%llu (pid %d) sent a malformed frame, "
+                      "closing the connection", (unsigned long long) c->id,
+                      (int) c->pid);
+            client_close(c);
+            return;
+        }
+
+        if (rec.type != LLM_REC_SETTLE) {
+            log_error("client #%llu (pid %d) sent a frame of type %d, "
+                      "closing the connection", (unsigned long long) c->id,
+                      (int) c->pid, rec.type);
+            client_close(c);
+            return;
+        }
+
+        if (rec.request_id_len == 0) {
+            log_error("client #%llu (pid %d) sent a record without "
+                      "request_id, closing the connection",
+                      (unsigned long long) c->id, (int) c->pid);
+            client_close(c);
+            return;
+        }
+
+        item = queue_push();
+        item->rec = rec;
+        item->client = c;
+        c->pending++;
+
+        pos += used;
+
+        if (acd_verbose >= 3) {
+            log_clean(id, sizeof(id), rec.request_id, rec.request_id_len);
+            log_trace("client #%llu: record \"%s\", tenant %lld, "
+                      "queued %zu", (unsigned long long) c->id, id,
+                      (long long) rec.tenant_id, queue_len());
+        }
+    }
+
+    if (pos) {
+        memmove(c->in, c->in + pos, c->in_len - pos);
+        c->in_len -= pos;
+    }
+}
+
+
+static void
+client_write(acd_client_t *c)
+{
+    ssize_t  n;
+
+    while (c->out_pos < c->out_len) {
+        n = send(c->ev.fd, c->out + c->out_pos, c->out_len - c->out_pos,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n == -1) {
+            if (errno == EAGAIN) {
+                break;
+            }
+
+            if (errno == EINTR) {
+                continue;
+            }
+
+            log_info("client #%llu (pid %d): send() failed: %s, closing",
+                     (unsigned long long) c->id, (int) c->pid,
+                     strerror(errno));
+            client_close(c);
+            return;
+        }
+
+        c->out_pos += (size_t) n;
+    }
+
+    if (c->out_pos == c->out_len) {
+        c->out_pos = 0;
+        c->out_len = 0;
+
+        /* a burst of ACKs once is no reason to keep a large buffer */
+        if (c->out_cap > CLIENT_OUT_KEEP) {
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+
+        if (c->eof && c->pending == 0) {
+            client_close(c);
+            return;
+        }
+    }
+
+    client_update(c);
+}
+
+
+static void
+client_update(acd_client_t *c)
+{
+    uint32_t  events;
+
+    events = 0;
+
+    if (!c->eof && !listener_paused && !acd_shutting_down
+        && c->out_len - c->out_pos < CLIENT_OUT_HIGH
+        && c->in_len < CLIENT_IN_SIZE)
+    {
+        events |= EPOLLIN;
+    }
+
+    if (c->out_len > c->out_pos) {
+        events |= EPOLLOUT;
+    }
+
+    if (event_set(&c->ev, events) != 0) {
+        client_close(c);
+    }
+}
+
+
+static void
+client_close(acd_client_t *c)
+{
+    if (c->closed) {
+        return;
+    }
+
+    event_del(&c->ev);
+    close(c->ev.fd);
+    c->ev.fd = -1;
+    c->closed = 1;
+
+    if (c->prev) {
+        c->prev->next = c->next;
+
+    } else {
+        clients = c->next;
+    }
+
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+
+    c->next = NULL;
+    c->prev = NULL;
+
+    if (c->out_len > c->out_pos) {
+        log_info("client #%llu (pid %d) closed with %zu bytes of ACKs "
+                 "unsent", (unsigned long long) c->id, (int) c->pid,
+                 c->out_len - c->out_pos);
+    }
+
+    if (c->pending) {
+        log_debug("client #%llu (pid %d) closed, %zu of its records are "
+                  "still to be written", (unsigned long long) c->id,
+                  (int) c->pid, c->pending);
+
+    } else {
+        c->zombie_next = zombies;
+        zombies = c;
+    }
+
+    if (listener_full && listener_ev.fd != -1) {
+        listener_full = 0;
+        event_set(&listener_ev, EPOLLIN);
+    }
+}

@@ -1,0 +1,99 @@
+
+/*
+ * Records received and not yet committed, oldest first: a ring of
+ * queue_max items allocated once.  The database writes from the head;
+ * the listener adds at the tail and stops reading from clients when the
+ * ring is full, so that the backpressure reaches the nginx workers.
+ */
+
+
+#include <stdlib.h>
+
+#include "accountd.h"
+
+
+static acd_item_t  *queue_items;
+static size_t       queue_cap;
+static size_t       queue_head;
+static size_t       queue_count;
+
+
+int
+queue_init(size_t max)
+{
+    queue_items = calloc(max, sizeof(acd_item_t));
+    if (queue_items == NULL) {
+        return -1;
+    }
+
+    queue_cap = max;
+    queue_head = 0;
+    queue_count = 0;
+
+    return 0;
+}
+
+
+size_t
+queue_len(void)
+{
+    return queue_count;
+}
+
+
+int
+queue_full(void)
+{
+    return queue_count == queue_cap;
+}
+
+
+/*
+ * Reading resumes only when a quarter of the ring is free again, so that
+ * clients are not switched on and off for every batch.
+ */
+
+int
+queue_has_room(void)
+{
+    return queue_count <= queue_cap - queue_cap / 4;
+}
+
+
+acd_item_t *
+queue_push(void)
+{
+    acd_item_t  *item;
+
+    if (queue_count == queue_cap) {
+        return NULL;
+    }
+
+    item = &queue_items[(queue_head + queue_count) % queue_cap];
+    queue_count++;
+
+    return item;
+}
+
+
+acd_item_t *
+queue_at(size_t i)
+{
+    if (i >= queue_count) {
+        return NULL;
+    }
+
+    return &queue_items[(queue_head + i) % queue_cap];
+}
+
+
+void
+queue_pop(size_t n)
+{
+    if (n > queue_count) {
+        n = queue_count;
+    }
+
+    queue_head = (queue_head + n) % queue_cap;
+    queue_count -= n;
+}

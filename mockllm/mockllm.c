@@ -1,0 +1,984 @@
+
+/*
+ * mockllm: a mock LLM upstream for the gateway's tests and benchmarks.
+ *
+ *     mockllm -l 127.0.0.1:PORT [-t THREADS]
+ *
+ * POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
+ * GET /health.  Everything it answers is a function of the request, so that
+ * tests can predict the usage to the token:
+ *
+ *   prompt tokens   P = 3 + sum over messages of (3 + sum of ceil(bytes / 4)
+ *                   over the message's text) + sum of ceil(bytes / 4) over
+ *                   the Anthropic "system" text.  A message's text is its
+ *                   "content" string, or the "text" string of every part
+ *                   of an array content; "system" is a string or such an
+ *                   array.  Bytes are those of the decoded UTF-8 string.
+ *                   "x-mock-prompt-tokens: N" replaces P by N.
+ *
+ *   output tokens   C = "x-mock-tokens: N" or 16, capped at max_tokens
+ *                   (OpenAI: max_completion_tokens first), itself 64 when
+ *                   absent.  When capped, the finish reason is "length"
+ *                   (OpenAI) or "max_tokens" (Anthropic), otherwise "stop"
+ *                   or "end_turn".
+ *
+ *   the text        "tok1 tok2 ... tokC ": token i is "tok" i and a space.
+ *
+ *   cached tokens   K = "x-mock-cached-tokens: N" or 0, reported as they
+ *                   are, beside P.
+ *
+ * The other x-mock- headers (delays, deaths, bad frames, error statuses)
+ * are handled in mockllm_llm.c.
+ *
+ * Each thread runs its own epoll loop on its own SO_REUSEPORT listener, so
+ * nothing but the request counter is shared.  Delays are timers in a heap
+ * per loop, never a sleep.
+ */
+
+
+/* accept4() */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include "mockllm.h"
+
+
+#define MOCKLLM_THREADS_MAX  64
+#define MOCKLLM_EVENTS       512
+#define MOCKLLM_RECV_MIN     4096
+
+
+typedef struct {
+    mockllm_conn_t     **nodes;
+    size_t               n;
+    size_t               cap;
+} mockllm_heap_t;
+
+
+struct mockllm_loop_s {
+    int                  epfd;
+    int                  lfd;
+    int                  wakefd;
+    pthread_t            tid;
+    uint64_t             now;            /* monotonic milliseconds */
+    mockllm_heap_t       timers;
+    size_t               nconns;
+    mockllm_conn_t      *conns;
+};
+
+
+static int mockllm_listen(struct sockaddr_storage *sa, socklen_t len,
+    int reuseport);
+static int mockllm_parse_addr(const char *s, struct sockaddr_storage *sa,
+    socklen_t *len);
+static void mockllm_raise_nofile(void);
+static int mockllm_loop_init(mockllm_loop_t *loop, int lfd);
+static void *mockllm_loop_run(void *data);
+static void mockllm_loop_free(mockllm_loop_t *loop);
+static uint64_t mockllm_clock(void);
+static void mockllm_accept(mockllm_loop_t *loop);
+static int mockllm_conn_run(mockllm_conn_t *c);
+static int mockllm_conn_recv(mockllm_conn_t *c);
+static int mockllm_conn_flush(mockllm_conn_t *c);
+static int mockllm_conn_drain(mockllm_conn_t *c);
+static void mockllm_conn_close(mockllm_conn_t *c);
+static void mockllm_timer_add(mockllm_conn_t *c, uint64_t at);
+static void mockllm_timer_del(mockllm_conn_t *c);
+static void mockllm_heap_up(mockllm_heap_t *h, size_t i);
+static void mockllm_heap_down(mockllm_heap_t *h, size_t i);
+static void mockllm_usage(void);
+
+
+volatile int  mockllm_failed;
+
+static char   mockllm_wake_tag;
+
+
+int
+main(int argc, char **argv)
+{
+    int                      ch, i, n, fd, sig;
+    char                    *addr, *end;
+    long                     threads;
+    sigset_t                 set;
+    socklen_t                len;
+    mockllm_loop_t          *loops;
+    struct sockaddr_storage  sa;
+
+    addr = NULL;
+    threads = 1;
+
+    while ((ch = getopt(argc, argv, "l:t:h")) != -1) {
+        switch (ch) {
+
+        case 'l':
+            addr = optarg;
+            break;
+
+        case 't':
+            errno = 0;
+            threads = strtol(optarg, &end, 10);
+
+            if (errno || *end != '\0' || threads < 1
+                || threads > MOCKLLM_THREADS_MAX)
+            {
+                mockllm_log("invalid thread count \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        default:
+            mockllm_usage();
+            return ch == 'h' ? 0 : 2;
+        }
+    }
+
+    if (addr == NULL || optind != argc) {
+        mockllm_usage();
+        return 2;
+    }
+
+    if (mockllm_parse_addr(addr, &sa, &len) != MOCKLLM_OK) {
+        return 2;
+    }
+
+    /*
+     * The signals are taken by sigwait() in the main thread only; the
+     * threads inherit the mask.  Writes to a closed peer are errors, never
+     * signals.
+     */
+
+    signal(SIGPIPE, SIG_IGN);
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    mockllm_raise_nofile();
+
+    loops = calloc(threads, sizeof(mockllm_loop_t));
+    if (loops == NULL) {
+        mockllm_log("calloc() failed");
+        return 1;
+    }
+
+    n = (int) threads;
+
+    for (i = 0; i < n; i++) {
+        fd = mockllm_listen(&sa, len, n > 1);
+        if (fd == -1) {
+            return 1;
+        }
+
+        if (mockllm_loop_init(&loops[i], fd) != MOCKLLM_OK) {
+            return 1;
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        if (pthread_create(&loops[i].tid, NULL, mockllm_loop_run, &loops[i])
+            != 0)
+        {
+            mockllm_log("pthread_create() failed");
+            return 1;
+        }
+    }
+
+    for ( ;; ) {
+        if (sigwait(&set, &sig) == 0) {
+            break;
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        if (eventfd_write(loops[i].wakefd, 1) == -1) {
+            mockllm_log("eventfd_write() failed: %s", strerror(errno));
+        }
+    }
+
+    for (i = 0; i < n; i++) {
+        pthread_join(loops[i].tid, NULL);
+        mockllm_loop_free(&loops[i]);
+    }
+
+    free(loops);
+
+    return mockllm_failed ? 1 : 0;
+}
+
+
+static void
+mockllm_usage(void)
+{
+    fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS]\n"
+                    "  ADDR is a loopback address: 127.0.0.1, [::1]\n");
+}
+
+
+void
+mockllm_log(const char *fmt, ...)
+{
+    char     buf[512];
+    va_list  args;
+
+    va_start(args, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, args);
+    va_end(args);
+
+    fprintf(stderr, "mockllm: %s\n", buf);
+}
+
+
+static int
+mockllm_parse_addr(const char *s, struct sockaddr_storage *sa,
+    socklen_t *len)
+{
+    char                 host[64], *end;
+    long                 port;
+    const char          *colon;
+    size_t               n;
+    struct sockaddr_in  *sin;
+    struct sockaddr_in6 *sin6;
+
+    memset(sa, 0, sizeof(struct sockaddr_storage));
+
+    colon = strrchr(s, ':');
+
+    if (colon == NULL) {
+        goto invalid;
+    }
+
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+
+    if (errno || end == colon + 1 || *end != '\0' || port < 1
+        || port > 65535)
+    {
+        goto invalid;
+    }
+
+    n = colon - s;
+
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+
+    if (n == 0 || n >= sizeof(host)) {
+        goto invalid;
+    }
+
+    memcpy(host, s, n);
+    host[n] = '\0';
+
+    if (strcmp(host, "localhost") == 0) {
+        strcpy(host, "127.0.0.1");
+    }
+
+    sin = (struct sockaddr_in *) sa;
+    sin6 = (struct sockaddr_in6 *) sa;
+
+    if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t) port);
+        *len = sizeof(struct sockaddr_in);
+
+        if ((ntohl(sin->sin_addr.s_addr) >> 24) != 127) {
+            goto remote;
+        }
+
+        return MOCKLLM_OK;
+    }
+
+    if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t) port);
+        *len = sizeof(struct sockaddr_in6);
+
+        if (!IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr)) {
+            goto remote;
+        }
+
+        return MOCKLLM_OK;
+    }
+
+invalid:
+
+    mockllm_log("invalid listen address \"%s\"", s);
+    return MOCKLLM_ERROR;
+
+remote:
+
+    /* a mock must never be reachable from another machine */
+    mockllm_log("\"%s\" is not a loopback address", host);
+    return MOCKLLM_ERROR;
+}
+
+
+static int
+mockllm_listen(struct sockaddr_storage *sa, socklen_t len, int reuseport)
+{
+    int  fd, on;
+
+    fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        mockllm_log("socket() failed: %s", strerror(errno));
+        return -1;
+    }
+
+    on = 1;
+
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == -1
+        || (reuseport
+            && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on))
+               == -1))
+    {
+        mockllm_log("setsockopt() failed: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+
+    if (bind(fd, (struct sockaddr *) sa, len) == -1) {
+        mockllm_log("bind() failed: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+
+    if (listen(fd, 4096) == -1) {
+        mockllm_log("listen() failed: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+
+    return fd;
+}
+
+
+/* thousands of paced streams need more than the usual 1024 descriptors */
+
+static void
+mockllm_raise_nofile(void)
+{
+    struct rlimit  rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+
+        if (setrlimit(RLIMIT_NOFILE, &rl) == -1) {
+            mockllm_log("setrlimit(RLIMIT_NOFILE) failed: %s",
+                        strerror(errno));
+        }
+    }
+}
+
+
+static int
+mockllm_loop_init(mockllm_loop_t *loop, int lfd)
+{
+    struct epoll_event  ev;
+
+    loop->lfd = lfd;
+
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (loop->epfd == -1) {
+        mockllm_log("epoll_create1() failed: %s", strerror(errno));
+        return MOCKLLM_ERROR;
+    }
+
+    loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->wakefd == -1) {
+        mockllm_log("eventfd() failed: %s", strerror(errno));
+        return MOCKLLM_ERROR;
+    }
+
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.ptr = loop;
+
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, lfd, &ev) == -1) {
+        mockllm_log("epoll_ctl() failed: %s", strerror(errno));
+        return MOCKLLM_ERROR;
+    }
+
+    ev.events = EPOLLIN;
+    ev.data.ptr = &mockllm_wake_tag;
+
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) == -1) {
+        mockllm_log("epoll_ctl() failed: %s", strerror(errno));
+        return MOCKLLM_ERROR;
+    }
+
+    return MOCKLLM_OK;
+}
+
+
+static void *
+mockllm_loop_run(void *data)
+{
+    int                  i, n, timeout;
+    mockllm_conn_t      *c;
+    mockllm_loop_t      *loop;
+    struct epoll_event   events[MOCKLLM_EVENTS];
+
+    loop = data;
+    loop->now = mockllm_clock();
+
+    for ( ;; ) {
+        timeout = -1;
+
+        if (loop->timers.n) {
+            c = loop->timers.nodes[0];
+            timeout = c->timer_at > loop->now
+                      ? (int) (c->timer_at - loop->now) : 0;
+        }
+
+        n = epoll_wait(loop->epfd, events, MOCKLLM_EVENTS, timeout);
+
+        if (n == -1) {
+            if (errno == EINTR) {
+                continue;
+            }
+
+            mockllm_log("epoll_wait() failed: %s", strerror(errno));
+            mockllm_failed = 1;
+            kill(getpid(), SIGTERM);
+            return NULL;
+        }
+
+        loop->now = mockllm_clock();
+
+        for (i = 0; i < n; i++) {
+
+            if (events[i].data.ptr == &mockllm_wake_tag) {
+                return NULL;
+            }
+
+            if (events[i].data.ptr == loop) {
+                mockllm_accept(loop);
+                continue;
+            }
+
+            c = events[i].data.ptr;
+
+            if (events[i].events & (EPOLLERR | EPOLLHUP)) {
+                mockllm_conn_close(c);
+                continue;
+            }
+
+            if (mockllm_conn_run(c) == MOCKLLM_CLOSE) {
+                mockllm_conn_close(c);
+            }
+        }
+
+        while (loop->timers.n) {
+            c = loop->timers.nodes[0];
+
+            if (c->timer_at > loop->now) {
+                break;
+            }
+
+            mockllm_timer_del(c);
+
+            if (c->lingering) {
+                mockllm_conn_close(c);
+                continue;
+            }
+
+            mockllm_advance(c);
+
+            if (mockllm_conn_run(c) == MOCKLLM_CLOSE) {
+                mockllm_conn_close(c);
+            }
+        }
+    }
+}
+
+
+static void
+mockllm_loop_free(mockllm_loop_t *loop)
+{
+    while (loop->conns) {
+        mockllm_conn_close(loop->conns);
+    }
+
+    free(loop->timers.nodes);
+
+    close(loop->lfd);
+    close(loop->wakefd);
+    close(loop->epfd);
+}
+
+
+static uint64_t
+mockllm_clock(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+
+static void
+mockllm_accept(mockllm_loop_t *loop)
+{
+    int                  fd, on;
+    size_t               cap;
+    mockllm_conn_t      *c, **nodes;
+    struct epoll_event   ev;
+
+    for ( ;; ) {
+        fd = accept4(loop->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd == -1) {
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+
+            if (errno != EAGAIN) {
+                mockllm_log("accept4() failed: %s", strerror(errno));
+            }
+
+            return;
+        }
+
+        on = 1;
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+
+        /* a connection has at most one timer: the heap never grows later */
+        if (loop->timers.cap <= loop->nconns) {
+            cap = loop->timers.cap ? loop->timers.cap * 2 : 1024;
+
+            nodes = realloc(loop->timers.nodes,
+                            cap * sizeof(mockllm_conn_t *));
+            if (nodes == NULL) {
+                mockllm_log("realloc() failed");
+                close(fd);
+                continue;
+            }
+
+            loop->timers.nodes = nodes;
+            loop->timers.cap = cap;
+        }
+
+        c = calloc(1, sizeof(mockllm_conn_t));
+        if (c == NULL) {
+            mockllm_log("calloc() failed");
+            close(fd);
+            continue;
+        }
+
+        c->fd = fd;
+        c->loop = loop;
+        c->timer_idx = SIZE_MAX;
+
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+        ev.data.ptr = c;
+
+        if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) == -1) {
+            mockllm_log("epoll_ctl() failed: %s", strerror(errno));
+            close(fd);
+            free(c);
+            continue;
+        }
+
+        c->next = loop->conns;
+
+        if (loop->conns) {
+            loop->conns->prev = c;
+        }
+
+        loop->conns = c;
+        loop->nconns++;
+    }
+}
+
+
+/*
+ * Drives a connection as far as it can go without waiting: sends what is
+ * queued, finishes the response, takes the next request from the buffer
+ * or the socket.  Edge-triggered, so it reads until EAGAIN whenever it is
+ * idle; while a response is in progress the input is left in the socket.
+ */
+
+static int
+mockllm_conn_run(mockllm_conn_t *c)
+{
+    int  rc;
+
+    if (c->lingering) {
+        return mockllm_conn_drain(c);
+    }
+
+    for ( ;; ) {
+        if (c->in.oom || c->out.oom || c->tmp.oom || c->prefix.oom
+            || c->model.oom)
+        {
+            mockllm_log("out of memory");
+            return MOCKLLM_CLOSE;
+        }
+
+        if (c->sent < c->out.len) {
+            rc = mockllm_conn_flush(c);
+
+            if (rc == MOCKLLM_ERROR) {
+                return MOCKLLM_CLOSE;
+            }
+
+            if (rc == MOCKLLM_AGAIN) {
+                return MOCKLLM_OK;
+            }
+        }
+
+        if (c->busy) {
+            if (!c->done) {
+                if (c->pump) {
+                    c->pump = 0;
+                    mockllm_advance(c);
+                    continue;
+                }
+
+                return MOCKLLM_OK;
+            }
+
+            if (!c->close) {
+                mockllm_http_finish(c);
+
+            } else if (c->linger) {
+                /* let the client read the error before a reset */
+                shutdown(c->fd, SHUT_WR);
+                c->lingering = 1;
+                mockllm_timer_set(c, MOCKLLM_LINGER_MS);
+                return mockllm_conn_drain(c);
+
+            } else {
+                return MOCKLLM_CLOSE;
+            }
+        }
+
+        rc = mockllm_http_parse(c);
+
+        if (rc == MOCKLLM_OK) {
+            mockllm_handle(c);
+            continue;
+        }
+
+        if (rc == MOCKLLM_ERROR) {
+            mockllm_handle_bad(c);
+            continue;
+        }
+
+        if (c->sent < c->out.len) {
+            /* 100 Continue */
+            continue;
+        }
+
+        rc = mockllm_conn_recv(c);
+
+        if (rc != MOCKLLM_OK) {
+            return rc == MOCKLLM_AGAIN ? MOCKLLM_OK : MOCKLLM_CLOSE;
+        }
+    }
+}
+
+
+static int
+mockllm_conn_recv(mockllm_conn_t *c)
+{
+    char     *p;
+    size_t    want, cap;
+    ssize_t   n;
+
+    want = c->in.len + MOCKLLM_RECV_MIN;
+
+    /* a body of known length is read into a buffer of its size at once */
+    if (c->hdr_len && !c->req.chunked
+        && c->hdr_len + c->body_len > want)
+    {
+        want = c->hdr_len + c->body_len;
+    }
+
+    if (want > c->in.cap) {
+        cap = c->in.cap ? c->in.cap : 2 * MOCKLLM_RECV_MIN;
+
+        while (cap < want) {
+            cap *= 2;
+        }
+
+        if (cap > MOCKLLM_IN_MAX) {
+            cap = MOCKLLM_IN_MAX;
+        }
+
+        if (cap <= c->in.len) {
+            /* the parser bounds every request well below this */
+            mockllm_log("request too large");
+            return MOCKLLM_ERROR;
+        }
+
+        p = realloc(c->in.data, cap);
+        if (p == NULL) {
+            mockllm_log("realloc() failed");
+            return MOCKLLM_ERROR;
+        }
+
+        c->in.data = p;
+        c->in.cap = cap;
+    }
+
+    for ( ;; ) {
+        n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+
+        if (n > 0) {
+            c->in.len += n;
+            return MOCKLLM_OK;
+        }
+
+        if (n == 0) {
+            return MOCKLLM_CLOSE;
+        }
+
+        if (errno == EINTR) {
+            continue;
+        }
+
+        if (errno == EAGAIN) {
+            return MOCKLLM_AGAIN;
+        }
+
+        return MOCKLLM_ERROR;
+    }
+}
+
+
+static int
+mockllm_conn_flush(mockllm_conn_t *c)
+{
+    ssize_t  n;
+
+    while (c->sent < c->out.len) {
+        n = send(c->fd, c->out.data + c->sent, c->out.len - c->sent,
+                 MSG_NOSIGNAL);
+
+        if (n >= 0) {
+            c->sent += n;
+            continue;
+        }
+
+        if (errno == EINTR) {
+            continue;
+        }
+
+        if (errno == EAGAIN) {
+            return MOCKLLM_AGAIN;
+        }
+
+        return MOCKLLM_ERROR;
+    }
+
+    c->out.len = 0;
+    c->sent = 0;
+
+    return MOCKLLM_OK;
+}
+
+
+static int
+mockllm_conn_drain(mockllm_conn_t *c)
+{
+    char     buf[4096];
+    ssize_t  n;
+
+    for ( ;; ) {
+        n = recv(c->fd, buf, sizeof(buf), 0);
+
+        if (n > 0) {
+            continue;
+        }
+
+        if (n == -1 && errno == EINTR) {
+            continue;
+        }
+
+        if (n == -1 && errno == EAGAIN) {
+            return MOCKLLM_OK;
+        }
+
+        return MOCKLLM_CLOSE;
+    }
+}
+
+
+static void
+mockllm_conn_close(mockllm_conn_t *c)
+{
+    mockllm_loop_t  *loop;
+
+    loop = c->loop;
+
+    mockllm_timer_del(c);
+
+    if (c->prev) {
+        c->prev->next = c->next;
+
+    } else {
+        loop->conns = c->next;
+    }
+
+    if (c->next) {
+        c->next->prev = c->prev;
+    }
+
+    loop->nconns--;
+
+    close(c->fd);
+
+    mockllm_buf_free(&c->in);
+    mockllm_buf_free(&c->out);
+    mockllm_buf_free(&c->tmp);
+    mockllm_buf_free(&c->prefix);
+    mockllm_buf_free(&c->model);
+
+    free(c);
+}
+
+
+void
+mockllm_timer_set(mockllm_conn_t *c, int64_t ms)
+{
+    mockllm_timer_add(c, c->loop->now + ms);
+}
+
+
+/*
+ * The next tick of a paced stream counts from the last deadline, not from
+ * when the loop got to it: under load a stream falls behind by the time
+ * one pass of the loop takes, not by that time on every token.
+ */
+
+void
+mockllm_timer_next(mockllm_conn_t *c, int64_t ms)
+{
+    mockllm_timer_add(c, c->timer_at + ms);
+}
+
+
+static void
+mockllm_timer_add(mockllm_conn_t *c, uint64_t at)
+{
+    mockllm_heap_t  *h;
+
+    mockllm_timer_del(c);
+
+    h = &c->loop->timers;
+
+    c->timer_at = at;
+    c->timer_idx = h->n;
+    h->nodes[h->n++] = c;
+
+    mockllm_heap_up(h, c->timer_idx);
+}
+
+
+static void
+mockllm_timer_del(mockllm_conn_t *c)
+{
+    size_t           i;
+    mockllm_heap_t  *h;
+
+    i = c->timer_idx;
+
+    if (i == SIZE_MAX) {
+        return;
+    }
+
+    h = &c->loop->timers;
+    c->timer_idx = SIZE_MAX;
+
+    if (i == --h->n) {
+        return;
+    }
+
+    h->nodes[i] = h->nodes[h->n];
+    h->nodes[i]->timer_idx = i;
+
+    mockllm_heap_up(h, i);
+    mockllm_heap_down(h, h->nodes[i]->timer_idx);
+}
+
+
+static void
+mockllm_heap_up(mockllm_heap_t *h, size_t i)
+{
+    size_t           parent;
+    mockllm_conn_t  *c;
+
+    c = h->nodes[i];
+
+    while (i > 0) {
+        parent = (i - 1) / 2;
+
+        if (h->nodes[parent]->timer_at <= c->timer_at) {
+            break;
+        }
+
+        h->nodes[i] = h->nodes[parent];
+        h->nodes[i]->timer_idx = i;
+        i = parent;
+    }
+
+    h->nodes[i] = c;
+    c->timer_idx = i;
+}
+
+
+static void
+mockllm_heap_down(mockllm_heap_t *h, size_t i)
+{
+    size_t           child;
+    mockllm_conn_t  *c;
+
+    c = h->nodes[i];
+
+    for ( ;; ) {
+        child = 2 * i + 1;
+
+        if (child >= h->n) {
+            break;
+        }
+
+        if (child + 1 < h->n
+            && h->nodes[child + 1]->timer_at < h->nodes[child]->timer_at)
+        {
+            child++;
+        }
+
+        if (c->timer_at <= h->nodes[child]->timer_at) {
+            break;
+        }
+
+        h->nodes[i] = h->nodes[child];
+        h->nodes[i]->timer_idx = i;
+        i = child;
+    }
+
+    h->nodes[i] = c;
+    c->timer_idx = i;
+}

@@ -1,0 +1,188 @@
+
+/*
+ * mockllm: the mock LLM upstream.  The behaviour is documented at the top
+ * of mockllm.c.
+ */
+
+#ifndef _MOCKLLM_H_INCLUDED_
+#define _MOCKLLM_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+
+#define MOCKLLM_OK              0
+#define MOCKLLM_ERROR          -1
+#define MOCKLLM_AGAIN          -2
+#define MOCKLLM_CLOSE          -3
+
+#define MOCKLLM_HEADER_MAX      (64 * 1024)
+#define MOCKLLM_BODY_MAX        (32 * 1024 * 1024)
+#define MOCKLLM_IN_MAX          (MOCKLLM_HEADER_MAX + MOCKLLM_BODY_MAX       \
+                                 + 64 * 1024)
+#define MOCKLLM_BUF_KEEP        (256 * 1024)
+
+#define MOCKLLM_TOKENS_MAX      1000000
+#define MOCKLLM_DELAY_MAX       3600000
+#define MOCKLLM_LINGER_MS       2000
+#define MOCKLLM_PUMP_SIZE       (64 * 1024)
+#define MOCKLLM_REQUEST_ID_LEN  256
+
+#define MOCKLLM_NONE           -1
+
+#define MOCKLLM_METHOD_OTHER    0
+#define MOCKLLM_METHOD_GET      1
+#define MOCKLLM_METHOD_POST     2
+
+#define MOCKLLM_API_OPENAI      0
+#define MOCKLLM_API_ANTHROPIC   1
+
+
+typedef struct mockllm_loop_s  mockllm_loop_t;
+typedef struct mockllm_conn_s  mockllm_conn_t;
+
+
+/*
+ * A growable byte buffer.  A failed allocation sets oom and turns every
+ * later append into a no-op, so that a whole response is built without
+ * a check after each piece and is checked once at the end.
+ */
+typedef struct {
+    char                *data;
+    size_t               len;
+    size_t               cap;
+    unsigned             oom:1;
+} mockllm_buf_t;
+
+
+/* what the request line and the headers asked for */
+typedef struct {
+    int                  method;
+    size_t               path_start;     /* offsets into the input buffer */
+    size_t               path_len;
+
+    int64_t              content_length;
+    int64_t              tokens;
+    int64_t              prompt_tokens;
+    int64_t              cached_tokens;
+    int64_t              ttfb;
+    int64_t              delay;
+    int64_t              die_after;
+    int64_t              status;
+    const char          *bad_header;     /* a malformed x-mock- header */
+
+    unsigned             http10:1;
+    unsigned             keepalive:1;
+    unsigned             conn_close:1;
+    unsigned             chunked:1;
+    unsigned             expect:1;
+    unsigned             no_usage:1;
+    unsigned             malformed:1;
+
+    size_t               request_id_len;
+    char                 request_id[MOCKLLM_REQUEST_ID_LEN];
+} mockllm_req_t;
+
+
+/* the response being produced, possibly over several timer ticks */
+typedef struct {
+    int                  kind;
+    int                  api;
+    int                  phase;
+    int                  status;
+    const char          *err_type;
+    const char          *err_code;       /* NULL is JSON null */
+    const char          *err_msg;
+
+    uint64_t             id;
+    int64_t              created;
+    int64_t              prompt;
+    int64_t              cached;
+    int64_t              n_out;
+    int64_t              sent;           /* content tokens emitted */
+    int64_t              die_after;      /* MOCKLLM_NONE: never */
+    int64_t              delay;
+
+    unsigned             stream:1;
+    unsigned             usage:1;        /* report usage at all */
+    unsigned             usage_chunk:1;  /* OpenAI include_usage */
+    unsigned             capped:1;
+    unsigned             malformed:1;
+    unsigned             chunked:1;      /* chunked framing of the stream */
+} mockllm_resp_t;
+
+
+struct mockllm_conn_s {
+    int                  fd;
+    mockllm_loop_t      *loop;
+    mockllm_conn_t      *prev;
+    mockllm_conn_t      *next;
+
+    mockllm_buf_t        in;
+    size_t               scan;           /* header end search resumes here */
+    size_t               hdr_len;        /* 0 until the headers are in */
+    size_t               req_len;        /* raw bytes of the whole request */
+    size_t               body_start;
+    size_t               body_len;
+    uint64_t             chunk_size;
+    int                  chunk_state;
+
+    mockllm_buf_t        out;
+    size_t               sent;
+    mockllm_buf_t        tmp;            /* one event or body being built */
+    mockllm_buf_t        prefix;         /* the constant start of an event */
+    mockllm_buf_t        model;          /* JSON-escaped */
+
+    mockllm_req_t        req;
+    mockllm_resp_t       resp;
+
+    int                  err_status;     /* set when the request is bad */
+    const char          *err_msg;
+
+    uint64_t             timer_at;       /* kept after it fires */
+    size_t               timer_idx;
+
+    unsigned             busy:1;         /* a response is in progress */
+    unsigned             done:1;         /* all of it is in out */
+    unsigned             close:1;        /* close once out is sent */
+    unsigned             linger:1;       /* ... and drain the input first */
+    unsigned             lingering:1;
+    unsigned             continued:1;    /* 100 Continue was queued */
+    unsigned             pump:1;         /* more to write once out drains */
+};
+
+
+/* mockllm.c */
+extern volatile int  mockllm_failed;
+
+void mockllm_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void mockllm_timer_set(mockllm_conn_t *c, int64_t ms);
+void mockllm_timer_next(mockllm_conn_t *c, int64_t ms);
+
+/* mockllm_buf.c */
+void mockllm_buf_reserve(mockllm_buf_t *b, size_t n);
+void mockllm_buf_add(mockllm_buf_t *b, const void *p, size_t n);
+void mockllm_buf_add_num(mockllm_buf_t *b, uint64_t v);
+void mockllm_buf_add_json(mockllm_buf_t *b, const char *s, size_t n);
+void mockllm_buf_shrink(mockllm_buf_t *b);
+void mockllm_buf_free(mockllm_buf_t *b);
+
+#define mockllm_buf_adds(b, s)  mockllm_buf_add(b, s, sizeof(s) - 1)
+#define mockllm_buf_addz(b, s)  mockllm_buf_add(b, s, strlen(s))
+
+/* mockllm_http.c */
+int mockllm_http_parse(mockllm_conn_t *c);
+void mockllm_http_head(mockllm_conn_t *c, int status,
+    const char *content_type, int64_t content_length);
+void mockllm_http_finish(mockllm_conn_t *c);
+
+/* mockllm_llm.c */
+void mockllm_handle(mockllm_conn_t *c);
+void mockllm_handle_bad(mockllm_conn_t *c);
+void mockllm_advance(mockllm_conn_t *c);
+
+
+#endif /* _MOCKLLM_H_INCLUDED_ */

@@ -1,0 +1,954 @@
+
+/*
+ * The LLM endpoints: routing, the request JSON, and the OpenAI and
+ * Anthropic responses, whole or streamed.  The formulas are at the top of
+ * mockllm.c.
+ */
+
+
+#include <time.h>
+#include <cJSON.h>
+
+#include "mockllm.h"
+
+
+enum {
+    MOCKLLM_R_HEALTH = 0,
+    MOCKLLM_R_ERROR,
+    MOCKLLM_R_COMPLETION
+};
+
+
+enum {
+    MOCKLLM_P_START = 0,
+    MOCKLLM_P_TTFB,
+    MOCKLLM_P_TOKENS,
+    MOCKLLM_P_DONE
+};
+
+
+#define MOCKLLM_DEFAULT_TOKENS      16
+#define MOCKLLM_DEFAULT_MAX_TOKENS  64
+
+#define mockllm_str_eq(p, n, s)                                               \
+    ((n) == sizeof(s) - 1 && memcmp(p, s, sizeof(s) - 1) == 0)
+
+
+static void mockllm_llm_route(mockllm_conn_t *c);
+static void mockllm_llm_parse(mockllm_conn_t *c);
+static int64_t mockllm_llm_text_tokens(cJSON *item);
+static void mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
+    const char *code, const char *msg);
+static void mockllm_llm_status(mockllm_conn_t *c, int status);
+static void mockllm_llm_respond(mockllm_conn_t *c);
+static void mockllm_llm_error_body(mockllm_conn_t *c);
+static void mockllm_llm_complete(mockllm_conn_t *c);
+static size_t mockllm_llm_content(mockllm_conn_t *c, mockllm_buf_t *b);
+static void mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b);
+static void mockllm_llm_stream_start(mockllm_conn_t *c);
+static void mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget);
+static void mockllm_llm_stream_token(mockllm_conn_t *c);
+static void mockllm_llm_stream_end(mockllm_conn_t *c);
+static void mockllm_llm_event(mockllm_conn_t *c);
+static void mockllm_llm_done(mockllm_conn_t *c);
+static void mockllm_llm_die(mockllm_conn_t *c);
+
+
+/* shared by all the threads: ids are unique per process */
+static uint64_t  mockllm_requests;
+
+
+void
+mockllm_handle(mockllm_conn_t *c)
+{
+    mockllm_req_t   *q;
+    mockllm_resp_t  *r;
+
+    q = &c->req;
+    r = &c->resp;
+
+    memset(r, 0, sizeof(mockllm_resp_t));
+
+    r->id = __atomic_add_fetch(&mockllm_requests, 1, __ATOMIC_RELAXED);
+    r->die_after = MOCKLLM_NONE;
+    r->chunked = !q->http10;
+
+    c->busy = 1;
+    c->close = q->conn_close || (q->http10 && !q->keepalive);
+
+    mockllm_llm_route(c);
+
+    if (r->kind == MOCKLLM_R_COMPLETION) {
+        if (q->bad_header) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "invalid value in an x-mock- header");
+
+        } else if (q->status >= 400) {
+            mockllm_llm_status(c, (int) q->status);
+
+        } else {
+            mockllm_llm_parse(c);
+        }
+    }
+
+    if (q->ttfb > 0) {
+        r->phase = MOCKLLM_P_TTFB;
+        mockllm_timer_set(c, q->ttfb);
+        return;
+    }
+
+    mockllm_llm_respond(c);
+}
+
+
+/* the request could not be read: answer and close */
+
+void
+mockllm_handle_bad(mockllm_conn_t *c)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    memset(r, 0, sizeof(mockllm_resp_t));
+
+    r->id = __atomic_add_fetch(&mockllm_requests, 1, __ATOMIC_RELAXED);
+
+    c->busy = 1;
+    c->close = 1;
+    c->linger = 1;
+
+    mockllm_llm_error(c, c->err_status, "invalid_request_error", NULL,
+                      c->err_msg);
+    mockllm_llm_respond(c);
+}
+
+
+/* a timer of the connection fired */
+
+void
+mockllm_advance(mockllm_conn_t *c)
+{
+    switch (c->resp.phase) {
+
+    case MOCKLLM_P_TTFB:
+        mockllm_llm_respond(c);
+        break;
+
+    case MOCKLLM_P_TOKENS:
+        mockllm_llm_stream_run(c, 1);
+        break;
+
+    default:
+        break;
+    }
+}
+
+
+static void
+mockllm_llm_route(mockllm_conn_t *c)
+{
+    char            *path;
+    size_t           n;
+    mockllm_req_t   *q;
+    mockllm_resp_t  *r;
+
+    q = &c->req;
+    r = &c->resp;
+
+    path = c->in.data + q->path_start;
+    n = q->path_len;
+
+    if (q->method == MOCKLLM_METHOD_POST) {
+
+        if (mockllm_str_eq(path, n, "/v1/chat/completions")) {
+            r->kind = MOCKLLM_R_COMPLETION;
+            r->api = MOCKLLM_API_OPENAI;
+            return;
+        }
+
+        if (mockllm_str_eq(path, n, "/v1/messages")) {
+            r->kind = MOCKLLM_R_COMPLETION;
+            r->api = MOCKLLM_API_ANTHROPIC;
+            return;
+        }
+
+    } else if (q->method == MOCKLLM_METHOD_GET
+               && mockllm_str_eq(path, n, "/health"))
+    {
+        r->kind = MOCKLLM_R_HEALTH;
+        return;
+    }
+
+    mockllm_llm_error(c, 404, "invalid_request_error", "unknown_url",
+                      "unknown endpoint");
+}
+
+
+static void
+mockllm_llm_parse(mockllm_conn_t *c)
+{
+    cJSON           *root, *item, *msg;
+    int64_t          max, n;
+    mockllm_req_t   *q;
+    mockllm_resp_t  *r;
+
+    q = &c->req;
+    r = &c->resp;
+
+    root = cJSON_ParseWithLength(c->in.data + c->body_start, c->body_len);
+
+    if (!cJSON_IsObject(root)) {
+        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                          "We could not parse the JSON body of your "
+                          "request.");
+        goto done;
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "model");
+
+    if (!cJSON_IsString(item)) {
+        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                          "you must provide a model parameter");
+        goto done;
+    }
+
+    c->model.len = 0;
+    mockllm_buf_add_json(&c->model, item->valuestring,
+                         strlen(item->valuestring));
+
+    item = NULL;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        item = cJSON_GetObjectItemCaseSensitive(root,
+                                                "max_completion_tokens");
+    }
+
+    if (item == NULL || cJSON_IsNull(item)) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+    }
+
+    max = MOCKLLM_DEFAULT_MAX_TOKENS;
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        if (!cJSON_IsNumber(item) || !(item->valuedouble >= 1)) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "max_tokens must be a positive integer");
+            goto done;
+        }
+
+        max = item->valuedouble < MOCKLLM_TOKENS_MAX
+              ? (int64_t) item->valuedouble : MOCKLLM_TOKENS_MAX;
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "stream");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        if (!cJSON_IsBool(item)) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "stream must be a boolean");
+            goto done;
+        }
+
+        r->stream = cJSON_IsTrue(item);
+    }
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+        item = cJSON_GetObjectItemCaseSensitive(item, "include_usage");
+        r->usage_chunk = cJSON_IsTrue(item);
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "messages");
+
+    if (item != NULL && !cJSON_IsArray(item) && !cJSON_IsNull(item)) {
+        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                          "messages must be an array");
+        goto done;
+    }
+
+    n = 3;
+
+    cJSON_ArrayForEach(msg, item) {
+        n += 3;
+
+        if (cJSON_IsObject(msg)) {
+            n += mockllm_llm_text_tokens(
+                     cJSON_GetObjectItemCaseSensitive(msg, "content"));
+        }
+    }
+
+    if (r->api == MOCKLLM_API_ANTHROPIC) {
+        n += mockllm_llm_text_tokens(
+                 cJSON_GetObjectItemCaseSensitive(root, "system"));
+    }
+
+    r->prompt = q->prompt_tokens >= 0 ? q->prompt_tokens : n;
+    r->cached = q->cached_tokens;
+
+    r->n_out = q->tokens >= 0 ? q->tokens : MOCKLLM_DEFAULT_TOKENS;
+
+    if (r->n_out > max) {
+        r->n_out = max;
+        r->capped = 1;
+    }
+
+    if (q->die_after >= 0) {
+        r->die_after = q->die_after < r->n_out ? q->die_after : r->n_out;
+    }
+
+    r->usage = !q->no_usage;
+    r->usage_chunk &= r->usage;
+    r->malformed = q->malformed;
+    r->delay = q->delay;
+    r->created = time(NULL);
+
+    if (r->stream && q->http10) {
+        /* no chunked encoding for HTTP/1.0: the close ends the stream */
+        c->close = 1;
+    }
+
+done:
+
+    cJSON_Delete(root);
+}
+
+
+static int64_t
+mockllm_llm_text_tokens(cJSON *item)
+{
+    cJSON    *part, *text;
+    int64_t   n;
+
+    if (cJSON_IsString(item)) {
+        return (strlen(item->valuestring) + 3) / 4;
+    }
+
+    n = 0;
+
+    if (cJSON_IsArray(item)) {
+        cJSON_ArrayForEach(part, item) {
+            text = cJSON_GetObjectItemCaseSensitive(part, "text");
+
+            if (cJSON_IsObject(part) && cJSON_IsString(text)) {
+                n += (strlen(text->valuestring) + 3) / 4;
+            }
+        }
+    }
+
+    return n;
+}
+
+
+static void
+mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
+    const char *code, const char *msg)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    r->kind = MOCKLLM_R_ERROR;
+    r->status = status;
+    r->err_type = type;
+    r->err_code = code;
+    r->err_msg = msg;
+}
+
+
+/* x-mock-status: the error each provider gives with that status */
+
+static void
+mockllm_llm_status(mockllm_conn_t *c, int status)
+{
+    if (c->resp.api == MOCKLLM_API_OPENAI) {
+
+        switch (status) {
+
+        case 401:
+            mockllm_llm_error(c, status, "invalid_request_error",
+                              "invalid_api_key",
+                              "Incorrect API key provided");
+            return;
+
+        case 403:
+            mockllm_llm_error(c, status, "invalid_request_error",
+                              "permission_denied",
+                              "You are not allowed to use this model");
+            return;
+
+        case 404:
+            mockllm_llm_error(c, status, "invalid_request_error",
+                              "model_not_found",
+                              "The model does not exist");
+            return;
+
+        case 429:
+            mockllm_llm_error(c, status, "requests", "rate_limit_exceeded",
+                              "Rate limit reached");
+            return;
+
+        case 503:
+            mockllm_llm_error(c, status, "server_error", NULL,
+                              "The engine is currently overloaded");
+            return;
+
+        default:
+            if (status < 500) {
+                mockllm_llm_error(c, status, "invalid_request_error", NULL,
+                                  "Mock client error");
+
+            } else {
+                mockllm_llm_error(c, status, "server_error", NULL,
+                                  "The server had an error while "
+                                  "processing your request");
+            }
+
+            return;
+        }
+    }
+
+    switch (status) {
+
+    case 401:
+        mockllm_llm_error(c, status, "authentication_error", NULL,
+                          "invalid x-api-key");
+        return;
+
+    case 403:
+        mockllm_llm_error(c, status, "permission_error", NULL,
+                          "Your API key does not have permission");
+        return;
+
+    case 404:
+        mockllm_llm_error(c, status, "not_found_error", NULL,
+                          "The requested resource could not be found");
+        return;
+
+    case 413:
+        mockllm_llm_error(c, status, "request_too_large", NULL,
+                          "Request exceeds the maximum allowed size");
+        return;
+
+    case 429:
+        mockllm_llm_error(c, status, "rate_limit_error", NULL,
+                          "Number of request tokens has exceeded your "
+                          "rate limit");
+        return;
+
+    case 503:
+    case 529:
+        mockllm_llm_error(c, status, "overloaded_error", NULL, "Overloaded");
+        return;
+
+    default:
+        if (status < 500) {
+            mockllm_llm_error(c, status, "invalid_request_error", NULL,
+                              "Mock client error");
+
+        } else {
+            mockllm_llm_error(c, status, "api_error", NULL,
+                              "Internal server error");
+        }
+
+        return;
+    }
+}
+
+
+static void
+mockllm_llm_respond(mockllm_conn_t *c)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    switch (r->kind) {
+
+    case MOCKLLM_R_HEALTH:
+        mockllm_http_head(c, 200, "text/plain", 2);
+        mockllm_buf_adds(&c->out, "ok");
+        mockllm_llm_done(c);
+        return;
+
+    case MOCKLLM_R_ERROR:
+        mockllm_llm_error_body(c);
+        mockllm_http_head(c, r->status, "application/json", c->tmp.len);
+        mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
+        mockllm_llm_done(c);
+        return;
+
+    default:
+        if (r->stream) {
+            mockllm_llm_stream_start(c);
+
+        } else {
+            mockllm_llm_complete(c);
+        }
+    }
+}
+
+
+static void
+mockllm_llm_error_body(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    b->len = 0;
+
+    if (r->api == MOCKLLM_API_ANTHROPIC) {
+        mockllm_buf_adds(b, "{\"type\":\"error\",\"error\":{\"type\":\"");
+        mockllm_buf_addz(b, r->err_type);
+        mockllm_buf_adds(b, "\",\"message\":\"");
+        mockllm_buf_add_json(b, r->err_msg, strlen(r->err_msg));
+        mockllm_buf_adds(b, "\"}}");
+        return;
+    }
+
+    mockllm_buf_adds(b, "{\"error\":{\"message\":\"");
+    mockllm_buf_add_json(b, r->err_msg, strlen(r->err_msg));
+    mockllm_buf_adds(b, "\",\"type\":\"");
+    mockllm_buf_addz(b, r->err_type);
+
+    if (r->err_code) {
+        mockllm_buf_adds(b, "\",\"code\":\"");
+        mockllm_buf_addz(b, r->err_code);
+        mockllm_buf_adds(b, "\"}}");
+
+    } else {
+        mockllm_buf_adds(b, "\",\"code\":null}}");
+    }
+}
+
+
+/* a whole, non-streaming response */
+
+static void
+mockllm_llm_complete(mockllm_conn_t *c)
+{
+    size_t           cut;
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    b->len = 0;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        mockllm_buf_adds(b, "{\"id\":\"chatcmpl-mock-");
+        mockllm_buf_add_num(b, r->id);
+        mockllm_buf_adds(b, "\",\"object\":\"chat.completion\",\"created\":");
+        mockllm_buf_add_num(b, r->created);
+        mockllm_buf_adds(b, ",\"model\":\"");
+        mockllm_buf_add(b, c->model.data, c->model.len);
+        mockllm_buf_adds(b, "\",\"choices\":[{\"index\":0,\"message\":"
+                            "{\"role\":\"assistant\",\"content\":\"");
+
+        cut = mockllm_llm_content(c, b);
+
+        if (r->capped) {
+            mockllm_buf_adds(b, "\"},\"finish_reason\":\"length\"}]");
+
+        } else {
+            mockllm_buf_adds(b, "\"},\"finish_reason\":\"stop\"}]");
+        }
+
+        if (r->usage) {
+            mockllm_buf_adds(b, ",\"usage\":");
+            mockllm_llm_openai_usage(c, b);
+        }
+
+        mockllm_buf_adds(b, "}");
+
+    } else {
+        mockllm_buf_adds(b, "{\"id\":\"msg_mock_");
+        mockllm_buf_add_num(b, r->id);
+        mockllm_buf_adds(b, "\",\"type\":\"message\",\"role\":\"assistant\","
+                            "\"model\":\"");
+        mockllm_buf_add(b, c->model.data, c->model.len);
+        mockllm_buf_adds(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
+
+        cut = mockllm_llm_content(c, b);
+
+        if (r->capped) {
+            mockllm_buf_adds(b, "\"}],\"stop_reason\":\"max_tokens\"");
+
+        } else {
+            mockllm_buf_adds(b, "\"}],\"stop_reason\":\"end_turn\"");
+        }
+
+        mockllm_buf_adds(b, ",\"stop_sequence\":null");
+
+        if (r->usage) {
+            mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
+            mockllm_buf_add_num(b, r->prompt);
+            mockllm_buf_adds(b, ",\"output_tokens\":");
+            mockllm_buf_add_num(b, r->n_out);
+            mockllm_buf_adds(b, ",\"cache_read_input_tokens\":");
+            mockllm_buf_add_num(b, r->cached);
+            mockllm_buf_adds(b, ",\"cache_creation_input_tokens\":0}");
+        }
+
+        mockllm_buf_adds(b, "}");
+    }
+
+    if (r->malformed) {
+        /* a proper prefix of an object is never valid JSON */
+        b->len /= 2;
+    }
+
+    mockllm_http_head(c, 200, "application/json", b->len);
+
+    if (r->die_after >= 0) {
+        mockllm_buf_add(&c->out, b->data, cut < b->len ? cut : b->len);
+        mockllm_llm_die(c);
+        return;
+    }
+
+    mockllm_buf_add(&c->out, b->data, b->len);
+    mockllm_llm_done(c);
+}
+
+
+/*
+ * Appends the n_out tokens of the text, "tok1 tok2 ... ", and returns
+ * where x-mock-die-after cuts the body.
+ */
+
+static size_t
+mockllm_llm_content(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    size_t           cut;
+    int64_t          i;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    cut = b->len;
+
+    for (i = 1; i <= r->n_out; i++) {
+        mockllm_buf_adds(b, "tok");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, " ");
+
+        if (i == r->die_after) {
+            cut = b->len;
+        }
+    }
+
+    return cut;
+}
+
+
+static void
+mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    mockllm_buf_adds(b, "{\"prompt_tokens\":");
+    mockllm_buf_add_num(b, r->prompt);
+    mockllm_buf_adds(b, ",\"completion_tokens\":");
+    mockllm_buf_add_num(b, r->n_out);
+    mockllm_buf_adds(b, ",\"total_tokens\":");
+    mockllm_buf_add_num(b, r->prompt + r->n_out);
+    mockllm_buf_adds(b, ",\"prompt_tokens_details\":{\"cached_tokens\":");
+    mockllm_buf_add_num(b, r->cached);
+    mockllm_buf_adds(b, "}}");
+}
+
+
+static void
+mockllm_llm_stream_start(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b, *p;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+    p = &c->prefix;
+
+    mockllm_http_head(c, 200, "text/event-stream", -1);
+
+    b->len = 0;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        /* every chunk starts the same: format that once */
+        p->len = 0;
+        mockllm_buf_adds(p, "data: {\"id\":\"chatcmpl-mock-");
+        mockllm_buf_add_num(p, r->id);
+        mockllm_buf_adds(p, "\",\"object\":\"chat.completion.chunk\","
+                            "\"created\":");
+        mockllm_buf_add_num(p, r->created);
+        mockllm_buf_adds(p, ",\"model\":\"");
+        mockllm_buf_add(p, c->model.data, c->model.len);
+        mockllm_buf_adds(p, "\",\"choices\":[");
+
+        mockllm_buf_add(b, p->data, p->len);
+        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                            "\"content\":\"\"},\"finish_reason\":null}]}"
+                            "\n\n");
+        mockllm_llm_event(c);
+
+    } else {
+        mockllm_buf_adds(b, "event: message_start\ndata: {\"type\":"
+                            "\"message_start\",\"message\":{\"id\":"
+                            "\"msg_mock_");
+        mockllm_buf_add_num(b, r->id);
+        mockllm_buf_adds(b, "\",\"type\":\"message\",\"role\":\"assistant\","
+                            "\"model\":\"");
+        mockllm_buf_add(b, c->model.data, c->model.len);
+        mockllm_buf_adds(b, "\",\"content\":[],\"stop_reason\":null,"
+                            "\"stop_sequence\":null");
+
+        if (r->usage) {
+            mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
+            mockllm_buf_add_num(b, r->prompt);
+            mockllm_buf_adds(b, ",\"output_tokens\":1,"
+                                "\"cache_read_input_tokens\":");
+            mockllm_buf_add_num(b, r->cached);
+            mockllm_buf_adds(b, ",\"cache_creation_input_tokens\":0}");
+        }
+
+        mockllm_buf_adds(b, "}}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_buf_adds(b, "event: content_block_start\ndata: {\"type\":"
+                            "\"content_block_start\",\"index\":0,"
+                            "\"content_block\":{\"type\":\"text\","
+                            "\"text\":\"\"}}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        mockllm_llm_event(c);
+    }
+
+    mockllm_llm_stream_run(c, 0);
+}
+
+
+/*
+ * Emits tokens until the stream ends, dies, or needs to wait: for the next
+ * tick when paced (budget is the number of tokens due now), or for the
+ * client to read what is already queued when not.
+ */
+
+static void
+mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    for ( ;; ) {
+        if (r->sent == r->die_after) {
+            mockllm_llm_die(c);
+            return;
+        }
+
+        if (r->sent == r->n_out) {
+            mockllm_llm_stream_end(c);
+            return;
+        }
+
+        if (r->delay > 0) {
+            if (budget == 0) {
+                if (r->phase == MOCKLLM_P_TOKENS) {
+                    mockllm_timer_next(c, r->delay);
+
+                } else {
+                    r->phase = MOCKLLM_P_TOKENS;
+                    mockllm_timer_set(c, r->delay);
+                }
+
+                return;
+            }
+
+            budget--;
+
+        } else if (c->out.len - c->sent > MOCKLLM_PUMP_SIZE) {
+            c->pump = 1;
+            return;
+        }
+
+        r->sent++;
+        mockllm_llm_stream_token(c);
+    }
+}
+
+
+static void
+mockllm_llm_stream_token(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"content\":\"tok");
+        mockllm_buf_add_num(b, r->sent);
+        mockllm_buf_adds(b, " \"},\"finish_reason\":null}]}\n\n");
+
+    } else {
+        mockllm_buf_adds(b, "event: content_block_delta\ndata: {\"type\":"
+                            "\"content_block_delta\",\"index\":0,\"delta\":"
+                            "{\"type\":\"text_delta\",\"text\":\"tok");
+        mockllm_buf_add_num(b, r->sent);
+        mockllm_buf_adds(b, " \"}}\n\n");
+    }
+
+    mockllm_llm_event(c);
+}
+
+
+static void
+mockllm_llm_stream_end(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+
+        if (r->malformed) {
+            mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+            mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"content\":\n\n");
+            mockllm_llm_event(c);
+        }
+
+        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+
+        if (r->capped) {
+            mockllm_buf_adds(b, "{\"index\":0,\"delta\":{},"
+                                "\"finish_reason\":\"length\"}]}\n\n");
+
+        } else {
+            mockllm_buf_adds(b, "{\"index\":0,\"delta\":{},"
+                                "\"finish_reason\":\"stop\"}]}\n\n");
+        }
+
+        mockllm_llm_event(c);
+
+        if (r->usage_chunk) {
+            mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+            mockllm_buf_adds(b, "],\"usage\":");
+            mockllm_llm_openai_usage(c, b);
+            mockllm_buf_adds(b, "}\n\n");
+            mockllm_llm_event(c);
+        }
+
+        mockllm_buf_adds(b, "data: [DONE]\n\n");
+        mockllm_llm_event(c);
+
+    } else {
+
+        if (r->malformed) {
+            mockllm_buf_adds(b, "event: content_block_delta\ndata: "
+                                "{\"type\":\"content_block_delta\","
+                                "\"index\":0,\"delta\":{\n\n");
+            mockllm_llm_event(c);
+        }
+
+        mockllm_buf_adds(b, "event: content_block_stop\ndata: {\"type\":"
+                            "\"content_block_stop\",\"index\":0}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_buf_adds(b, "event: message_delta\ndata: {\"type\":"
+                            "\"message_delta\",\"delta\":{\"stop_reason\":");
+
+        if (r->capped) {
+            mockllm_buf_adds(b, "\"max_tokens\"");
+
+        } else {
+            mockllm_buf_adds(b, "\"end_turn\"");
+        }
+
+        mockllm_buf_adds(b, ",\"stop_sequence\":null}");
+
+        if (r->usage) {
+            mockllm_buf_adds(b, ",\"usage\":{\"output_tokens\":");
+            mockllm_buf_add_num(b, r->n_out);
+            mockllm_buf_adds(b, "}");
+        }
+
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_buf_adds(b, "event: message_stop\ndata: {\"type\":"
+                            "\"message_stop\"}\n\n");
+        mockllm_llm_event(c);
+    }
+
+    if (r->chunked) {
+        mockllm_buf_adds(&c->out, "0\r\n\r\n");
+    }
+
+    mockllm_llm_done(c);
+}
+
+
+/* moves the event built in tmp to the output, as one chunk of its own */
+
+static void
+mockllm_llm_event(mockllm_conn_t *c)
+{
+    char            hex[16], *p;
+    size_t          n;
+    mockllm_buf_t  *b;
+
+    static const char  digits[] = "0123456789abcdef";
+
+    b = &c->tmp;
+
+    if (c->resp.chunked) {
+        p = hex + sizeof(hex);
+        *--p = '\n';
+        *--p = '\r';
+
+        n = b->len;
+
+        do {
+            *--p = digits[n & 0xf];
+            n >>= 4;
+        } while (n);
+
+        mockllm_buf_add(&c->out, p, hex + sizeof(hex) - p);
+        mockllm_buf_add(&c->out, b->data, b->len);
+        mockllm_buf_adds(&c->out, "\r\n");
+
+    } else {
+        mockllm_buf_add(&c->out, b->data, b->len);
+    }
+
+    b->len = 0;
+}
+
+
+static void
+mockllm_llm_done(mockllm_conn_t *c)
+{
+    c->resp.phase = MOCKLLM_P_DONE;
+    c->done = 1;
+}
+
+
+/* whatever is queued goes out, then the connection is closed mid-response */
+
+static void
+mockllm_llm_die(mockllm_conn_t *c)
+{
+    c->resp.phase = MOCKLLM_P_DONE;
+    c->done = 1;
+    c->close = 1;
+}

@@ -1,0 +1,85 @@
+
+/*
+ * The token bucket of source document 000, 7.2.5-7.2.7, in exact integer
+ * arithmetic with an injectable clock:
+ *
+ *     b(t) = min(B, b(t0) + r (t - t0)),  admit if b >= c, then b -= c,
+ *     Retry-After = ceil((c - b) / r)
+ *
+ * The level is kept in units of 1/60000 token, so that a rate given in
+ * tokens per minute refills exactly `rate` units per millisecond: no
+ * rounding ever accumulates.  Plain C, no nginx types.
+ */
+
+#ifndef _LLM_BUCKET_H_INCLUDED_
+#define _LLM_BUCKET_H_INCLUDED_
+
+
+#include <stdint.h>
+
+
+#define LLM_BUCKET_SCALE          60000
+
+/* rates and capacities above this would overflow the scaled level */
+#define LLM_BUCKET_MAX            1000000000000LL
+
+
+typedef struct {
+    int64_t    rate;             /* tokens per minute, > 0 */
+    int64_t    burst;            /* capacity in tokens, > 0 */
+} llm_bucket_conf_t;
+
+
+typedef struct {
+    /*
+     * Scaled level.  It may go below zero when a request used more than it
+     * reserved (the prompt estimate was low): the debt is paid back by the
+     * refill before anyone else is admitted.
+     */
+    int64_t    level;
+    int64_t    last_ms;          /* time of the last refill */
+} llm_bucket_t;
+
+
+typedef enum {
+    LLM_BUCKET_OK = 0,
+    LLM_BUCKET_WAIT,             /* short now; *wait_ms says for how long */
+    LLM_BUCKET_NEVER             /* cost exceeds the capacity */
+} llm_bucket_rc_e;
+
+
+/* a new bucket is full */
+void llm_bucket_init(llm_bucket_t *b, const llm_bucket_conf_t *cf,
+    int64_t now_ms);
+
+void llm_bucket_refill(llm_bucket_t *b, const llm_bucket_conf_t *cf,
+    int64_t now_ms);
+
+/*
+ * Refills, then takes cost tokens if they are there.  On LLM_BUCKET_WAIT,
+ * *wait_ms is the exact time, rounded up to a millisecond, after which the
+ * same reservation would succeed if nothing else happened.
+ */
+llm_bucket_rc_e llm_bucket_reserve(llm_bucket_t *b,
+    const llm_bucket_conf_t *cf, int64_t cost, int64_t now_ms,
+    int64_t *wait_ms);
+
+/*
+ * Settles a reservation: the request reserved `reserved` tokens and used
+ * `used`.  The difference is given back (capped at the capacity) or, if
+ * it used more, taken as debt (floored at minus the capacity).
+ */
+void llm_bucket_settle(llm_bucket_t *b, const llm_bucket_conf_t *cf,
+    int64_t reserved, int64_t used, int64_t now_ms);
+
+/* whole tokens available now (after refill), never below zero */
+int64_t llm_bucket_available(const llm_bucket_t *b);
+
+/* milliseconds until the bucket is full again, rounded up */
+int64_t llm_bucket_full_in(const llm_bucket_t *b, const llm_bucket_conf_t *cf);
+
+/* ceil(ms / 1000): the Retry-After value in whole seconds */
+int64_t llm_bucket_seconds(int64_t ms);
+
+
+#endif /* _LLM_BUCKET_H_INCLUDED_ */

@@ -1,0 +1,303 @@
+
+/*
+ * Request-body inspection; see llm_inspect.h.
+ */
+
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "llm_inspect.h"
+
+
+/* integers above 2^53 are not exact in cJSON's double */
+#define LLM_INSPECT_INT_MAX       9007199254740992.0
+
+
+static int llm_inspect_fail(llm_request_t *req, const char *param,
+    const char *message);
+static int64_t llm_inspect_text(const cJSON *v);
+static int64_t llm_inspect_messages(const cJSON *messages);
+
+
+int
+llm_inspect(llm_api_e api, const char *body, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req)
+{
+    int            rc;
+    double         d;
+    const char    *name;
+    const cJSON   *v, *model, *opts, *usage;
+    cJSON         *root;
+
+    memset(req, 0, sizeof(llm_request_t));
+    req->api = api;
+
+    root = cJSON_ParseWithLength(body, len);
+    if (root == NULL) {
+        return llm_inspect_fail(req, NULL,
+                                "the request body is not valid JSON");
+    }
+
+    rc = -1;
+
+    if (!cJSON_IsObject(root)) {
+        llm_inspect_fail(req, NULL, "the request body must be a JSON object");
+        goto done;
+    }
+
+    model = cJSON_GetObjectItemCaseSensitive(root, "model");
+
+    if (!cJSON_IsString(model) || model->valuestring[0] == '\0') {
+        llm_inspect_fail(req, "model", "model must be a non-empty string");
+        goto done;
+    }
+
+    req->model_len = strlen(model->valuestring);
+
+    if (req->model_len >= LLM_RECORD_MODEL_MAX) {
+        llm_inspect_fail(req, "model", "model is too long");
+        goto done;
+    }
+
+    memcpy(req->model, model->valuestring, req->model_len + 1);
+
+    name = "max_completion_tokens";
+    v = cJSON_GetObjectItemCaseSensitive(root, name);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        name = "max_tokens";
+        v = cJSON_GetObjectItemCaseSensitive(root, name);
+    }
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        req->max_tokens = cf->default_max_tokens;
+        req->max_tokens_missing = 1;
+
+    } else {
+        if (!cJSON_IsNumber(v)) {
+            llm_inspect_fail(req, name, "max_tokens must be an integer");
+            goto done;
+        }
+
+        d = v->valuedouble;
+
+        if (d != floor(d) || d < 1 || d > LLM_INSPECT_INT_MAX) {
+            llm_inspect_fail(req, name,
+                             "max_tokens must be a positive integer");
+            goto done;
+        }
+
+        if (d > (double) cf->max_tokens_limit) {
+            llm_inspect_fail(req, name,
+                             "max_tokens is above this tier's maximum");
+            goto done;
+        }
+
+        req->max_tokens = (int64_t) d;
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "stream");
+
+    if (v != NULL && !cJSON_IsNull(v)) {
+        if (!cJSON_IsBool(v)) {
+            llm_inspect_fail(req, "stream", "stream must be a boolean");
+            goto done;
+        }
+
+        req->stream = cJSON_IsTrue(v);
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "messages");
+
+    if (!cJSON_IsArray(v)) {
+        llm_inspect_fail(req, "messages", "messages must be an array");
+        goto done;
+    }
+
+    req->prompt_tokens = llm_inspect_messages(v) + 3;
+
+    if (api == LLM_API_ANTHROPIC) {
+        req->prompt_tokens += llm_inspect_text(
+                         cJSON_GetObjectItemCaseSensitive(root, "system"));
+    }
+
+    /*
+     * Anthropic streams always carry usage; an OpenAI stream carries it only
+     * when asked, and the gateway must meter every stream.
+     */
+    if (api == LLM_API_OPENAI && req->stream) {
+        opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+
+        if (opts == NULL || cJSON_IsNull(opts)) {
+            req->add_include_usage = (opts == NULL);
+            req->rebuild = (opts != NULL);
+
+        } else if (!cJSON_IsObject(opts)) {
+            llm_inspect_fail(req, "stream_options",
+                             "stream_options must be an object");
+            goto done;
+
+        } else {
+            usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
+            req->rebuild = !cJSON_IsTrue(usage);
+        }
+    }
+
+    rc = 0;
+
+done:
+
+    cJSON_Delete(root);
+
+    return rc;
+}
+
+
+static int
+llm_inspect_fail(llm_request_t *req, const char *param, const char *message)
+{
+    req->param = param;
+    req->message = message;
+
+    return -1;
+}
+
+
+/* ceil(bytes / 4) of a string, or of the "text" of each part of an array */
+static int64_t
+llm_inspect_text(const cJSON *v)
+{
+    int64_t        n;
+    const cJSON   *part, *text;
+
+    if (cJSON_IsString(v)) {
+        return ((int64_t) strlen(v->valuestring) + 3) / 4;
+    }
+
+    n = 0;
+
+    if (cJSON_IsArray(v)) {
+        cJSON_ArrayForEach(part, v) {
+            text = cJSON_GetObjectItemCaseSensitive(part, "text");
+
+            if (cJSON_IsString(text)) {
+                n += ((int64_t) strlen(text->valuestring) + 3) / 4;
+            }
+        }
+    }
+
+    return n;
+}
+
+
+static int64_t
+llm_inspect_messages(const cJSON *messages)
+{
+    int64_t        n;
+    const cJSON   *m;
+
+    n = 0;
+
+    cJSON_ArrayForEach(m, messages) {
+        n += 3 + llm_inspect_text(cJSON_GetObjectItemCaseSensitive(m,
+                                                                  "content"));
+    }
+
+    return n;
+}
+
+
+size_t
+llm_inspect_splice(const char *body, size_t len, const llm_request_t *req,
+    char *out, size_t cap)
+{
+    size_t   i, n, rest;
+    int      w;
+
+    if (cap < len + LLM_INSPECT_SPLICE_MAX) {
+        return 0;
+    }
+
+    /* the body parsed as an object, so a '{' comes first after blanks */
+    for (i = 0; i < len && body[i] != '{'; i++) { /* void */ }
+
+    if (i == len) {
+        return 0;
+    }
+
+    i++;
+    memcpy(out, body, i);
+    n = i;
+
+    if (req->add_include_usage) {
+        w = snprintf(out + n, cap - n, "\"stream_options\":"
+                     "{\"include_usage\":true},");
+        n += w;
+    }
+
+    if (req->max_tokens_missing) {
+        w = snprintf(out + n, cap - n, "\"max_tokens\":%lld,",
+                     (long long) req->max_tokens);
+        n += w;
+    }
+
+    /* the last member spliced in needs no comma before an empty object */
+    rest = len - i;
+
+    for ( /* void */ ; i < len; i++) {
+        if (body[i] != ' ' && body[i] != '\t' && body[i] != '\r'
+            && body[i] != '\n')
+        {
+            break;
+        }
+    }
+
+    if (i < len && body[i] == '}') {
+        n--;
+    }
+
+    memcpy(out + n, body + len - rest, rest);
+
+    return n + rest;
+}
+
+
+char *
+llm_inspect_rebuild(const char *body, size_t len, const llm_request_t *req)
+{
+    char    *s;
+    cJSON   *root, *opts;
+
+    root = cJSON_ParseWithLength(body, len);
+    if (root == NULL) {
+        return NULL;
+    }
+
+    s = NULL;
+
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "stream_options");
+
+    opts = cJSON_AddObjectToObject(root, "stream_options");
+    if (opts == NULL || cJSON_AddTrueToObject(opts, "include_usage") == NULL) {
+        goto done;
+    }
+
+    if (req->max_tokens_missing
+        && cJSON_AddNumberToObject(root, "max_tokens",
+                                   (double) req->max_tokens) == NULL)
+    {
+        goto done;
+    }
+
+    s = cJSON_PrintUnformatted(root);
+
+done:
+
+    cJSON_Delete(root);
+
+    return s;
+}

@@ -1,0 +1,81 @@
+
+/*
+ * Request-body inspection: what the gateway must know before it admits a
+ * request (model, max_tokens, stream, a prompt-token estimate), the 400s
+ * for bodies it must refuse, and the splice that adds what the upstream
+ * request needs (stream_options.include_usage, a default max_tokens).
+ * Plain C with cJSON, no nginx types; cJSON allocates through its hooks.
+ *
+ * The prompt estimate: for every message, ceil(bytes / 4) of each text it
+ * carries (a string content, or the "text" of each content part) plus 3;
+ * plus ceil(bytes / 4) of a system prompt; plus 3.  It is an upper-leaning
+ * guess for English, corrected at settlement by the upstream's own count.
+ */
+
+#ifndef _LLM_INSPECT_H_INCLUDED_
+#define _LLM_INSPECT_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llm_record.h"
+
+
+/* the most a splice adds to a body */
+#define LLM_INSPECT_SPLICE_MAX    96
+
+
+typedef struct {
+    int64_t    default_max_tokens;   /* used when the body has none */
+    int64_t    max_tokens_limit;     /* the largest accepted */
+} llm_inspect_conf_t;
+
+
+typedef struct {
+    llm_api_e  api;
+
+    char       model[LLM_RECORD_MODEL_MAX];
+    size_t     model_len;
+
+    int64_t    max_tokens;
+    int64_t    prompt_tokens;        /* the estimate */
+
+    unsigned   stream:1;
+    unsigned   max_tokens_missing:1; /* the default must be written in */
+    unsigned   add_include_usage:1;  /* no stream_options: splice it in */
+    unsigned   rebuild:1;            /* stream_options without usage:
+                                        the body must be re-serialised */
+
+    /* on refusal: the offending field and a message */
+    const char *param;
+    const char *message;
+} llm_request_t;
+
+
+/* 0 if the body is acceptable, -1 with req->param and req->message if not */
+int llm_inspect(llm_api_e api, const char *body, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req);
+
+/* 1 if the upstream body must differ from the client's */
+#define llm_inspect_needs_rewrite(req)                                        \
+    ((req)->max_tokens_missing || (req)->add_include_usage || (req)->rebuild)
+
+/*
+ * Writes the upstream body into out (cap >= len + LLM_INSPECT_SPLICE_MAX)
+ * by splicing the missing members in after the opening brace.  Returns the
+ * new length.  Not for req->rebuild.
+ */
+size_t llm_inspect_splice(const char *body, size_t len,
+    const llm_request_t *req, char *out, size_t cap);
+
+/*
+ * For req->rebuild: parses the body again, sets stream_options.include_usage
+ * (and max_tokens if missing) and prints it.  The string comes from cJSON's
+ * allocator (free it with cJSON_free); NULL on failure.
+ */
+char *llm_inspect_rebuild(const char *body, size_t len,
+    const llm_request_t *req);
+
+
+#endif /* _LLM_INSPECT_H_INCLUDED_ */

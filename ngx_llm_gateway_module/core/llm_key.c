@@ -1,0 +1,425 @@
+
+/*
+ * API keys: generation, HMAC and the snapshot line format.  See llm_key.h.
+ */
+
+
+#include <limits.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "llm_key.h"
+
+
+#define LLM_KEY_FIELDS            5
+
+/*
+ * 248 is the largest multiple of 62 that fits in a byte: a byte at or
+ * above it is thrown away, so that every character is equally likely.
+ */
+#define LLM_KEY_BASE62_LIMIT      248
+
+
+static const char  llm_key_base62[] =
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+
+static int llm_key_is_base62(int c);
+static int llm_key_is_name_char(int c);
+static int llm_key_hex_value(int c);
+static int llm_key_hex_lower(int c);
+static int llm_key_parse_id(const char *s, size_t len, int64_t *out);
+static size_t llm_key_put_id(char *p, int64_t v);
+
+
+int
+llm_key_generate(char *out, size_t cap, int live)
+{
+    size_t   n, i;
+    uint8_t  rnd[64];
+
+    if (cap < LLM_KEY_LEN + 1) {
+        return -1;
+    }
+
+    memcpy(out, live ? LLM_KEY_PREFIX_LIVE : LLM_KEY_PREFIX_TEST,
+           LLM_KEY_PREFIX_LEN);
+
+    n = LLM_KEY_PREFIX_LEN;
+    i = sizeof(rnd);
+
+    while (n < LLM_KEY_LEN) {
+
+        if (i == sizeof(rnd)) {
+            if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+                OPENSSL_cleanse(rnd, sizeof(rnd));
+                OPENSSL_cleanse(out, n);
+                return -1;
+            }
+
+            i = 0;
+        }
+
+        if (rnd[i] < LLM_KEY_BASE62_LIMIT) {
+            out[n++] = llm_key_base62[rnd[i] % 62];
+        }
+
+        i++;
+    }
+
+    out[n] = '\0';
+
+    OPENSSL_cleanse(rnd, sizeof(rnd));
+
+    return 0;
+}
+
+
+int
+llm_key_well_formed(const char *s, size_t len)
+{
+    size_t  i;
+
+    if (len != LLM_KEY_LEN) {
+        return 0;
+    }
+
+    if (memcmp(s, LLM_KEY_PREFIX_LIVE, LLM_KEY_PREFIX_LEN) != 0
+        && memcmp(s, LLM_KEY_PREFIX_TEST, LLM_KEY_PREFIX_LEN) != 0)
+    {
+        return 0;
+    }
+
+    for (i = LLM_KEY_PREFIX_LEN; i < len; i++) {
+        if (!llm_key_is_base62((unsigned char) s[i])) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+int
+llm_key_hmac(const uint8_t *secret, size_t secret_len, const char *key,
+    size_t key_len, uint8_t out[LLM_KEY_HASH_LEN])
+{
+    unsigned int  n;
+
+    if (secret_len == 0 || secret_len > INT_MAX) {
+        return -1;
+    }
+
+    n = 0;
+
+    if (HMAC(EVP_sha256(), secret, (int) secret_len,
+             (const unsigned char *) key, key_len, out, &n)
+        == NULL)
+    {
+        return -1;
+    }
+
+    return n == LLM_KEY_HASH_LEN ? 0 : -1;
+}
+
+
+int
+llm_key_secret_decode(const char *text, size_t len, uint8_t *out, size_t cap)
+{
+    int     hi, lo;
+    size_t  i, n;
+
+    while (len && (text[len - 1] == ' ' || text[len - 1] == '\t'
+                   || text[len - 1] == '\n' || text[len - 1] == '\r'))
+    {
+        len--;
+    }
+
+    i = 0;
+
+    while (i < len && (text[i] == ' ' || text[i] == '\t'
+                       || text[i] == '\n' || text[i] == '\r'))
+    {
+        i++;
+    }
+
+    if ((len - i) % 2 || (len - i) / 2 < LLM_KEY_SECRET_MIN
+        || (len - i) / 2 > cap)
+    {
+        return -1;
+    }
+
+    for (n = 0; i < len; i += 2) {
+        hi = llm_key_hex_value((unsigned char) text[i]);
+        lo = llm_key_hex_value((unsigned char) text[i + 1]);
+
+        if (hi < 0 || lo < 0) {
+            OPENSSL_cleanse(out, n);
+            return -1;
+        }
+
+        out[n++] = (uint8_t) (hi << 4 | lo);
+    }
+
+    return (int) n;
+}
+
+
+int
+llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
+{
+    int          i, hi, lo;
+    size_t       j, flen[LLM_KEY_FIELDS];
+    const char  *f[LLM_KEY_FIELDS], *p, *last, *sp;
+
+    if (len == 0 || line[0] == '#') {
+        return 0;
+    }
+
+    if (len == sizeof(LLM_KEY_SNAPSHOT_HEADER) - 1
+        && memcmp(line, LLM_KEY_SNAPSHOT_HEADER, len) == 0)
+    {
+        return 0;
+    }
+
+    if (len > LLM_KEY_LINE_MAX) {
+        return -1;
+    }
+
+    p = line;
+    last = line + len;
+
+    for (i = 0; i < LLM_KEY_FIELDS; i++) {
+        sp = memchr(p, ' ', (size_t) (last - p));
+
+        if (i == LLM_KEY_FIELDS - 1) {
+            if (sp != NULL) {
+                return -1;
+            }
+
+            sp = last;
+
+        } else if (sp == NULL) {
+            return -1;
+        }
+
+        f[i] = p;
+        flen[i] = (size_t) (sp - p);
+
+        /* an empty field is a doubled or a leading space */
+        if (flen[i] == 0) {
+            return -1;
+        }
+
+        p = sp + 1;
+    }
+
+    memset(e, 0, sizeof(llm_key_entry_t));
+
+    if (flen[0] != 2 * LLM_KEY_HASH_LEN) {
+        return -1;
+    }
+
+    /* lowercase only: one key, one spelling */
+
+    for (j = 0; j < LLM_KEY_HASH_LEN; j++) {
+        hi = llm_key_hex_lower((unsigned char) f[0][2 * j]);
+        lo = llm_key_hex_lower((unsigned char) f[0][2 * j + 1]);
+
+        if (hi < 0 || lo < 0) {
+            return -1;
+        }
+
+        e->hash[j] = (uint8_t) (hi << 4 | lo);
+    }
+
+    if (llm_key_parse_id(f[1], flen[1], &e->key_id) != 0
+        || llm_key_parse_id(f[2], flen[2], &e->tenant_id) != 0)
+    {
+        return -1;
+    }
+
+    if (!llm_key_name_valid(f[3], flen[3], LLM_KEY_TIER_MAX)
+        || !llm_key_name_valid(f[4], flen[4], LLM_KEY_TENANT_MAX))
+    {
+        return -1;
+    }
+
+    memcpy(e->tier, f[3], flen[3]);
+    e->tier[flen[3]] = '\0';
+    memcpy(e->tenant, f[4], flen[4]);
+    e->tenant[flen[4]] = '\0';
+
+    return 1;
+}
+
+
+size_t
+llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap)
+{
+    char          line[LLM_KEY_LINE_MAX + 1];
+    char         *p;
+    size_t        i, tier_len, tenant_len;
+    static char   hex[] = "0123456789abcdef";
+
+    tier_len = strnlen(e->tier, LLM_KEY_TIER_MAX);
+    tenant_len = strnlen(e->tenant, LLM_KEY_TENANT_MAX);
+
+    if (!llm_key_name_valid(e->tier, tier_len, LLM_KEY_TIER_MAX)
+        || !llm_key_name_valid(e->tenant, tenant_len, LLM_KEY_TENANT_MAX))
+    {
+        return 0;
+    }
+
+    /* the parser takes only positive ids: write nothing it would refuse */
+    if (e->key_id <= 0 || e->tenant_id <= 0) {
+        return 0;
+    }
+
+    p = line;
+
+    for (i = 0; i < LLM_KEY_HASH_LEN; i++) {
+        *p++ = hex[e->hash[i] >> 4];
+        *p++ = hex[e->hash[i] & 0x0f];
+    }
+
+    *p++ = ' ';
+    p += llm_key_put_id(p, e->key_id);
+    *p++ = ' ';
+    p += llm_key_put_id(p, e->tenant_id);
+    *p++ = ' ';
+    memcpy(p, e->tier, tier_len);
+    p += tier_len;
+    *p++ = ' ';
+    memcpy(p, e->tenant, tenant_len);
+    p += tenant_len;
+    *p++ = '\n';
+
+    if ((size_t) (p - line) > cap) {
+        return 0;
+    }
+
+    memcpy(buf, line, (size_t) (p - line));
+
+    return (size_t) (p - line);
+}
+
+
+int
+llm_key_name_valid(const char *s, size_t len, size_t max)
+{
+    size_t  i;
+
+    if (len == 0 || len + 1 > max) {
+        return 0;
+    }
+
+    for (i = 0; i < len; i++) {
+        if (!llm_key_is_name_char((unsigned char) s[i])) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+static int
+llm_key_is_base62(int c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z')
+           || (c >= 'a' && c <= 'z');
+}
+
+
+static int
+llm_key_is_name_char(int c)
+{
+    return llm_key_is_base62(c) || c == '_' || c == '.' || c == '-';
+}
+
+
+static int
+llm_key_hex_value(int c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+
+    return -1;
+}
+
+
+static int
+llm_key_hex_lower(int c)
+{
+    return (c >= 'A' && c <= 'F') ? -1 : llm_key_hex_value(c);
+}
+
+
+/* a positive decimal int64 without sign or leading zeros */
+
+static int
+llm_key_parse_id(const char *s, size_t len, int64_t *out)
+{
+    size_t    i;
+    uint64_t  v;
+
+    if (len == 0 || len > 19 || s[0] == '0') {
+        return -1;
+    }
+
+    v = 0;
+
+    for (i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+
+        v = v * 10 + (uint64_t) (s[i] - '0');
+    }
+
+    /* 19 digits cannot overflow a uint64_t, but can exceed INT64_MAX */
+    if (v > INT64_MAX) {
+        return -1;
+    }
+
+    *out = (int64_t) v;
+
+    return 0;
+}
+
+
+static size_t
+llm_key_put_id(char *p, int64_t v)
+{
+    char      tmp[20];
+    size_t    n, i;
+    uint64_t  u;
+
+    u = (uint64_t) v;
+    n = 0;
+
+    do {
+        tmp[n++] = (char) ('0' + u % 10);
+        u /= 10;
+    } while (u);
+
+    for (i = 0; i < n; i++) {
+        p[i] = tmp[n - 1 - i];
+    }
+
+    return n;
+}

@@ -1,0 +1,93 @@
+
+/*
+ * API keys: their format, their HMAC-SHA256 under the server-side secret,
+ * and the key snapshot file that accountd writes from PostgreSQL and nginx
+ * loads.  Plain C on OpenSSL's libcrypto, no nginx types, no allocation.
+ *
+ * A key is LLM_KEY_PREFIX_LIVE or LLM_KEY_PREFIX_TEST followed by
+ * LLM_KEY_RANDOM_LEN characters of base62 from the OS CSPRNG (190 bits).
+ *
+ * The secret file holds the secret as hex (at least 32 bytes once decoded),
+ * optionally followed by a newline.
+ *
+ * The snapshot is text, one key a line, fields separated by one space:
+ *
+ *     llmgw-keys 1
+ *     <hmac, 64 hex> <key_id> <tenant_id> <tier> <tenant name>
+ *
+ * The first line names the format and its version.  Tier and tenant names
+ * are [A-Za-z0-9_.-], 1 to 31 and 1 to 63 characters.  Lines starting with
+ * '#' and empty lines are ignored.
+ */
+
+#ifndef _LLM_KEY_H_INCLUDED_
+#define _LLM_KEY_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define LLM_KEY_PREFIX_LIVE       "llmgw_live_"
+#define LLM_KEY_PREFIX_TEST       "llmgw_test_"
+#define LLM_KEY_PREFIX_LEN        11
+#define LLM_KEY_RANDOM_LEN        32
+#define LLM_KEY_LEN               (LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN)
+/* how much of a key may be shown: the prefix and 4 random characters */
+#define LLM_KEY_DISPLAY_LEN       (LLM_KEY_PREFIX_LEN + 4)
+
+#define LLM_KEY_HASH_LEN          32
+#define LLM_KEY_SECRET_MIN        32
+#define LLM_KEY_SECRET_MAX        128
+
+#define LLM_KEY_TIER_MAX          32
+#define LLM_KEY_TENANT_MAX        64
+
+#define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 1"
+/* the longest snapshot line, without its newline */
+#define LLM_KEY_LINE_MAX          (64 + 1 + 20 + 1 + 20 + 1                  \
+                                   + LLM_KEY_TIER_MAX + LLM_KEY_TENANT_MAX)
+
+
+typedef struct {
+    uint8_t    hash[LLM_KEY_HASH_LEN];
+    int64_t    key_id;
+    int64_t    tenant_id;
+    char       tier[LLM_KEY_TIER_MAX];        /* NUL-terminated */
+    char       tenant[LLM_KEY_TENANT_MAX];    /* NUL-terminated */
+} llm_key_entry_t;
+
+
+/* 0 on success, -1 if the CSPRNG failed or cap < LLM_KEY_LEN + 1 */
+int llm_key_generate(char *out, size_t cap, int live);
+
+/* 1 if s looks like one of our keys (prefix, length, alphabet), else 0 */
+int llm_key_well_formed(const char *s, size_t len);
+
+/* 0 on success, -1 on failure */
+int llm_key_hmac(const uint8_t *secret, size_t secret_len,
+    const char *key, size_t key_len, uint8_t out[LLM_KEY_HASH_LEN]);
+
+/*
+ * Decodes the secret file's text (hex, surrounding whitespace allowed).
+ * Returns the number of bytes, or -1 if it is not hex or is shorter than
+ * LLM_KEY_SECRET_MIN or longer than cap.
+ */
+int llm_key_secret_decode(const char *text, size_t len, uint8_t *out,
+    size_t cap);
+
+/*
+ * Parses one snapshot line (without its newline).  Returns 1 for a key,
+ * 0 for the header, a comment or an empty line, -1 for anything else.
+ */
+int llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e);
+
+/* Formats one line with its newline; returns its length, or 0 if cap is
+ * too small or a name is not valid */
+size_t llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap);
+
+/* 1 if s is a valid tier or tenant name of at most max-1 characters */
+int llm_key_name_valid(const char *s, size_t len, size_t max);
+
+
+#endif /* _LLM_KEY_H_INCLUDED_ */

@@ -1,0 +1,256 @@
+
+/*
+ * The settle record codec.  See llm_record.h for the wire format.
+ */
+
+
+#include <string.h>
+
+#include "llm_record.h"
+
+
+/* the three length bytes of the variable part */
+#define LLM_RECORD_MIN_PAYLOAD    (LLM_RECORD_FIXED_LEN + 3)
+
+
+static uint8_t *llm_record_put_u16(uint8_t *p, uint16_t v);
+static uint8_t *llm_record_put_u32(uint8_t *p, uint32_t v);
+static uint8_t *llm_record_put_u64(uint8_t *p, uint64_t v);
+static uint8_t *llm_record_put_str(uint8_t *p, const char *s, uint8_t len);
+static uint16_t llm_record_get_u16(const uint8_t *p);
+static uint32_t llm_record_get_u32(const uint8_t *p);
+static uint64_t llm_record_get_u64(const uint8_t *p);
+static int llm_record_api_valid(uint8_t type, uint8_t api);
+
+
+size_t
+llm_record_set(char *field, uint8_t *field_len, size_t cap, const char *s,
+    size_t len)
+{
+    if (cap > UINT8_MAX) {
+        cap = UINT8_MAX;
+    }
+
+    if (len > cap) {
+        len = cap;
+    }
+
+    if (len) {
+        memcpy(field, s, len);
+    }
+
+    *field_len = (uint8_t) len;
+
+    return len;
+}
+
+
+size_t
+llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
+{
+    size_t    plen;
+    uint8_t  *p;
+
+    if (rec->request_id_len > LLM_RECORD_ID_MAX
+        || rec->model_len > LLM_RECORD_MODEL_MAX
+        || rec->finish_reason_len > LLM_RECORD_FINISH_MAX)
+    {
+        return 0;
+    }
+
+    plen = LLM_RECORD_MIN_PAYLOAD + rec->request_id_len + rec->model_len
+           + rec->finish_reason_len;
+
+    if (cap < 4 + plen) {
+        return 0;
+    }
+
+    p = llm_record_put_u32(buf, (uint32_t) plen);
+
+    *p++ = LLM_RECORD_VERSION;
+    *p++ = rec->type;
+    p = llm_record_put_u16(p, rec->status);
+    p = llm_record_put_u32(p, rec->flags);
+    p = llm_record_put_u64(p, (uint64_t) rec->tenant_id);
+    p = llm_record_put_u64(p, (uint64_t) rec->key_id);
+    p = llm_record_put_u64(p, rec->input_tokens);
+    p = llm_record_put_u64(p, rec->output_tokens);
+    p = llm_record_put_u64(p, rec->cached_input_tokens);
+    p = llm_record_put_u64(p, rec->reserved_tokens);
+    p = llm_record_put_u64(p, (uint64_t) rec->ts_ms);
+    *p++ = rec->api;
+    p = llm_record_put_str(p, rec->request_id, rec->request_id_len);
+    p = llm_record_put_str(p, rec->model, rec->model_len);
+    p = llm_record_put_str(p, rec->finish_reason, rec->finish_reason_len);
+
+    return (size_t) (p - buf);
+}
+
+
+int
+llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
+    size_t *consumed)
+{
+    size_t          plen, off, end;
+    uint8_t         n;
+    const uint8_t  *p;
+
+    if (len < 4) {
+        return 0;
+    }
+
+    plen = llm_record_get_u32(buf);
+
+    if (plen < LLM_RECORD_MIN_PAYLOAD || plen > LLM_RECORD_MAX_FRAME - 4) {
+        return -1;
+    }
+
+    /*
+     * The version and type are checked as soon as they arrive, so that a
+     * peer speaking something else is told off before it fills the buffer.
+     */
+
+    if (len > 4 && buf[4] != LLM_RECORD_VERSION) {
+        return -1;
+    }
+
+    if (len > 5 && buf[5] != LLM_REC_SETTLE && buf[5] != LLM_REC_ACK) {
+        return -1;
+    }
+
+    end = 4 + plen;
+
+    if (len < end) {
+        return 0;
+    }
+
+    p = buf + 4;
+
+    memset(rec, 0, sizeof(llm_record_t));
+
+    rec->type = p[1];
+    rec->status = llm_record_get_u16(p + 2);
+    rec->flags = llm_record_get_u32(p + 4);
+    rec->tenant_id = (int64_t) llm_record_get_u64(p + 8);
+    rec->key_id = (int64_t) llm_record_get_u64(p + 16);
+    rec->input_tokens = llm_record_get_u64(p + 24);
+    rec->output_tokens = llm_record_get_u64(p + 32);
+    rec->cached_input_tokens = llm_record_get_u64(p + 40);
+    rec->reserved_tokens = llm_record_get_u64(p + 48);
+    rec->ts_ms = (int64_t) llm_record_get_u64(p + 56);
+    rec->api = p[64];
+
+    if (!llm_record_api_valid(rec->type, rec->api)) {
+        return -1;
+    }
+
+    off = 4 + LLM_RECORD_FIXED_LEN;
+
+    /* each length byte is inside the payload: plen >= MIN_PAYLOAD */
+
+    n = buf[off++];
+    if (n > LLM_RECORD_ID_MAX || off + n + 2 > end) {
+        return -1;
+    }
+    memcpy(rec->request_id, buf + off, n);
+    rec->request_id_len = n;
+    off += n;
+
+    n = buf[off++];
+    if (n > LLM_RECORD_MODEL_MAX || off + n + 1 > end) {
+        return -1;
+    }
+    memcpy(rec->model, buf + off, n);
+    rec->model_len = n;
+    off += n;
+
+    n = buf[off++];
+    if (n > LLM_RECORD_FINISH_MAX || off + n != end) {
+        return -1;
+    }
+    memcpy(rec->finish_reason, buf + off, n);
+    rec->finish_reason_len = n;
+
+    *consumed = end;
+
+    return 1;
+}
+
+
+static int
+llm_record_api_valid(uint8_t type, uint8_t api)
+{
+    if (api == LLM_API_OPENAI || api == LLM_API_ANTHROPIC) {
+        return 1;
+    }
+
+    /* an acknowledgement carries no api */
+    return type == LLM_REC_ACK && api == 0;
+}
+
+
+static uint8_t *
+llm_record_put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t) (v >> 8);
+    p[1] = (uint8_t) v;
+
+    return p + 2;
+}
+
+
+static uint8_t *
+llm_record_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t) (v >> 24);
+    p[1] = (uint8_t) (v >> 16);
+    p[2] = (uint8_t) (v >> 8);
+    p[3] = (uint8_t) v;
+
+    return p + 4;
+}
+
+
+static uint8_t *
+llm_record_put_u64(uint8_t *p, uint64_t v)
+{
+    p = llm_record_put_u32(p, (uint32_t) (v >> 32));
+
+    return llm_record_put_u32(p, (uint32_t) v);
+}
+
+
+static uint8_t *
+llm_record_put_str(uint8_t *p, const char *s, uint8_t len)
+{
+    *p++ = len;
+
+    if (len) {
+        memcpy(p, s, len);
+    }
+
+    return p + len;
+}
+
+
+static uint16_t
+llm_record_get_u16(const uint8_t *p)
+{
+    return (uint16_t) ((p[0] << 8) | p[1]);
+}
+
+
+static uint32_t
+llm_record_get_u32(const uint8_t *p)
+{
+    return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16)
+           | ((uint32_t) p[2] << 8) | (uint32_t) p[3];
+}
+
+
+static uint64_t
+llm_record_get_u64(const uint8_t *p)
+{
+    return ((uint64_t) llm_record_get_u32(p) << 32)
+           | llm_record_get_u32(p + 4);
+}

@@ -1,0 +1,127 @@
+
+/*
+ * The settle record: what an nginx worker tells accountd about one finished
+ * request, and accountd's acknowledgement.  The same codec runs on both
+ * sides of the Unix socket.  Plain C, no nginx types, no allocation.
+ *
+ * Wire format, all integers big-endian:
+ *
+ *     u32  length of what follows (the payload)
+ *     u8   version (LLM_RECORD_VERSION)
+ *     u8   type (llm_record_type_e)
+ *     u16  http status sent to the client
+ *     u32  flags (LLM_REC_F_*)
+ *     i64  tenant_id
+ *     i64  key_id
+ *     u64  input_tokens
+ *     u64  output_tokens
+ *     u64  cached_input_tokens
+ *     u64  reserved_tokens
+ *     i64  ts_ms (unix time of completion, milliseconds)
+ *     u8   api (llm_api_e)
+ *     u8   request_id length, then the bytes
+ *     u8   model length, then the bytes
+ *     u8   finish_reason length, then the bytes
+ *
+ * An acknowledgement (LLM_REC_ACK) uses the same layout; only request_id
+ * is meaningful in it.
+ */
+
+#ifndef _LLM_RECORD_H_INCLUDED_
+#define _LLM_RECORD_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define LLM_RECORD_VERSION        1
+
+#define LLM_RECORD_ID_MAX         64
+#define LLM_RECORD_MODEL_MAX      128
+#define LLM_RECORD_FINISH_MAX     32
+
+/* the fixed part of the payload: 1+1+2+4 + 8*7 + 1 */
+#define LLM_RECORD_FIXED_LEN      65
+
+#define LLM_RECORD_MAX_FRAME      (4 + LLM_RECORD_FIXED_LEN                  \
+                                   + 1 + LLM_RECORD_ID_MAX                    \
+                                   + 1 + LLM_RECORD_MODEL_MAX                 \
+                                   + 1 + LLM_RECORD_FINISH_MAX)
+
+
+typedef enum {
+    LLM_REC_SETTLE = 1,
+    LLM_REC_ACK = 2
+} llm_record_type_e;
+
+
+typedef enum {
+    LLM_API_OPENAI = 1,
+    LLM_API_ANTHROPIC = 2
+} llm_api_e;
+
+
+/* the upstream sent no usage: token counts are the gateway's estimate */
+#define LLM_REC_F_NO_USAGE        0x0001
+/* the stream ended before its last frame (client abort, upstream died) */
+#define LLM_REC_F_PARTIAL         0x0002
+/* a usage figure was out of range and was clamped */
+#define LLM_REC_F_CLAMPED         0x0004
+
+
+typedef struct {
+    uint8_t    type;
+    uint16_t   status;
+    uint32_t   flags;
+    int64_t    tenant_id;
+    int64_t    key_id;
+    uint64_t   input_tokens;
+    uint64_t   output_tokens;
+    uint64_t   cached_input_tokens;
+    uint64_t   reserved_tokens;
+    int64_t    ts_ms;
+    uint8_t    api;
+
+    uint8_t    request_id_len;
+    uint8_t    model_len;
+    uint8_t    finish_reason_len;
+    char       request_id[LLM_RECORD_ID_MAX];
+    char       model[LLM_RECORD_MODEL_MAX];
+    char       finish_reason[LLM_RECORD_FINISH_MAX];
+} llm_record_t;
+
+
+/*
+ * Copies a string field into the record, truncated to the field's size.
+ * Returns the length stored.
+ */
+size_t llm_record_set(char *field, uint8_t *field_len, size_t cap,
+    const char *s, size_t len);
+
+#define llm_record_set_request_id(rec, s, n)                                  \
+    llm_record_set((rec)->request_id, &(rec)->request_id_len,                 \
+                   LLM_RECORD_ID_MAX, s, n)
+#define llm_record_set_model(rec, s, n)                                       \
+    llm_record_set((rec)->model, &(rec)->model_len, LLM_RECORD_MODEL_MAX, s, n)
+#define llm_record_set_finish_reason(rec, s, n)                               \
+    llm_record_set((rec)->finish_reason, &(rec)->finish_reason_len,           \
+                   LLM_RECORD_FINISH_MAX, s, n)
+
+/*
+ * Writes one frame.  Returns its length (at most LLM_RECORD_MAX_FRAME),
+ * or 0 if cap is too small.
+ */
+size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
+
+/*
+ * Reads one frame from the start of buf.  Returns 1 and sets *consumed
+ * when a whole frame was decoded, 0 when more bytes are needed, -1 when
+ * the bytes are not a valid frame (the stream cannot be resynchronised:
+ * the caller closes the connection).
+ */
+int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
+    size_t *consumed);
+
+
+#endif /* _LLM_RECORD_H_INCLUDED_ */

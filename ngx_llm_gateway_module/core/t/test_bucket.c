@@ -1,0 +1,135 @@
+
+/*
+ * The token bucket against a fake clock: the walkthrough of source
+ * document 000, 7.2.7, and the edges of the arithmetic.
+ */
+
+
+#include "llm_bucket.h"
+#include "tap.h"
+
+
+static void
+test_walkthrough(void)
+{
+    int                 i, ok;
+    int64_t             wait, now;
+    llm_bucket_t        b;
+    llm_bucket_conf_t   cf = { 60000, 90000 };    /* r = 1,000 tokens/s */
+
+    now = 1000000;
+    llm_bucket_init(&b, &cf, now);
+
+    /* requests of 2,000 in + 6,000 max_tokens reserve 8,000: 11 fit */
+    ok = 0;
+    for (i = 0; i < 11; i++) {
+        ok += llm_bucket_reserve(&b, &cf, 8000, now, &wait) == LLM_BUCKET_OK;
+    }
+
+    tap_is(ok, 11, "eleven reservations of 8,000 fit in 90,000");
+    tap_is(llm_bucket_available(&b), 2000, "2,000 tokens left");
+
+    /* R12 arrives 200 ms later: 2,200 left, short by 5,800 */
+    now += 200;
+
+    tap_is(llm_bucket_reserve(&b, &cf, 8000, now, &wait), LLM_BUCKET_WAIT,
+           "R12 must wait");
+    tap_is(wait, 5800, "exactly 5,800 ms");
+    tap_is(llm_bucket_seconds(wait), 6, "Retry-After 6 (5.8 rounded up)");
+    tap_is(llm_bucket_available(&b), 2200, "a refused request takes nothing");
+
+    /* R1 finishes with 1,500 out of 6,000: 4,500 come back */
+    llm_bucket_settle(&b, &cf, 8000, 3500, now);
+    tap_is(llm_bucket_available(&b), 6700, "refund of 4,500");
+
+    now += 1299;
+    tap_is(llm_bucket_reserve(&b, &cf, 8000, now, &wait), LLM_BUCKET_WAIT,
+           "1 ms early is still too early");
+    tap_is(wait, 1, "by exactly 1 ms");
+
+    now += 1;
+    tap_is(llm_bucket_reserve(&b, &cf, 8000, now, &wait), LLM_BUCKET_OK,
+           "R12's retry passes on time");
+    tap_is(llm_bucket_available(&b), 0, "bucket empty");
+}
+
+
+static void
+test_edges(void)
+{
+    int64_t             wait;
+    llm_bucket_t        b;
+    llm_bucket_conf_t   cf = { 7, 100 };          /* 7 tokens a minute */
+
+    llm_bucket_init(&b, &cf, 0);
+
+    tap_is(llm_bucket_reserve(&b, &cf, 101, 0, &wait), LLM_BUCKET_NEVER,
+           "a cost above the capacity can never be admitted");
+    tap_is(wait, 0, "and has no wait");
+
+    tap_is(llm_bucket_reserve(&b, &cf, 100, 0, &wait), LLM_BUCKET_OK,
+           "the whole capacity at once");
+
+    /* one token at 7 per minute: 60000/7 ms = 8571.43, rounded up */
+    tap_is(llm_bucket_reserve(&b, &cf, 1, 0, &wait), LLM_BUCKET_WAIT,
+           "empty");
+    tap_is(wait, 8572, "fractional refill rounds the wait up");
+    tap_is(llm_bucket_reserve(&b, &cf, 1, 8571, &wait), LLM_BUCKET_WAIT,
+           "8571 ms is not enough");
+    tap_is(llm_bucket_reserve(&b, &cf, 1, 8572, &wait), LLM_BUCKET_OK,
+           "8572 ms is");
+
+    /* the clock stepping back neither refills nor breaks anything */
+    llm_bucket_refill(&b, &cf, 10);
+    tap_is(b.last_ms, 8572, "a clock stepping back keeps the later mark");
+
+    /* a very long idle time fills the bucket without overflow */
+    llm_bucket_refill(&b, &cf, INT64_MAX / 2);
+    tap_is(llm_bucket_available(&b), 100, "long idle: full, no overflow");
+    tap_is(llm_bucket_full_in(&b, &cf), 0, "full now");
+}
+
+
+static void
+test_settle(void)
+{
+    int64_t             wait;
+    llm_bucket_t        b;
+    llm_bucket_conf_t   cf = { 600, 1000 };       /* 10 tokens a second */
+
+    llm_bucket_init(&b, &cf, 0);
+
+    llm_bucket_reserve(&b, &cf, 500, 0, &wait);
+    llm_bucket_settle(&b, &cf, 500, 900, 0);
+    tap_is(llm_bucket_available(&b), 100, "usage above the reservation "
+           "is charged");
+
+    llm_bucket_reserve(&b, &cf, 100, 0, &wait);
+    llm_bucket_settle(&b, &cf, 100, 400, 0);
+    tap_is(llm_bucket_available(&b), 0, "debt shows as nothing available");
+    tap_is(llm_bucket_reserve(&b, &cf, 10, 0, &wait), LLM_BUCKET_WAIT,
+           "debt must be paid back first");
+    tap_is(wait, 31000, "300 of debt plus 10 at 10/s: 31 s");
+
+    llm_bucket_settle(&b, &cf, 0, 5000, 0);
+    tap_is(b.level, -1000LL * LLM_BUCKET_SCALE, "debt floored at the "
+           "capacity");
+
+    llm_bucket_settle(&b, &cf, 5000, 0, 0);
+    tap_is(llm_bucket_available(&b), 1000, "refund capped at the capacity");
+    tap_is(llm_bucket_full_in(&b, &cf), 0, "full");
+
+    llm_bucket_reserve(&b, &cf, 1, 0, &wait);
+    tap_is(llm_bucket_full_in(&b, &cf), 100, "one token is 100 ms");
+}
+
+
+int
+main(void)
+{
+    test_walkthrough();
+    test_edges();
+    test_settle();
+
+    return tap_done();
+}

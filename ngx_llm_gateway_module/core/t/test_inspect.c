@@ -1,0 +1,175 @@
+
+/*
+ * Request-body inspection: what is refused and why, the estimate, and the
+ * body the upstream receives.
+ */
+
+
+#include <stdlib.h>
+
+#include <cJSON.h>
+
+#include "llm_inspect.h"
+#include "tap.h"
+
+
+static const llm_inspect_conf_t  conf = { 256, 4096 };
+
+
+static const struct {
+    llm_api_e     api;
+    const char   *body;
+    const char   *param;       /* NULL: accepted; "" : refused, no param */
+} refusals[] = {
+
+    { LLM_API_OPENAI, "", "" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",", "" },
+    { LLM_API_OPENAI, "[1,2]", "" },
+    { LLM_API_OPENAI, "{\"messages\":[]}", "model" },
+    { LLM_API_OPENAI, "{\"model\":7,\"messages\":[]}", "model" },
+    { LLM_API_OPENAI, "{\"model\":\"\",\"messages\":[]}", "model" },
+    { LLM_API_OPENAI, "{\"model\":\"m\"}", "messages" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":{}}", "messages" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":-1}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":0}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":1.5}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":\"10\"}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_tokens\":9223372036854775808}", "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4097}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_completion_tokens\":0,\"max_tokens\":5}",
+      "max_completion_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":1}",
+      "stream" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+                      "\"stream_options\":3}", "stream_options" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4096}",
+      NULL },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":1}",
+      NULL },
+};
+
+
+static void
+test_refusals(void)
+{
+    int             rc;
+    size_t          i;
+    const char     *want;
+    llm_request_t   req;
+
+    for (i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+        rc = llm_inspect(refusals[i].api, refusals[i].body,
+                         strlen(refusals[i].body), &conf, &req);
+        want = refusals[i].param;
+
+        if (want == NULL) {
+            tap_is(rc, 0, "accepted: %s", refusals[i].body);
+            continue;
+        }
+
+        tap_is(rc, -1, "refused: %s", refusals[i].body);
+        tap_is_str(req.param ? req.param : "", want, "  param names \"%s\"",
+                   want);
+        tap_ok(req.message != NULL, "  with a message");
+    }
+}
+
+
+static void
+test_estimate(void)
+{
+    const char     *b;
+    llm_request_t   req;
+
+    /* "hello" is 2, "abcdefgh" is 2, 3 a message, 3 in all */
+    b = "{\"model\":\"gpt\",\"max_tokens\":100,\"messages\":["
+        "{\"role\":\"user\",\"content\":\"hello\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+        "\"text\":\"abcdefgh\"},{\"type\":\"image_url\"}]}]}";
+
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
+           "accepted");
+    tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 3, "estimate");
+    tap_is(req.max_tokens, 100, "max_tokens");
+    tap_is_str(req.model, "gpt", "model");
+    tap_ok(!llm_inspect_needs_rewrite(&req), "nothing to rewrite");
+
+    b = "{\"model\":\"claude\",\"max_tokens\":10,\"system\":\"12345678\","
+        "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"stream\":true}";
+
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req), 0,
+           "anthropic accepted");
+    tap_is(req.prompt_tokens, 2 + 1 + 3 + 3, "system prompt counted");
+    tap_ok(req.stream && !llm_inspect_needs_rewrite(&req),
+           "anthropic streams are not rewritten");
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":7,"
+        "\"max_tokens\":5000}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is(req.max_tokens, 7, "max_completion_tokens wins");
+}
+
+
+static void
+test_rewrite(void)
+{
+    char           *s, out[512];
+    size_t          n;
+    const char     *b;
+    llm_request_t   req;
+    cJSON          *j;
+
+    b = " {\"model\":\"m\",\"messages\":[],\"stream\":true}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+
+    tap_ok(req.add_include_usage && req.max_tokens_missing && !req.rebuild,
+           "stream without options and max_tokens: splice");
+
+    n = llm_inspect_splice(b, strlen(b), &req, out, sizeof(out));
+    out[n] = '\0';
+    tap_is_str(out, " {\"stream_options\":{\"include_usage\":true},"
+               "\"max_tokens\":256,\"model\":\"m\",\"messages\":[],"
+               "\"stream\":true}", "spliced body");
+
+    j = cJSON_Parse(out);
+    tap_ok(j != NULL, "spliced body is JSON");
+    cJSON_Delete(j);
+
+    tap_is(llm_inspect_splice(b, strlen(b), &req, out, strlen(b) + 10), 0,
+           "too small an output is refused");
+
+    b = "{\"model\":\"m\",\"messages\":[],\"stream\":true,\"max_tokens\":9,"
+        "\"stream_options\":{\"include_usage\":false}}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_ok(req.rebuild && !req.add_include_usage, "usage refused: rebuild");
+
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+               "\"max_tokens\":9,\"stream_options\":{\"include_usage\":true}}",
+               "rebuilt body");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"max_tokens\":9}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_ok(!llm_inspect_needs_rewrite(&req), "usage already asked for");
+}
+
+
+int
+main(void)
+{
+    test_refusals();
+    test_estimate();
+    test_rewrite();
+
+    return tap_done();
+}

@@ -1,0 +1,413 @@
+
+/*
+ * API keys: generation, well-formedness, HMAC-SHA256 against RFC 4231,
+ * the secret file and the snapshot line format.
+ */
+
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "llm_key.h"
+#include "tap.h"
+
+
+static void test_hex(const uint8_t *in, size_t len, char *out);
+static void test_generate(void);
+static void test_well_formed(void);
+static void test_hmac(void);
+static void test_secret(void);
+static void test_parse(void);
+static void test_format(void);
+static void test_names(void);
+static int test_parse_str(const char *line, llm_key_entry_t *e);
+
+
+#define TEST_HASH                                                             \
+    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+
+
+int
+main(void)
+{
+    test_generate();
+    test_well_formed();
+    test_hmac();
+    test_secret();
+    test_parse();
+    test_format();
+    test_names();
+
+    return tap_done();
+}
+
+
+static void
+test_hex(const uint8_t *in, size_t len, char *out)
+{
+    size_t  i;
+
+    for (i = 0; i < len; i++) {
+        sprintf(out + 2 * i, "%02x", in[i]);
+    }
+
+    out[2 * len] = '\0';
+}
+
+
+static int
+test_parse_str(const char *line, llm_key_entry_t *e)
+{
+    return llm_key_parse_line(line, strlen(line), e);
+}
+
+
+static void
+test_generate(void)
+{
+    int     i, j, bad, same;
+    char    key[LLM_KEY_LEN + 1], prev[LLM_KEY_LEN + 1];
+    size_t  seen[256];
+
+    tap_is(llm_key_generate(key, sizeof(key), 1), 0, "generate a live key");
+    tap_is(strlen(key), LLM_KEY_LEN, "the key is %d characters",
+           LLM_KEY_LEN);
+    tap_ok(memcmp(key, LLM_KEY_PREFIX_LIVE, LLM_KEY_PREFIX_LEN) == 0,
+           "live keys have the live prefix");
+    tap_ok(llm_key_well_formed(key, strlen(key)), "a live key is well formed");
+
+    tap_is(llm_key_generate(key, sizeof(key), 0), 0, "generate a test key");
+    tap_ok(memcmp(key, LLM_KEY_PREFIX_TEST, LLM_KEY_PREFIX_LEN) == 0,
+           "test keys have the test prefix");
+    tap_ok(llm_key_well_formed(key, strlen(key)), "a test key is well formed");
+
+    tap_is(llm_key_generate(key, LLM_KEY_LEN, 1), -1,
+           "generate refuses a buffer without room for the NUL");
+
+    /* every base62 character turns up, and nothing else does */
+
+    memset(seen, 0, sizeof(seen));
+    bad = 0;
+    same = 0;
+    prev[0] = '\0';
+
+    for (i = 0; i < 2000; i++) {
+        if (llm_key_generate(key, sizeof(key), 1) != 0
+            || !llm_key_well_formed(key, strlen(key)))
+        {
+            bad++;
+        }
+
+        if (strcmp(key, prev) == 0) {
+            same++;
+        }
+
+        memcpy(prev, key, sizeof(key));
+
+        for (j = LLM_KEY_PREFIX_LEN; j < LLM_KEY_LEN; j++) {
+            seen[(unsigned char) key[j]]++;
+        }
+    }
+
+    tap_is(bad, 0, "2000 keys are well formed");
+    tap_is(same, 0, "no key repeats the previous one");
+
+    /*
+     * 64000 characters over 62 values: about 1032 each.  A modulo-biased
+     * generator (256 % 62 = 8) would give the first 8 about 1.25 times the
+     * others; with rejection every count stays well within 850..1250.
+     */
+
+    bad = 0;
+
+    for (i = 0; i < 256; i++) {
+        if (strchr("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "abcdefghijklmnopqrstuvwxyz", i) && i != 0)
+        {
+            if (seen[i] < 850 || seen[i] > 1250) {
+                bad++;
+            }
+
+        } else if (seen[i]) {
+            bad++;
+        }
+    }
+
+    tap_is(bad, 0, "characters are evenly spread over base62");
+}
+
+
+static void
+test_well_formed(void)
+{
+    char  key[LLM_KEY_LEN + 2];
+
+    memcpy(key, "llmgw_live_0123456789abcdefghijABCDEFGHIJ01", LLM_KEY_LEN);
+    key[LLM_KEY_LEN] = '\0';
+
+    tap_ok(llm_key_well_formed(key, LLM_KEY_LEN), "a hand-made key");
+    tap_ok(!llm_key_well_formed(key, LLM_KEY_LEN - 1), "one short");
+
+    key[LLM_KEY_LEN] = 'x';
+    tap_ok(!llm_key_well_formed(key, LLM_KEY_LEN + 1), "one long");
+
+    key[20] = '_';
+    tap_ok(!llm_key_well_formed(key, LLM_KEY_LEN), "a non-base62 character");
+
+    key[20] = 'a';
+    key[LLM_KEY_LEN - 1] = '\0';
+    tap_ok(!llm_key_well_formed(key, LLM_KEY_LEN), "a NUL inside");
+
+    tap_ok(!llm_key_well_formed("sk_live_0123456789abcdefghijABCDEFGHIJ01xxx",
+                                LLM_KEY_LEN),
+           "a foreign prefix");
+
+    tap_ok(!llm_key_well_formed("LLMGW_LIVE_0123456789abcdefghijABCDEFGHIJ01",
+                                LLM_KEY_LEN),
+           "the prefix is case-sensitive");
+}
+
+
+static void
+test_hmac(void)
+{
+    char     hex[2 * LLM_KEY_HASH_LEN + 1];
+    uint8_t  key[131], out[LLM_KEY_HASH_LEN];
+
+    /* RFC 4231, test case 2 */
+
+    tap_is(llm_key_hmac((const uint8_t *) "Jefe", 4,
+                        "what do ya want for nothing?", 28, out),
+           0, "hmac succeeds");
+    test_hex(out, sizeof(out), hex);
+    tap_is_str(hex, TEST_HASH, "RFC 4231 test case 2");
+
+    /* RFC 4231, test case 1 */
+
+    memset(key, 0x0b, 20);
+    llm_key_hmac(key, 20, "Hi There", 8, out);
+    test_hex(out, sizeof(out), hex);
+    tap_is_str(hex,
+               "b0344c61d8db38535ca8afceaf0bf12b"
+               "881dc200c9833da726e9376c2e32cff7",
+               "RFC 4231 test case 1");
+
+    /* RFC 4231, test case 6: a key longer than the block */
+
+    memset(key, 0xaa, sizeof(key));
+    llm_key_hmac(key, sizeof(key),
+                 "Test Using Larger Than Block-Size Key - Hash Key First",
+                 54, out);
+    test_hex(out, sizeof(out), hex);
+    tap_is_str(hex,
+               "60e431591ee0b67f0d8a26aacbf5b77f"
+               "8e0bc6213728c5140546040f0ee37f54",
+               "RFC 4231 test case 6");
+
+    tap_is(llm_key_hmac(key, 0, "x", 1, out), -1, "an empty secret fails");
+}
+
+
+static void
+test_secret(void)
+{
+    int      n;
+    char     text[200];
+    uint8_t  out[LLM_KEY_SECRET_MAX];
+
+    memset(text, 'a', 64);
+    memcpy(text + 64, "\n", 2);
+
+    n = llm_key_secret_decode(text, strlen(text), out, sizeof(out));
+    tap_is(n, 32, "64 hex digits and a newline decode to 32 bytes");
+    tap_ok(out[0] == 0xaa && out[31] == 0xaa, "the bytes are right");
+
+    memcpy(text, "  0123456789ABCDEFabcdef", 24);
+    memset(text + 24, 'a', 44);
+    text[68] = '\0';
+    n = llm_key_secret_decode(text, strlen(text), out, sizeof(out));
+    tap_ok(n == 33 && out[0] == 0x01 && out[7] == 0xef && out[8] == 0xab,
+           "leading spaces, both cases of hex");
+
+    tap_is(llm_key_secret_decode(text + 2, 62, out, sizeof(out)), -1,
+           "31 bytes are too short");
+
+    tap_is(llm_key_secret_decode(text + 2, 63, out, sizeof(out)), -1,
+           "an odd number of digits");
+
+    memset(text, 'a', 64);
+    text[10] = 'g';
+    tap_is(llm_key_secret_decode(text, 64, out, sizeof(out)), -1,
+           "a non-hex digit");
+
+    text[10] = ' ';
+    tap_is(llm_key_secret_decode(text, 64, out, sizeof(out)), -1,
+           "a space inside");
+
+    memset(text, 'b', 68);
+    tap_is(llm_key_secret_decode(text, 68, out, 33), -1,
+           "more than cap bytes");
+    tap_is(llm_key_secret_decode(text, 68, out, 34), 34, "exactly cap bytes");
+
+    tap_is(llm_key_secret_decode("", 0, out, sizeof(out)), -1,
+           "an empty file");
+}
+
+
+static void
+test_parse(void)
+{
+    int              rc, i;
+    char             line[300];
+    llm_key_entry_t  e;
+
+    tap_is(test_parse_str(LLM_KEY_SNAPSHOT_HEADER, &e), 0, "the header");
+    tap_is(test_parse_str("", &e), 0, "an empty line");
+    tap_is(test_parse_str("# comment", &e), 0, "a comment");
+
+    rc = test_parse_str(TEST_HASH " 17 4 gold acme.corp-1", &e);
+    tap_is(rc, 1, "a key line");
+    tap_ok(e.hash[0] == 0x5b && e.hash[31] == 0x43, "the hash");
+    tap_ok(e.key_id == 17 && e.tenant_id == 4, "the ids");
+    tap_is_str(e.tier, "gold", "the tier");
+    tap_is_str(e.tenant, "acme.corp-1", "the tenant");
+
+    rc = test_parse_str(TEST_HASH " 9223372036854775807 1 t a", &e);
+    tap_ok(rc == 1 && e.key_id == INT64_MAX, "the largest id");
+
+    tap_is(test_parse_str(TEST_HASH " 9223372036854775808 1 t a", &e), -1,
+           "an id above INT64_MAX");
+    tap_is(test_parse_str(TEST_HASH " 99999999999999999999 1 t a", &e), -1,
+           "an id of 20 digits");
+    tap_is(test_parse_str(TEST_HASH " 0 1 t a", &e), -1, "id 0");
+    tap_is(test_parse_str(TEST_HASH " 01 1 t a", &e), -1, "a leading zero");
+    tap_is(test_parse_str(TEST_HASH " -1 1 t a", &e), -1, "a sign");
+    tap_is(test_parse_str(TEST_HASH " +1 1 t a", &e), -1, "a plus sign");
+    tap_is(test_parse_str(TEST_HASH " 1x 1 t a", &e), -1, "a letter");
+
+    tap_is(test_parse_str(TEST_HASH " 1 1 t", &e), -1, "four fields");
+    tap_is(test_parse_str(TEST_HASH " 1 1 t a b", &e), -1, "six fields");
+    tap_is(test_parse_str(TEST_HASH "  1 1 t a", &e), -1, "a double space");
+    tap_is(test_parse_str(" " TEST_HASH " 1 1 t a", &e), -1,
+           "a leading space");
+    tap_is(test_parse_str(TEST_HASH " 1 1 t a ", &e), -1,
+           "a trailing space");
+    tap_is(test_parse_str(TEST_HASH " 1 1 t a\r", &e), -1,
+           "a carriage return");
+    tap_is(test_parse_str(TEST_HASH "\t1 1 t a", &e), -1, "a tab");
+
+    tap_is(test_parse_str("5BDCC146BF60754E6A042426089575C75A003F089D2739839"
+                          "DEC58B964EC3843 1 1 t a", &e),
+           -1, "uppercase hex");
+    tap_is(test_parse_str("5bdcc146bf60754e6a042426089575c75a003f089d2739839"
+                          "dec58b964ec384 1 1 t a", &e),
+           -1, "63 hex digits");
+    tap_is(test_parse_str("5bdcc146bf60754e6a042426089575c75a003f089d2739839"
+                          "dec58b964ec3843a 1 1 t a", &e),
+           -1, "65 hex digits");
+    tap_is(test_parse_str("zbdcc146bf60754e6a042426089575c75a003f089d2739839"
+                          "dec58b964ec3843 1 1 t a", &e),
+           -1, "a non-hex digit");
+
+    tap_is(test_parse_str(TEST_HASH " 1 1 t/x a", &e), -1, "a bad tier");
+    tap_is(test_parse_str(TEST_HASH " 1 1 t a;b", &e), -1, "a bad tenant");
+    tap_is(test_parse_str("llmgw-keys 2", &e), -1, "another version");
+
+    /* the longest valid names, and one character more */
+
+    i = snprintf(line, sizeof(line), "%s 1 1 ", TEST_HASH);
+    memset(line + i, 't', LLM_KEY_TIER_MAX - 1);
+    i += LLM_KEY_TIER_MAX - 1;
+    line[i++] = ' ';
+    memset(line + i, 'n', LLM_KEY_TENANT_MAX - 1);
+    i += LLM_KEY_TENANT_MAX - 1;
+    line[i] = '\0';
+
+    tap_is(test_parse_str(line, &e), 1, "the longest names");
+    tap_is(strlen(e.tenant), LLM_KEY_TENANT_MAX - 1, "the longest tenant");
+
+    line[i] = 'n';
+    line[i + 1] = '\0';
+    tap_is(test_parse_str(line, &e), -1, "a tenant one character too long");
+
+    i = snprintf(line, sizeof(line), "%s 1 1 ", TEST_HASH);
+    memset(line + i, 't', LLM_KEY_TIER_MAX);
+    i += LLM_KEY_TIER_MAX;
+    memcpy(line + i, " a", 3);
+    tap_is(test_parse_str(line, &e), -1, "a tier one character too long");
+
+    tap_is(llm_key_parse_line(TEST_HASH " 1 1 t a\0b",
+                              sizeof(TEST_HASH " 1 1 t a\0b") - 1, &e),
+           -1,
+           "a NUL inside the line");
+}
+
+
+static void
+test_format(void)
+{
+    int              rc;
+    char             buf[LLM_KEY_LINE_MAX + 2];
+    size_t           n;
+    llm_key_entry_t  e, back;
+
+    rc = test_parse_str(TEST_HASH " 123 45 silver tenant_1", &e);
+    n = llm_key_format_line(&e, buf, sizeof(buf));
+
+    tap_ok(rc == 1 && n > 0 && buf[n - 1] == '\n', "format ends in newline");
+
+    buf[n] = '\0';
+    tap_is_str(buf, TEST_HASH " 123 45 silver tenant_1\n",
+               "format gives back the parsed line");
+
+    rc = llm_key_parse_line(buf, n - 1, &back);
+    tap_ok(rc == 1 && memcmp(&e, &back, sizeof(e)) == 0,
+           "parse of format is the identity");
+
+    tap_is(llm_key_format_line(&e, buf, n - 1), 0,
+           "format into a buffer one short returns 0");
+    tap_is(llm_key_format_line(&e, buf, n), n, "format into an exact buffer");
+
+    memset(e.hash, 0xff, sizeof(e.hash));
+    e.key_id = INT64_MAX;
+    e.tenant_id = INT64_MAX;
+    memset(e.tier, 'T', LLM_KEY_TIER_MAX - 1);
+    e.tier[LLM_KEY_TIER_MAX - 1] = '\0';
+    memset(e.tenant, '-', LLM_KEY_TENANT_MAX - 1);
+    e.tenant[LLM_KEY_TENANT_MAX - 1] = '\0';
+
+    n = llm_key_format_line(&e, buf, sizeof(buf));
+    tap_ok(n > 0 && n <= LLM_KEY_LINE_MAX + 1, "the longest line fits");
+
+    rc = llm_key_parse_line(buf, n - 1, &back);
+    tap_ok(rc == 1 && memcmp(&e, &back, sizeof(e)) == 0,
+           "the longest line round trips");
+
+    e.tier[LLM_KEY_TIER_MAX - 1] = 'T';
+    tap_is(llm_key_format_line(&e, buf, sizeof(buf)), 0,
+           "an unterminated tier");
+
+    strcpy(e.tier, "a b");
+    tap_is(llm_key_format_line(&e, buf, sizeof(buf)), 0,
+           "a tier with a space");
+
+    strcpy(e.tier, "gold");
+    e.tenant[0] = '\0';
+    tap_is(llm_key_format_line(&e, buf, sizeof(buf)), 0, "an empty tenant");
+
+    strcpy(e.tenant, "acme");
+    e.key_id = 0;
+    tap_is(llm_key_format_line(&e, buf, sizeof(buf)), 0, "key_id 0");
+}
+
+
+static void
+test_names(void)
+{
+    tap_ok(llm_key_name_valid("A-z_0.9", 7, 8), "all the name characters");
+    tap_ok(!llm_key_name_valid("abcdefgh", 8, 8), "max-1 is the longest");
+    tap_ok(!llm_key_name_valid("", 0, 8), "empty");
+    tap_ok(!llm_key_name_valid("a b", 3, 8), "a space");
+    tap_ok(!llm_key_name_valid("caf\xc3\xa9", 5, 8), "non-ASCII");
+}

@@ -1,0 +1,638 @@
+
+/*
+ * The admission gate, in the preaccess phase: authenticate, read the body
+ * without blocking, inspect it, reserve n_in + max_tokens in the tenant's
+ * bucket under the zone lock, or refuse with an OpenAI-format error.
+ */
+
+
+#include "ngx_http_llm_gateway_module.h"
+
+
+static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);
+static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
+static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
+static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
+    ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
+static ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r,
+    char *name, ngx_str_t *value);
+static u_char *ngx_http_llm_gateway_duration(u_char *p, int64_t ms);
+
+
+ngx_int_t
+ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                          rc;
+    ngx_http_variable_value_t         *vv;
+    ngx_http_llm_gateway_ctx_t        *ctx;
+    ngx_http_llm_gateway_loc_conf_t   *llcf;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    if (r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (!llcf->enable) {
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ctx->request = r;
+        ctx->status = NGX_DECLINED;
+
+        ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
+
+        lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
+        if (vv == NULL || vv->not_found) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ctx->request_id.data = vv->data;
+        ctx->request_id.len = vv->len;
+
+        if (r->method != NGX_HTTP_POST) {
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
+                                        "invalid_request_error",
+                                        "method_not_allowed", NULL,
+                                        "Only POST is served here.");
+
+        } else if (ngx_http_llm_gateway_auth(r, ctx) == NGX_OK) {
+
+            ctx->tier = ngx_http_llm_gateway_find_tier(llcf, &ctx->key->tier);
+
+            if (ctx->tier == NULL) {
+                ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                            "permission_error",
+                                            "tier_not_allowed", NULL,
+                                            "This API key's tier is not "
+                                            "served at this endpoint.");
+            }
+        }
+
+        if (ctx->err_status == 0) {
+            ctx->status = NGX_DONE;
+
+            /* one buffer in memory: a body in a temp file is refused */
+            r->request_body_in_single_buf = 1;
+
+            rc = ngx_http_read_client_request_body(r,
+                                            ngx_http_llm_gateway_body_handler);
+            if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+                return rc;
+            }
+
+            ngx_http_finalize_request(r, NGX_DONE);
+            return NGX_DONE;
+        }
+    }
+
+    if (ctx->err_status) {
+        if (ctx->err_status != NGX_HTTP_UNAUTHORIZED || ctx->key) {
+            ngx_log_error(llcf->reject_log_level, r->connection->log, 0,
+                          "llm gateway refused with %ui: %s",
+                          ctx->err_status, ctx->err_message);
+        }
+
+        rc = ngx_http_llm_gateway_send_error(r, ctx);
+        ngx_http_finalize_request(r, rc);
+        return NGX_DONE;
+    }
+
+    return ctx->status;
+}
+
+
+static void
+ngx_http_llm_gateway_body_handler(ngx_http_request_t *r)
+{
+    ngx_http_llm_gateway_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+
+    ngx_http_llm_gateway_admit(r, ctx);
+
+    ctx->body_read = 1;
+    ctx->status = NGX_DECLINED;
+
+    r->preserve_body = 1;
+
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+
+static void
+ngx_http_llm_gateway_admit(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    int64_t                           cost, wait;
+    u_char                           *p;
+    ngx_str_t                         body;
+    llm_inspect_conf_t                icf;
+    llm_bucket_rc_e                   rc;
+    ngx_pool_cleanup_t               *cln;
+    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_tier_t      *tier;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+    tier = ctx->tier;
+
+    if (ngx_http_llm_gateway_body(r, ctx, &body) != NGX_OK) {
+        return;
+    }
+
+    icf.default_max_tokens = tier->default_max_tokens;
+    icf.max_tokens_limit = tier->max_tokens;
+
+    ngx_http_llm_gateway_json_pool(r->pool);
+
+    if (llm_inspect(llcf->api, (char *) body.data, body.len, &icf, &ctx->req)
+        != 0)
+    {
+        ngx_http_llm_gateway_json_pool(NULL);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                    "invalid_request_error",
+                                    ctx->req.param ? "invalid_value"
+                                                   : "invalid_json",
+                                    ctx->req.param, ctx->req.message);
+        return;
+    }
+
+    ngx_http_llm_gateway_json_pool(NULL);
+
+    cost = ctx->req.prompt_tokens + ctx->req.max_tokens;
+
+    /* registered first, so that a reservation can always be released */
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+        return;
+    }
+
+    zone = llcf->shm_zone->data;
+    ctx->zone = zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
+
+    if (node == NULL) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "llm_gateway_zone \"%V\" is full",
+                      &llcf->shm_zone->shm.name);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "server_error", "gateway_overloaded",
+                                    NULL, "The gateway is overloaded; "
+                                    "retry shortly.");
+        ctx->retry_after = 1;
+        return;
+    }
+
+    if (node->tpm.last_ms == -1) {
+        llm_bucket_init(&node->tpm, &tier->tpm, ngx_http_llm_gateway_now_ms());
+    }
+
+    rc = llm_bucket_reserve(&node->tpm, &tier->tpm, cost,
+                            ngx_http_llm_gateway_now_ms(), &wait);
+
+    if (rc == LLM_BUCKET_OK) {
+        node->inflight++;
+    }
+
+    ctx->remaining = llm_bucket_available(&node->tpm);
+    ctx->reset_ms = llm_bucket_full_in(&node->tpm, &tier->tpm);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (rc == LLM_BUCKET_NEVER) {
+        p = ngx_pnalloc(r->pool, 160);
+        if (p != NULL) {
+            ngx_sprintf(p, "Request too large: %L tokens (prompt about %L + "
+                        "max_tokens %L) exceed this tier's capacity of %L "
+                        "tokens.%Z", cost, ctx->req.prompt_tokens,
+                        ctx->req.max_tokens, tier->tpm.burst);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
+                                    "request_too_large", "max_tokens",
+                                    (char *) p);
+        ctx->never = 1;
+        return;
+    }
+
+    if (rc == LLM_BUCKET_WAIT) {
+        ctx->retry_after = llm_bucket_seconds(wait);
+
+        p = ngx_pnalloc(r->pool, 160);
+        if (p != NULL) {
+            ngx_sprintf(p, "Rate limit reached for tokens per min (TPM): "
+                        "limit %L, requested %L. Please try again in %Ls.%Z",
+                        tier->tpm.rate, cost, ctx->retry_after);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
+                                    "rate_limit_exceeded", NULL, (char *) p);
+        return;
+    }
+
+    ctx->admitted = 1;
+    ctx->reserved = cost;
+
+    cln->handler = ngx_http_llm_gateway_cleanup;
+    cln->data = ctx;
+
+    if (llm_inspect_needs_rewrite(&ctx->req)
+        && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
+    {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+    }
+}
+
+
+/* the body as one piece of memory */
+
+static ngx_int_t
+ngx_http_llm_gateway_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body)
+{
+    u_char       *p;
+    size_t        len;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (r->request_body == NULL || r->request_body->bufs == NULL) {
+        ngx_str_set(body, "");
+        return NGX_OK;
+    }
+
+    if (r->request_body->temp_file) {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                    "invalid_request_error",
+                                    "request_too_large", NULL,
+                                    "The request body is larger than "
+                                    "this endpoint inspects "
+                                    "(client_body_buffer_size).");
+        return NGX_DECLINED;
+    }
+
+    cl = r->request_body->bufs;
+
+    if (cl->next == NULL) {
+        b = cl->buf;
+        body->data = b->pos;
+        body->len = b->last - b->pos;
+        return NGX_OK;
+    }
+
+    len = 0;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        len += cl->buf->last - cl->buf->pos;
+    }
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    body->data = p;
+    body->len = len;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        p = ngx_cpymem(p, cl->buf->pos, cl->buf->last - cl->buf->pos);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The upstream gets what the gateway needs: usage in every stream and a
+ * max_tokens that bounds the reservation.  The proxy module sends
+ * r->request_body->bufs with headers_in.content_length_n as its length.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body)
+{
+    u_char       *p, *s;
+    size_t        len;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (ctx->req.rebuild) {
+        ngx_http_llm_gateway_json_pool(r->pool);
+        s = (u_char *) llm_inspect_rebuild((char *) body->data, body->len,
+                                           &ctx->req);
+        ngx_http_llm_gateway_json_pool(NULL);
+
+        if (s == NULL) {
+            return NGX_ERROR;
+        }
+
+        p = s;
+        len = ngx_strlen(s);
+
+    } else {
+        p = ngx_pnalloc(r->pool, body->len + LLM_INSPECT_SPLICE_MAX);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        len = llm_inspect_splice((char *) body->data, body->len, &ctx->req,
+                                 (char *) p,
+                                 body->len + LLM_INSPECT_SPLICE_MAX);
+        if (len == 0) {
+            return NGX_ERROR;
+        }
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->pos = p;
+    b->last = p + len;
+    b->start = p;
+    b->end = p + len;
+    b->temporary = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    cl = ngx_alloc_chain_link(r->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    r->request_body->bufs = cl;
+    r->headers_in.content_length_n = len;
+
+    if (r->headers_in.content_length) {
+        s = ngx_pnalloc(r->pool, NGX_OFF_T_LEN);
+        if (s == NULL) {
+            return NGX_ERROR;
+        }
+
+        r->headers_in.content_length->value.data = s;
+        r->headers_in.content_length->value.len = ngx_sprintf(s, "%uz", len)
+                                                  - s;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_http_llm_gateway_tier_t *
+ngx_http_llm_gateway_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
+    ngx_str_t *name)
+{
+    ngx_uint_t                    i;
+    ngx_http_llm_gateway_tier_t  *t;
+
+    t = llcf->tiers->elts;
+
+    for (i = 0; i < llcf->tiers->nelts; i++) {
+        if (t[i].name.len == name->len
+            && ngx_strncmp(t[i].name.data, name->data, name->len) == 0)
+        {
+            return &t[i];
+        }
+    }
+
+    return NULL;
+}
+
+
+void
+ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_uint_t status, const char *type, const char *code, const char *param,
+    const char *message)
+{
+    ctx->err_status = status;
+    ctx->err_type = type;
+    ctx->err_code = code;
+    ctx->err_param = param;
+    ctx->err_message = (u_char *) (message ? message : "Refused.");
+}
+
+
+ngx_int_t
+ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char       *p;
+    size_t        len, mlen;
+    ngx_int_t     rc;
+    ngx_str_t     v;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    /* the body may be unread (401): it must not be taken for a request */
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    mlen = ngx_strlen(ctx->err_message);
+
+    len = sizeof("{\"error\":{\"message\":\"\",\"type\":\"\",\"param\":\"\","
+                 "\"code\":\"\"}}\n") - 1
+          + mlen + ngx_escape_json(NULL, ctx->err_message, mlen)
+          + ngx_strlen(ctx->err_type) + ngx_strlen(ctx->err_code)
+          + (ctx->err_param ? ngx_strlen(ctx->err_param) : 4);
+
+    b = ngx_create_temp_buf(r->pool, len);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    p = ngx_cpymem(b->last, "{\"error\":{\"message\":\"",
+                   sizeof("{\"error\":{\"message\":\"") - 1);
+    p = (u_char *) ngx_escape_json(p, ctx->err_message, mlen);
+    p = ngx_sprintf(p, "\",\"type\":\"%s\",\"param\":", ctx->err_type);
+
+    if (ctx->err_param) {
+        p = ngx_sprintf(p, "\"%s\"", ctx->err_param);
+
+    } else {
+        p = ngx_cpymem(p, "null", 4);
+    }
+
+    p = ngx_sprintf(p, ",\"code\":\"%s\"}}\n", ctx->err_code);
+
+    b->last = p;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    r->headers_out.status = ctx->err_status;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    if (ctx->retry_after) {
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        v.data = p;
+        v.len = ngx_sprintf(p, "%L", ctx->retry_after) - p;
+
+        if (ngx_http_llm_gateway_add_header(r, "Retry-After", &v) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    /* the official SDKs obey this: a request that can never pass */
+    if (ctx->never || ctx->err_status < 429) {
+        ngx_str_set(&v, "false");
+
+        if (ngx_http_llm_gateway_add_header(r, "x-should-retry", &v)
+            != NGX_OK)
+        {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+/* x-ratelimit-* as OpenAI sends them, on refusals and admitted requests */
+
+ngx_int_t
+ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char     *p;
+    ngx_str_t   v;
+
+    if (ctx->tier == NULL || ctx->zone == NULL) {
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, 3 * NGX_INT64_LEN + 16);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v.data = p;
+    v.len = ngx_sprintf(p, "%L", ctx->tier->tpm.rate) - p;
+
+    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-limit-tokens", &v)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p += v.len;
+    v.data = p;
+    v.len = ngx_sprintf(p, "%L", ctx->remaining) - p;
+
+    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-remaining-tokens", &v)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p += v.len;
+    v.data = p;
+    v.len = ngx_http_llm_gateway_duration(p, ctx->reset_ms) - p;
+
+    return ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-tokens", &v);
+}
+
+
+/* a duration as OpenAI writes it: "250ms", "6s", "1m30.5s" */
+
+static u_char *
+ngx_http_llm_gateway_duration(u_char *p, int64_t ms)
+{
+    int64_t  m, s, f;
+
+    if (ms < 1000) {
+        return ngx_sprintf(p, "%Lms", ms);
+    }
+
+    m = ms / 60000;
+    s = ms % 60000 / 1000;
+    f = ms % 1000;
+
+    if (m) {
+        p = ngx_sprintf(p, "%Lm", m);
+    }
+
+    p = ngx_sprintf(p, "%L", s);
+
+    if (f) {
+        p = ngx_sprintf(p, ".%03L", f);
+
+        while (p[-1] == '0') {
+            p--;
+        }
+    }
+
+    *p++ = 's';
+
+    return p;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
+    ngx_str_t *value)
+{
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    h->key.data = (u_char *) name;
+    h->key.len = ngx_strlen(name);
+    h->value = *value;
+
+    return NGX_OK;
+}

@@ -1,0 +1,1101 @@
+
+/*
+ * ngx_http_llm_gateway_module: directives, configuration, the shared
+ * memory zone of tenant buckets, and phase registration.
+ */
+
+
+#include "ngx_http_llm_gateway_module.h"
+
+#include <cJSON.h>
+
+
+static void *ngx_http_llm_gateway_json_alloc(size_t size);
+static void ngx_http_llm_gateway_json_free(void *p);
+static ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static void ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
+    ngx_slab_pool_t *shpool, ngx_uint_t n);
+static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+
+static ngx_int_t ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret);
+static u_char *ngx_http_llm_gateway_read_file(ngx_conf_t *cf,
+    ngx_str_t *name, size_t *len);
+static int ngx_libc_cdecl ngx_http_llm_gateway_cmp_keys(const void *one,
+    const void *two);
+
+static void *ngx_http_llm_gateway_create_main_conf(ngx_conf_t *cf);
+static void *ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static char *ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gateway_keys(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static ngx_int_t ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip,
+    int64_t *n);
+static ngx_int_t ngx_http_llm_gateway_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle);
+static void ngx_http_llm_gateway_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_conf_enum_t  ngx_http_llm_gateway_log_levels[] = {
+    { ngx_string("info"), NGX_LOG_INFO },
+    { ngx_string("notice"), NGX_LOG_NOTICE },
+    { ngx_string("warn"), NGX_LOG_WARN },
+    { ngx_string("error"), NGX_LOG_ERR },
+    { ngx_null_string, 0 }
+};
+
+
+/* the pool cJSON allocates from while the gateway parses; see json_pool() */
+static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
+
+
+static ngx_command_t  ngx_http_llm_gateway_commands[] = {
+
+    { ngx_string("llm_gateway_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_gateway_zone,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_keys"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_llm_gateway_keys,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_accountd"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_http_llm_gateway_accountd,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_llm_gateway,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_tier"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
+      ngx_http_llm_gateway_tier,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_response_buffer"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, response_buffer),
+      NULL },
+
+    { ngx_string("llm_gateway_reject_log_level"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, reject_log_level),
+      &ngx_http_llm_gateway_log_levels },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_llm_gateway_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    ngx_http_llm_gateway_init,             /* postconfiguration */
+
+    ngx_http_llm_gateway_create_main_conf, /* create main configuration */
+    NULL,                                  /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_llm_gateway_create_loc_conf,  /* create location configuration */
+    ngx_http_llm_gateway_merge_loc_conf    /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_llm_gateway_module = {
+    NGX_MODULE_V1,
+    &ngx_http_llm_gateway_module_ctx,      /* module context */
+    ngx_http_llm_gateway_commands,         /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_llm_gateway_init_process,     /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_llm_gateway_exit_process,     /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+int64_t
+ngx_http_llm_gateway_now_ms(void)
+{
+    /* monotonic, and the same clock in every worker sharing the zone */
+    return (int64_t) ngx_current_msec;
+}
+
+
+/*
+ * cJSON allocates through global hooks: while the gateway parses, they take
+ * memory from the request pool, which goes away with the request, so that
+ * no per-request malloc ever happens.  Outside a parse they refuse.
+ */
+
+void
+ngx_http_llm_gateway_json_pool(ngx_pool_t *pool)
+{
+    ngx_http_llm_gateway_cjson_pool = pool;
+}
+
+
+static void *
+ngx_http_llm_gateway_json_alloc(size_t size)
+{
+    if (ngx_http_llm_gateway_cjson_pool == NULL) {
+        return NULL;
+    }
+
+    return ngx_palloc(ngx_http_llm_gateway_cjson_pool, size);
+}
+
+
+static void
+ngx_http_llm_gateway_json_free(void *p)
+{
+    /* large blocks go back at once, small ones with the pool */
+    if (ngx_http_llm_gateway_cjson_pool != NULL) {
+        (void) ngx_pfree(ngx_http_llm_gateway_cjson_pool, p);
+    }
+}
+
+
+/*
+ * Finds the tenant's node, creating it with a full bucket.  The caller
+ * holds the zone's lock.  NULL if the zone is full even after expiry.
+ */
+
+ngx_http_llm_gateway_node_t *
+ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
+    int64_t tenant_id)
+{
+    ngx_rbtree_key_t              hash;
+    ngx_rbtree_node_t            *node, *sentinel;
+    ngx_http_llm_gateway_node_t  *ln;
+
+    hash = (ngx_rbtree_key_t) tenant_id;
+
+    node = zone->sh->rbtree.root;
+    sentinel = zone->sh->rbtree.sentinel;
+
+    while (node != sentinel) {
+
+        if (hash != node->key) {
+            node = (hash < node->key) ? node->left : node->right;
+            continue;
+        }
+
+        ln = (ngx_http_llm_gateway_node_t *) node;
+
+        if (ln->tenant_id == tenant_id) {
+            ngx_queue_remove(&ln->queue);
+            ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
+            return ln;
+        }
+
+        node = (tenant_id < ln->tenant_id) ? node->left : node->right;
+    }
+
+    ln = ngx_slab_alloc_locked(zone->shpool,
+                               sizeof(ngx_http_llm_gateway_node_t));
+
+    if (ln == NULL) {
+        ngx_http_llm_gateway_expire(zone->sh, zone->shpool, 16);
+
+        ln = ngx_slab_alloc_locked(zone->shpool,
+                                   sizeof(ngx_http_llm_gateway_node_t));
+        if (ln == NULL) {
+            return NULL;
+        }
+    }
+
+    ngx_memzero(ln, sizeof(ngx_http_llm_gateway_node_t));
+
+    ln->node.key = hash;
+    ln->tenant_id = tenant_id;
+
+    /* the bucket is filled by the caller, who knows the tier */
+    ln->tpm.last_ms = -1;
+
+    ngx_rbtree_insert(&zone->sh->rbtree, &ln->node);
+    ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
+
+    return ln;
+}
+
+
+/*
+ * Frees up to n least recently used tenants that hold nothing: no request
+ * in flight.  Their buckets are forgotten, which can only give them more
+ * room, never less, and only after they were idle the longest.
+ */
+
+static void
+ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
+    ngx_slab_pool_t *shpool, ngx_uint_t n)
+{
+    ngx_queue_t                  *q, *prev;
+    ngx_http_llm_gateway_node_t  *ln;
+
+    for (q = ngx_queue_last(&sh->queue);
+         q != ngx_queue_sentinel(&sh->queue) && n;
+         q = prev)
+    {
+        prev = ngx_queue_prev(q);
+
+        ln = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+        if (ln->inflight) {
+            continue;
+        }
+
+        ngx_queue_remove(q);
+        ngx_rbtree_delete(&sh->rbtree, &ln->node);
+        ngx_slab_free_locked(shpool, ln);
+        n--;
+    }
+}
+
+
+static void
+ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
+{
+    ngx_rbtree_node_t            **p;
+    ngx_http_llm_gateway_node_t   *ln, *lnt;
+
+    for ( ;; ) {
+
+        if (node->key < temp->key) {
+            p = &temp->left;
+
+        } else if (node->key > temp->key) {
+            p = &temp->right;
+
+        } else { /* node->key == temp->key */
+
+            ln = (ngx_http_llm_gateway_node_t *) node;
+            lnt = (ngx_http_llm_gateway_node_t *) temp;
+
+            p = (ln->tenant_id < lnt->tenant_id) ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_llm_gateway_zone_t  *ozone = data;
+
+    size_t                        len;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    zone = shm_zone->data;
+
+    if (ozone) {
+        zone->sh = ozone->sh;
+        zone->shpool = ozone->shpool;
+        return NGX_OK;
+    }
+
+    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        zone->sh = zone->shpool->data;
+        return NGX_OK;
+    }
+
+    zone->sh = ngx_slab_alloc(zone->shpool,
+                              sizeof(ngx_http_llm_gateway_shctx_t));
+    if (zone->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    zone->shpool->data = zone->sh;
+
+    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
+                    ngx_http_llm_gateway_rbtree_insert_value);
+
+    ngx_queue_init(&zone->sh->queue);
+
+    len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
+
+    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
+    if (zone->shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(zone->shpool->log_ctx, " in llm_gateway_zone \"%V\"%Z",
+                &shm_zone->shm.name);
+
+    /* a full zone is handled: expiry, then a 503 */
+    zone->shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+static void *
+ngx_http_llm_gateway_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_main_conf_t));
+    if (lmcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     lmcf->secret_len = 0;
+     *     lmcf->keys_file = { 0, NULL };
+     *     lmcf->accountd = NULL;
+     */
+
+    if (ngx_array_init(&lmcf->keys, cf->pool, 16,
+                       sizeof(ngx_http_llm_gateway_key_t))
+        != NGX_OK)
+    {
+        return NULL;
+    }
+
+    lmcf->accountd_buffer = NGX_CONF_UNSET_SIZE;
+    lmcf->request_id_index = NGX_ERROR;
+
+    return lmcf;
+}
+
+
+static void *
+ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_gateway_loc_conf_t  *conf;
+
+    conf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_loc_conf_t));
+    if (conf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     conf->shm_zone = NULL;
+     *     conf->api = 0;
+     */
+
+    conf->enable = NGX_CONF_UNSET;
+    conf->tiers = NGX_CONF_UNSET_PTR;
+    conf->response_buffer = NGX_CONF_UNSET_SIZE;
+    conf->reject_log_level = NGX_CONF_UNSET_UINT;
+
+    return conf;
+}
+
+
+static char *
+ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_llm_gateway_loc_conf_t  *prev = parent;
+    ngx_http_llm_gateway_loc_conf_t  *conf = child;
+
+    if (conf->enable == NGX_CONF_UNSET) {
+        conf->enable = prev->enable;
+        conf->shm_zone = prev->shm_zone;
+        conf->api = prev->api;
+    }
+
+    ngx_conf_merge_value(conf->enable, prev->enable, 0);
+
+    if (conf->api == 0) {
+        conf->api = LLM_API_OPENAI;
+    }
+
+    /* like proxy_set_header: a level with no tiers inherits them all */
+    ngx_conf_merge_ptr_value(conf->tiers, prev->tiers, NULL);
+
+    ngx_conf_merge_size_value(conf->response_buffer, prev->response_buffer,
+                              1024 * 1024);
+    ngx_conf_merge_uint_value(conf->reject_log_level, prev->reject_log_level,
+                              NGX_LOG_ERR);
+
+    if (conf->enable && conf->tiers == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_gateway\" is on but no \"llm_gateway_tier\" "
+                           "is defined for it");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    u_char                       *p;
+    ssize_t                       size;
+    ngx_str_t                    *value, name, s;
+    ngx_shm_zone_t               *shm_zone;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    value = cf->args->elts;
+
+    if (ngx_strncmp(value[1].data, "zone=", 5) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\", expected "
+                           "\"zone=name:size\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    name.data = value[1].data + 5;
+
+    p = (u_char *) ngx_strchr(name.data, ':');
+
+    if (p == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone size \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    name.len = p - name.data;
+
+    s.data = p + 1;
+    s.len = value[1].data + value[1].len - s.data;
+
+    size = ngx_parse_size(&s);
+
+    if (size == NGX_ERROR || name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone size \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (size < (ssize_t) (8 * ngx_pagesize)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is too small", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    zone = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_zone_t));
+    if (zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone = ngx_shared_memory_add(cf, &name, size,
+                                     &ngx_http_llm_gateway_module);
+    if (shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (shm_zone->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
+                           &name);
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone->init = ngx_http_llm_gateway_init_zone;
+    shm_zone->data = zone;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_gateway_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_main_conf_t *lmcf = conf;
+
+    ngx_str_t  *value, secret;
+
+    if (lmcf->keys_file.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strncmp(value[2].data, "secret=", 7) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\", expected "
+                           "\"secret=file\"", &value[2]);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->keys_file = value[1];
+
+    secret.data = value[2].data + 7;
+    secret.len = value[2].len - 7;
+
+    if (ngx_conf_full_name(cf->cycle, &lmcf->keys_file, 1) != NGX_OK
+        || ngx_conf_full_name(cf->cycle, &secret, 1) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_llm_gateway_load_keys(cf, lmcf, &secret) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * The snapshot is read once per configuration load, in the master: workers
+ * only search the sorted array, never touch the file.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret)
+{
+    int                          n;
+    u_char                      *text, *p, *last, *eol;
+    size_t                       len;
+    ngx_uint_t                   line, i;
+    llm_key_entry_t              e;
+    ngx_http_llm_gateway_key_t  *k;
+
+    text = ngx_http_llm_gateway_read_file(cf, secret, &len);
+    if (text == NULL) {
+        return NGX_ERROR;
+    }
+
+    n = llm_key_secret_decode((char *) text, len, lmcf->secret,
+                              LLM_KEY_SECRET_MAX);
+
+    ngx_explicit_memzero(text, len);
+
+    if (n < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "secret file \"%V\" must hold at least %d bytes "
+                           "as hex", secret, LLM_KEY_SECRET_MIN);
+        return NGX_ERROR;
+    }
+
+    lmcf->secret_len = n;
+
+    text = ngx_http_llm_gateway_read_file(cf, &lmcf->keys_file, &len);
+    if (text == NULL) {
+        return NGX_ERROR;
+    }
+
+    last = text + len;
+    line = 0;
+
+    for (p = text; p < last; p = eol + 1) {
+        eol = ngx_strlchr(p, last, '\n');
+        if (eol == NULL) {
+            eol = last;
+        }
+
+        line++;
+
+        if (line == 1
+            && ((size_t) (eol - p) != sizeof(LLM_KEY_SNAPSHOT_HEADER) - 1
+                || ngx_strncmp(p, LLM_KEY_SNAPSHOT_HEADER, eol - p) != 0))
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" is not a key snapshot: its first line "
+                               "must be \"%s\"", &lmcf->keys_file,
+                               LLM_KEY_SNAPSHOT_HEADER);
+            return NGX_ERROR;
+        }
+
+        n = llm_key_parse_line((char *) p, eol - p, &e);
+
+        if (n == 0) {
+            continue;
+        }
+
+        if (n < 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid key snapshot line %ui in \"%V\"",
+                               line, &lmcf->keys_file);
+            return NGX_ERROR;
+        }
+
+        k = ngx_array_push(&lmcf->keys);
+        if (k == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(k->hash, e.hash, LLM_KEY_HASH_LEN);
+        k->key_id = e.key_id;
+        k->tenant_id = e.tenant_id;
+
+        k->tier.len = ngx_strlen(e.tier);
+        k->tier.data = ngx_pnalloc(cf->pool, k->tier.len);
+        k->tenant.len = ngx_strlen(e.tenant);
+        k->tenant.data = ngx_pnalloc(cf->pool, k->tenant.len);
+
+        if (k->tier.data == NULL || k->tenant.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(k->tier.data, e.tier, k->tier.len);
+        ngx_memcpy(k->tenant.data, e.tenant, k->tenant.len);
+    }
+
+    if (line == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is empty, not a key snapshot",
+                           &lmcf->keys_file);
+        return NGX_ERROR;
+    }
+
+    ngx_qsort(lmcf->keys.elts, lmcf->keys.nelts,
+              sizeof(ngx_http_llm_gateway_key_t),
+              ngx_http_llm_gateway_cmp_keys);
+
+    k = lmcf->keys.elts;
+
+    for (i = 1; i < lmcf->keys.nelts; i++) {
+        if (ngx_memcmp(k[i - 1].hash, k[i].hash, LLM_KEY_HASH_LEN) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "key snapshot \"%V\" lists key id %L twice",
+                               &lmcf->keys_file, k[i].key_id);
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static u_char *
+ngx_http_llm_gateway_read_file(ngx_conf_t *cf, ngx_str_t *name, size_t *len)
+{
+    u_char           *buf;
+    ssize_t           n;
+    ngx_file_t        file;
+    ngx_file_info_t   fi;
+
+    ngx_memzero(&file, sizeof(ngx_file_t));
+
+    file.name = *name;
+    file.log = cf->log;
+
+    file.fd = ngx_open_file(name->data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+
+    if (file.fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%V\" failed", name);
+        return NULL;
+    }
+
+    buf = NULL;
+
+    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_fd_info_n " \"%V\" failed", name);
+        goto done;
+    }
+
+    *len = (size_t) ngx_file_size(&fi);
+
+    buf = ngx_pnalloc(cf->temp_pool, *len + 1);
+    if (buf == NULL) {
+        goto done;
+    }
+
+    n = ngx_read_file(&file, buf, *len, 0);
+
+    if (n != (ssize_t) *len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "could not read \"%V\" whole", name);
+        buf = NULL;
+    }
+
+done:
+
+    if (ngx_close_file(file.fd) == NGX_FILE_ERROR) {
+        ngx_log_error(NGX_LOG_ALERT, cf->log, ngx_errno,
+                      ngx_close_file_n " \"%V\" failed", name);
+    }
+
+    return buf;
+}
+
+
+static int ngx_libc_cdecl
+ngx_http_llm_gateway_cmp_keys(const void *one, const void *two)
+{
+    const ngx_http_llm_gateway_key_t  *a = one;
+    const ngx_http_llm_gateway_key_t  *b = two;
+
+    return ngx_memcmp(a->hash, b->hash, LLM_KEY_HASH_LEN);
+}
+
+
+static char *
+ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_main_conf_t *lmcf = conf;
+
+    ssize_t     size;
+    ngx_str_t  *value, s;
+    ngx_url_t  *u;
+
+    if (lmcf->accountd) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strncmp(value[1].data, "unix:", 5) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "accountd address \"%V\" must be \"unix:path\"",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    u = ngx_pcalloc(cf->pool, sizeof(ngx_url_t));
+    if (u == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    u->url = value[1];
+    u->no_resolve = 1;
+
+    if (ngx_parse_url(cf->pool, u) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%s in \"%V\"", u->err,
+                           &u->url);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->accountd = u;
+
+    if (cf->args->nelts == 3) {
+        if (ngx_strncmp(value[2].data, "buffer=", 7) != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        s.data = value[2].data + 7;
+        s.len = value[2].len - 7;
+
+        size = ngx_parse_size(&s);
+
+        if (size == NGX_ERROR || size < 4 * LLM_RECORD_MAX_FRAME) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid buffer size \"%V\", at least %uz",
+                               &value[2], (size_t) 4 * LLM_RECORD_MAX_FRAME);
+            return NGX_CONF_ERROR;
+        }
+
+        lmcf->accountd_buffer = size;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    ngx_str_t   *value, s;
+    ngx_uint_t   i;
+
+    if (llcf->enable != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "off") == 0) {
+        llcf->enable = 0;
+        return NGX_CONF_OK;
+    }
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+
+            s.len = value[i].len - 5;
+            s.data = value[i].data + 5;
+
+            llcf->shm_zone = ngx_shared_memory_add(cf, &s, 0,
+                                                 &ngx_http_llm_gateway_module);
+            if (llcf->shm_zone == NULL) {
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=openai") == 0) {
+            llcf->api = LLM_API_OPENAI;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=anthropic") == 0) {
+            llcf->api = LLM_API_ANTHROPIC;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (llcf->shm_zone == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" must have \"zone\" parameter",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    llcf->enable = 1;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    int64_t                       n;
+    ngx_str_t                    *value;
+    ngx_uint_t                    i;
+    ngx_http_llm_gateway_tier_t  *tier, *t;
+
+    value = cf->args->elts;
+
+    if (!llm_key_name_valid((char *) value[1].data, value[1].len,
+                            LLM_KEY_TIER_MAX))
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid tier name \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (llcf->tiers == NGX_CONF_UNSET_PTR) {
+        llcf->tiers = ngx_array_create(cf->pool, 4,
+                                       sizeof(ngx_http_llm_gateway_tier_t));
+        if (llcf->tiers == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    t = llcf->tiers->elts;
+
+    for (i = 0; i < llcf->tiers->nelts; i++) {
+        if (t[i].name.len == value[1].len
+            && ngx_strncmp(t[i].name.data, value[1].data, value[1].len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate tier \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    tier = ngx_array_push(llcf->tiers);
+    if (tier == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(tier, sizeof(ngx_http_llm_gateway_tier_t));
+
+    tier->name = value[1];
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "tpm=", 4) == 0) {
+            if (ngx_http_llm_gateway_parse_int(&value[i], 4, &n) != NGX_OK) {
+                goto invalid;
+            }
+
+            tier->tpm.rate = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "burst=", 6) == 0) {
+            if (ngx_http_llm_gateway_parse_int(&value[i], 6, &n) != NGX_OK) {
+                goto invalid;
+            }
+
+            tier->tpm.burst = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "max_tokens=", 11) == 0) {
+            if (ngx_http_llm_gateway_parse_int(&value[i], 11, &n) != NGX_OK) {
+                goto invalid;
+            }
+
+            tier->max_tokens = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "default_max_tokens=", 19) == 0) {
+            if (ngx_http_llm_gateway_parse_int(&value[i], 19, &n) != NGX_OK) {
+                goto invalid;
+            }
+
+            tier->default_max_tokens = n;
+            continue;
+        }
+
+        goto invalid;
+    }
+
+    if (tier->tpm.rate == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "tier \"%V\" must have \"tpm\" parameter",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    /* the seeds' walkthrough: a burst of 1.5 minutes' worth */
+    if (tier->tpm.burst == 0) {
+        tier->tpm.burst = tier->tpm.rate + tier->tpm.rate / 2;
+    }
+
+    if (tier->max_tokens == 0) {
+        tier->max_tokens = ngx_min(tier->tpm.burst, 1000000);
+    }
+
+    if (tier->default_max_tokens == 0) {
+        tier->default_max_tokens = ngx_min(tier->max_tokens, 4096);
+    }
+
+    if (tier->default_max_tokens > tier->max_tokens) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "tier \"%V\": \"default_max_tokens\" is above "
+                           "\"max_tokens\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\" of tier \"%V\"",
+                       &value[i], &value[1]);
+    return NGX_CONF_ERROR;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip, int64_t *n)
+{
+    off_t  v;
+
+    v = ngx_atoof(value->data + skip, value->len - skip);
+
+    if (v <= 0 || v > LLM_BUCKET_MAX) {
+        return NGX_ERROR;
+    }
+
+    *n = v;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_init(ngx_conf_t *cf)
+{
+    ngx_str_t                          name = ngx_string("request_id");
+    cJSON_Hooks                        hooks;
+    ngx_http_handler_pt               *h;
+    ngx_http_core_main_conf_t         *cmcf;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_gateway_module);
+
+    lmcf->request_id_index = ngx_http_get_variable_index(cf, &name);
+    if (lmcf->request_id_index == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    ngx_conf_init_size_value(lmcf->accountd_buffer, 1024 * 1024);
+
+    hooks.malloc_fn = ngx_http_llm_gateway_json_alloc;
+    hooks.free_fn = ngx_http_llm_gateway_json_free;
+    cJSON_InitHooks(&hooks);
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    /*
+     * The preaccess phase, like limit_req: "satisfy any" in the access phase
+     * cannot then let a refused request through.
+     */
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_llm_gateway_access_handler;
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_llm_gateway_log_handler;
+
+    return ngx_http_llm_gateway_filter_init(cf);
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
+{
+    return ngx_http_llm_gateway_accountd_init(cycle);
+}
+
+
+static void
+ngx_http_llm_gateway_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_gateway_accountd_exit(cycle);
+}

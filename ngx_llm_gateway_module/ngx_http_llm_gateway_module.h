@@ -1,0 +1,169 @@
+
+/*
+ * ngx_http_llm_gateway_module: shared types of the gates.
+ *
+ *   authenticate (auth.c) -> inspect and admit (admit.c) -> proxy ->
+ *   meter the response (filter.c) -> settle and record (settle.c)
+ */
+
+#ifndef _NGX_HTTP_LLM_GATEWAY_MODULE_H_INCLUDED_
+#define _NGX_HTTP_LLM_GATEWAY_MODULE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "llm_bucket.h"
+#include "llm_inspect.h"
+#include "llm_key.h"
+#include "llm_record.h"
+#include "llm_sse.h"
+
+
+/* the SSE parser's event buffer: real events are far smaller */
+#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     65536
+
+
+typedef struct {
+    ngx_str_t                    name;
+    llm_bucket_conf_t            tpm;
+    int64_t                      max_tokens;
+    int64_t                      default_max_tokens;
+} ngx_http_llm_gateway_tier_t;
+
+
+/* one key of the snapshot, in a sorted array */
+typedef struct {
+    u_char                       hash[LLM_KEY_HASH_LEN];
+    int64_t                      key_id;
+    int64_t                      tenant_id;
+    ngx_str_t                    tier;
+    ngx_str_t                    tenant;
+} ngx_http_llm_gateway_key_t;
+
+
+/* a tenant's state in the zone, shared by all workers */
+typedef struct {
+    ngx_rbtree_node_t            node;      /* key: tenant_id */
+    ngx_queue_t                  queue;     /* LRU, for expiry */
+    int64_t                      tenant_id;
+    llm_bucket_t                 tpm;
+    ngx_uint_t                   inflight;
+} ngx_http_llm_gateway_node_t;
+
+
+typedef struct {
+    ngx_rbtree_t                 rbtree;
+    ngx_rbtree_node_t            sentinel;
+    ngx_queue_t                  queue;
+} ngx_http_llm_gateway_shctx_t;
+
+
+typedef struct {
+    ngx_http_llm_gateway_shctx_t  *sh;
+    ngx_slab_pool_t              *shpool;
+} ngx_http_llm_gateway_zone_t;
+
+
+typedef struct ngx_http_llm_gateway_peer_s  ngx_http_llm_gateway_peer_t;
+
+
+typedef struct {
+    ngx_array_t                  keys;      /* ngx_http_llm_gateway_key_t */
+    u_char                       secret[LLM_KEY_SECRET_MAX];
+    size_t                       secret_len;
+    ngx_str_t                    keys_file;
+
+    ngx_url_t                   *accountd;
+    size_t                       accountd_buffer;
+
+    ngx_int_t                    request_id_index;
+} ngx_http_llm_gateway_main_conf_t;
+
+
+typedef struct {
+    ngx_flag_t                   enable;
+    ngx_shm_zone_t              *shm_zone;
+    llm_api_e                    api;
+    ngx_array_t                 *tiers;     /* ngx_http_llm_gateway_tier_t */
+    size_t                       response_buffer;
+    ngx_uint_t                   reject_log_level;
+} ngx_http_llm_gateway_loc_conf_t;
+
+
+typedef struct {
+    ngx_http_request_t          *request;
+    ngx_int_t                    status;    /* verdict of the access gate */
+
+    ngx_str_t                    request_id;
+    ngx_http_llm_gateway_key_t  *key;
+    ngx_http_llm_gateway_tier_t *tier;
+    ngx_http_llm_gateway_zone_t *zone;
+
+    llm_request_t                req;
+    int64_t                      reserved;
+
+    /* for the x-ratelimit-* headers, read under the zone lock */
+    int64_t                      remaining;
+    int64_t                      reset_ms;
+
+    /* a refusal waiting to be sent */
+    ngx_uint_t                   err_status;
+    const char                  *err_type;
+    const char                  *err_code;
+    const char                  *err_param;
+    u_char                      *err_message;
+    int64_t                      retry_after;
+
+    llm_sse_t                    sse;
+    u_char                      *json;      /* non-streaming body copy */
+    size_t                       json_len;
+    size_t                       json_size;
+
+    unsigned                     admitted:1;
+    unsigned                     settled:1;
+    unsigned                     body_read:1;
+    unsigned                     streaming:1;
+    unsigned                     metering:1;
+    unsigned                     json_mode:1;
+    unsigned                     json_overflow:1;
+    unsigned                     response_done:1;
+    unsigned                     never:1;   /* refusal can never succeed */
+} ngx_http_llm_gateway_ctx_t;
+
+
+ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
+    ngx_str_t *name);
+
+ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_uint_t status, const char *type, const char *code, const char *param,
+    const char *message);
+
+ngx_int_t ngx_http_llm_gateway_filter_init(ngx_conf_t *cf);
+void ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx);
+
+ngx_int_t ngx_http_llm_gateway_log_handler(ngx_http_request_t *r);
+void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_cleanup(void *data);
+ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
+void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
+
+ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
+    ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id);
+ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+
+int64_t ngx_http_llm_gateway_now_ms(void);
+void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
+
+
+extern ngx_module_t  ngx_http_llm_gateway_module;
+
+
+#endif /* _NGX_HTTP_LLM_GATEWAY_MODULE_H_INCLUDED_ */

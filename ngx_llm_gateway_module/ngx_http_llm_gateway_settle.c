@@ -1,0 +1,484 @@
+
+/*
+ * The settling gate: at the end of every admitted request, exactly once,
+ * refund what the reservation did not use and hand a settle record to
+ * accountd.  The log phase settles; a request-pool cleanup settles what
+ * the log phase never saw.  Records go to accountd over one non-blocking
+ * Unix socket connection per worker, from a bounded buffer.
+ */
+
+
+#include "ngx_http_llm_gateway_module.h"
+
+
+#define NGX_HTTP_LLM_GATEWAY_RECONNECT  1000
+
+
+typedef struct {
+    ngx_peer_connection_t        peer;
+    ngx_url_t                   *url;
+    ngx_log_t                   *log;
+
+    /* frames waiting: [head, last); bytes up to pos are already sent */
+    u_char                      *start;
+    u_char                      *end;
+    u_char                      *head;
+    u_char                      *pos;
+    u_char                      *last;
+
+    u_char                       in[LLM_RECORD_MAX_FRAME];
+    size_t                       in_len;
+
+    ngx_event_t                  reconnect;
+
+    ngx_uint_t                   sent;
+    ngx_uint_t                   acked;
+    ngx_uint_t                   dropped;
+} ngx_http_llm_gateway_accountd_t;
+
+
+static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
+    int64_t in, int64_t out, int64_t cached, uint32_t flags);
+static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
+static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
+static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
+static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
+
+
+static ngx_http_llm_gateway_accountd_t  *ngx_http_llm_gateway_accountd_peer;
+
+
+ngx_int_t
+ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
+{
+    ngx_http_llm_gateway_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+
+    if (ctx != NULL) {
+        ngx_http_llm_gateway_settle(ctx);
+    }
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_llm_gateway_cleanup(void *data)
+{
+    ngx_http_llm_gateway_ctx_t  *ctx = data;
+
+    ngx_http_llm_gateway_settle(ctx);
+}
+
+
+void
+ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    int64_t                       in, out, cached;
+    uint32_t                      flags;
+    llm_usage_t                  *u;
+    ngx_http_llm_gateway_node_t  *node;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    if (!ctx->admitted || ctx->settled) {
+        return;
+    }
+
+    ctx->settled = 1;
+
+    flags = 0;
+
+    if (ctx->streaming && !ctx->response_done) {
+        /* the stream was cut: take what its events said so far */
+        flags |= LLM_REC_F_PARTIAL;
+        ngx_http_llm_gateway_response_end(ctx);
+    }
+
+    u = &ctx->sse.usage;
+
+    if (u->have_usage) {
+        in = u->input_tokens;
+        out = u->output_tokens;
+        cached = u->cached_input_tokens;
+
+    } else {
+        in = ctx->req.prompt_tokens;
+        out = 0;
+        cached = 0;
+        flags |= LLM_REC_F_NO_USAGE;
+    }
+
+    if (u->clamped) {
+        flags |= LLM_REC_F_CLAMPED;
+    }
+
+    zone = ctx->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    /* a node with a request in flight is never expired */
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
+
+    if (node != NULL) {
+        if (node->tpm.last_ms == -1) {
+            llm_bucket_init(&node->tpm, &ctx->tier->tpm,
+                            ngx_http_llm_gateway_now_ms());
+        }
+
+        llm_bucket_settle(&node->tpm, &ctx->tier->tpm, ctx->reserved,
+                          in + out, ngx_http_llm_gateway_now_ms());
+
+        if (node->inflight) {
+            node->inflight--;
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                   "llm gateway settle: reserved %L, in %L, out %L, "
+                   "cached %L, flags %uD", ctx->reserved, in, out, cached,
+                   flags);
+
+    ngx_http_llm_gateway_record(ctx, in, out, cached, flags);
+}
+
+
+static void
+ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx, int64_t in,
+    int64_t out, int64_t cached, uint32_t flags)
+{
+    size_t                            n;
+    ngx_time_t                       *tp;
+    llm_record_t                      rec;
+    ngx_http_request_t               *r;
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    if (ad == NULL) {
+        return;
+    }
+
+    r = ctx->request;
+
+    ngx_memzero(&rec, sizeof(llm_record_t));
+
+    tp = ngx_timeofday();
+
+    rec.type = LLM_REC_SETTLE;
+    rec.status = r->err_status ? r->err_status : r->headers_out.status;
+    rec.flags = flags;
+    rec.tenant_id = ctx->key->tenant_id;
+    rec.key_id = ctx->key->key_id;
+    rec.input_tokens = in;
+    rec.output_tokens = out;
+    rec.cached_input_tokens = cached;
+    rec.reserved_tokens = ctx->reserved;
+    rec.ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
+    rec.api = ctx->req.api;
+
+    llm_record_set_request_id(&rec, (char *) ctx->request_id.data,
+                              ctx->request_id.len);
+    llm_record_set_model(&rec, ctx->req.model, ctx->req.model_len);
+    llm_record_set_finish_reason(&rec, ctx->sse.usage.finish_reason,
+                                 ngx_strlen(ctx->sse.usage.finish_reason));
+
+    if ((size_t) (ad->end - ad->last) < LLM_RECORD_MAX_FRAME
+        && ad->head > ad->start)
+    {
+        n = ad->last - ad->head;
+        ngx_memmove(ad->start, ad->head, n);
+        ad->pos -= ad->head - ad->start;
+        ad->head = ad->start;
+        ad->last = ad->start + n;
+    }
+
+    n = llm_record_encode(&rec, ad->last, ad->end - ad->last);
+
+    if (n == 0) {
+        ad->dropped++;
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "llm gateway: accountd buffer full, record of "
+                      "request \"%V\" dropped", &ctx->request_id);
+        return;
+    }
+
+    ad->last += n;
+
+    if (ad->peer.connection) {
+        ngx_http_llm_gateway_flush(ad);
+    }
+}
+
+
+ngx_int_t
+ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_gateway_accountd_t   *ad;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    if (ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module)
+        == NULL)
+    {
+        return NGX_OK;
+    }
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_llm_gateway_module);
+
+    if (lmcf == NULL || lmcf->accountd == NULL) {
+        return NGX_OK;
+    }
+
+    ad = ngx_pcalloc(cycle->pool, sizeof(ngx_http_llm_gateway_accountd_t));
+    if (ad == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* once per worker, sized by the directive */
+    ad->start = ngx_palloc(cycle->pool, lmcf->accountd_buffer);
+    if (ad->start == NULL) {
+        return NGX_ERROR;
+    }
+
+    ad->end = ad->start + lmcf->accountd_buffer;
+    ad->head = ad->start;
+    ad->pos = ad->start;
+    ad->last = ad->start;
+
+    ad->url = lmcf->accountd;
+    ad->log = cycle->log;
+
+    ad->reconnect.handler = ngx_http_llm_gateway_connect;
+    ad->reconnect.data = ad;
+    ad->reconnect.log = cycle->log;
+    ad->reconnect.cancelable = 1;
+
+    ngx_http_llm_gateway_accountd_peer = ad;
+
+    ngx_http_llm_gateway_connect(&ad->reconnect);
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    if (ad == NULL) {
+        return;
+    }
+
+    if (ad->peer.connection && ad->head < ad->last) {
+        ngx_http_llm_gateway_flush(ad);
+    }
+
+    if (ad->head < ad->last) {
+        ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
+                      "llm gateway: %uz bytes of settle records not "
+                      "delivered to accountd at exit", ad->last - ad->head);
+    }
+
+    if (ad->peer.connection) {
+        ngx_close_connection(ad->peer.connection);
+        ad->peer.connection = NULL;
+    }
+
+    ngx_http_llm_gateway_accountd_peer = NULL;
+}
+
+
+static void
+ngx_http_llm_gateway_connect(ngx_event_t *ev)
+{
+    ngx_int_t                         rc;
+    ngx_connection_t                 *c;
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ev->data;
+
+    ngx_memzero(&ad->peer, sizeof(ngx_peer_connection_t));
+
+    ad->peer.sockaddr = ad->url->addrs[0].sockaddr;
+    ad->peer.socklen = ad->url->addrs[0].socklen;
+    ad->peer.name = &ad->url->url;
+    ad->peer.get = ngx_event_get_peer;
+    ad->peer.log = ad->log;
+    ad->peer.log_error = NGX_ERROR_ERR;
+
+    rc = ngx_event_connect_peer(&ad->peer);
+
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        ngx_log_error(NGX_LOG_WARN, ad->log, 0,
+                      "llm gateway: cannot connect to accountd at \"%V\", "
+                      "retrying", &ad->url->url);
+
+        if (ad->peer.connection) {
+            ngx_close_connection(ad->peer.connection);
+            ad->peer.connection = NULL;
+        }
+
+        if (!ngx_exiting) {
+            ngx_add_timer(&ad->reconnect, NGX_HTTP_LLM_GATEWAY_RECONNECT);
+        }
+
+        return;
+    }
+
+    c = ad->peer.connection;
+
+    c->data = ad;
+    c->log = ad->log;
+    c->read->handler = ngx_http_llm_gateway_read_handler;
+    c->write->handler = ngx_http_llm_gateway_write_handler;
+    c->read->log = ad->log;
+    c->write->log = ad->log;
+
+    ad->in_len = 0;
+
+    /* unsent and half-sent frames go again, whole: accountd deduplicates */
+    ad->pos = ad->head;
+
+    if (rc == NGX_OK) {
+        ngx_http_llm_gateway_flush(ad);
+    }
+}
+
+
+static void
+ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
+{
+    ssize_t            n;
+    uint32_t           len;
+    ngx_connection_t  *c;
+
+    c = ad->peer.connection;
+
+    while (ad->pos < ad->last) {
+        n = c->send(c, ad->pos, ad->last - ad->pos);
+
+        if (n == NGX_AGAIN) {
+            if (ngx_handle_write_event(c->write, 0) != NGX_OK) {
+                ngx_http_llm_gateway_close(ad);
+            }
+
+            break;
+        }
+
+        if (n == NGX_ERROR) {
+            ngx_http_llm_gateway_close(ad);
+            return;
+        }
+
+        ad->pos += n;
+    }
+
+    /* head moves only over whole frames */
+    while (ad->head + 4 <= ad->pos) {
+        len = 4 + ((uint32_t) ad->head[0] << 24 | (uint32_t) ad->head[1] << 16
+                   | (uint32_t) ad->head[2] << 8 | ad->head[3]);
+
+        if (ad->head + len > ad->pos) {
+            break;
+        }
+
+        ad->head += len;
+        ad->sent++;
+    }
+
+    if (ad->head == ad->last) {
+        ad->head = ad->start;
+        ad->pos = ad->start;
+        ad->last = ad->start;
+    }
+}
+
+
+static void
+ngx_http_llm_gateway_write_handler(ngx_event_t *ev)
+{
+    ngx_connection_t  *c;
+
+    c = ev->data;
+
+    ngx_http_llm_gateway_flush(c->data);
+}
+
+
+static void
+ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
+{
+    int                               rc;
+    size_t                            used;
+    ssize_t                           n;
+    llm_record_t                      ack;
+    ngx_connection_t                 *c;
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    c = ev->data;
+    ad = c->data;
+
+    for ( ;; ) {
+        n = c->recv(c, ad->in + ad->in_len, sizeof(ad->in) - ad->in_len);
+
+        if (n == NGX_AGAIN) {
+            if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+                ngx_http_llm_gateway_close(ad);
+            }
+
+            return;
+        }
+
+        if (n == NGX_ERROR || n == 0) {
+            ngx_log_error(NGX_LOG_WARN, ad->log, 0,
+                          "llm gateway: accountd closed the connection");
+            ngx_http_llm_gateway_close(ad);
+            return;
+        }
+
+        ad->in_len += n;
+
+        for ( ;; ) {
+            rc = llm_record_decode(ad->in, ad->in_len, &ack, &used);
+
+            if (rc == 0) {
+                break;
+            }
+
+            if (rc < 0 || ack.type != LLM_REC_ACK) {
+                ngx_log_error(NGX_LOG_ERR, ad->log, 0,
+                              "llm gateway: invalid frame from accountd");
+                ngx_http_llm_gateway_close(ad);
+                return;
+            }
+
+            ad->acked++;
+
+            ngx_memmove(ad->in, ad->in + used, ad->in_len - used);
+            ad->in_len -= used;
+        }
+    }
+}
+
+
+static void
+ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad)
+{
+    if (ad->peer.connection) {
+        ngx_close_connection(ad->peer.connection);
+        ad->peer.connection = NULL;
+    }
+
+    ad->pos = ad->head;
+
+    if (!ngx_exiting && !ad->reconnect.timer_set) {
+        ngx_add_timer(&ad->reconnect, NGX_HTTP_LLM_GATEWAY_RECONNECT);
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/perl
+
+# The module loads into Debian's stock nginx; bad configuration makes
+# `nginx -t` fail with a message that names the problem.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use LLMGW;
+use Test::More;
+
+my $s = stack();
+
+my $good = <<'EOF';
+    %%GATEWAY%%
+    llm_gateway_tier  free  tpm=10000;
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        location /v1/chat/completions {
+            llm_gateway  zone=llm;
+            proxy_pass   http://127.0.0.1:%%MOCK%%;
+        }
+    }
+EOF
+
+# [ what, replace this, with that, expected message (undef: passes) ]
+my @cases = (
+    [ 'a valid configuration', '', '', undef ],
+    [ 'unknown api', 'zone=llm;', 'zone=llm api=grpc;',
+      qr/invalid parameter "api=grpc"/ ],
+    [ 'llm_gateway without zone', 'zone=llm;', 'api=openai;',
+      qr/"llm_gateway" must have "zone" parameter/ ],
+    [ 'an undefined zone', 'zone=llm;', 'zone=other;',
+      qr/zero size shared memory zone "other"/ ],
+    [ 'a tier without tpm', 'tpm=10000', 'burst=10',
+      qr/tier "free" must have "tpm" parameter/ ],
+    [ 'a tier with a bad number', 'tpm=10000', 'tpm=ten',
+      qr/invalid parameter "tpm=ten" of tier "free"/ ],
+    [ 'a default above the maximum', 'tpm=10000',
+      'tpm=10000 max_tokens=100 default_max_tokens=200',
+      qr/"default_max_tokens" is above "max_tokens"/ ],
+    [ 'a bad tier name', 'free  tpm', 'fr\$ee  tpm',
+      qr/invalid tier name/ ],
+    [ 'a duplicate tier', "tpm=10000;\n",
+      "tpm=10000;\n    llm_gateway_tier free tpm=5;\n",
+      qr/duplicate tier "free"/ ],
+    [ 'the gateway on with no tier', 'llm_gateway_tier  free  tpm=10000;', '',
+      qr/"llm_gateway" is on but no "llm_gateway_tier" is defined for it/ ],
+    [ 'a tiny zone', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:8k;\n",
+      qr/zone "zone=llm:8k" is too small/ ],
+    [ 'a missing key snapshot', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m;\n"
+      . "llm_gateway_keys /nonexistent/keys secret=$s->{LLMGW_KEY_SECRET};\n",
+      qr{open\(\) "/nonexistent/keys" failed} ],
+    [ 'a short secret', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT} secret=%%DIR%%/short;\n",
+      qr/must hold at least 32 bytes as hex/ ],
+    [ 'a file that is not a snapshot', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m;\n"
+      . "llm_gateway_keys %%DIR%%/accountd.conf"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n",
+      qr/is not a key snapshot/ ],
+    [ 'accountd over TCP', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n"
+      . "llm_gateway_accountd 127.0.0.1:9;\n",
+      qr/accountd address "127.0.0.1:9" must be "unix:path"/ ],
+);
+
+open(my $fh, '>', "$s->{LLMGW_DIR}/short") or die;
+print $fh "abcdef\n";
+close($fh);
+
+for my $c (@cases) {
+    my ($what, $from, $to, $want) = @$c;
+
+    my $conf = $good;
+    $conf =~ s/\Q$from\E/$to/ if length $from;
+
+    my ($rc, $out) = nginx(http => $conf)->test();
+
+    if (!defined $want) {
+        is($rc, 0, "$what: nginx -t passes") or diag($out);
+        like($out, qr/test is successful/, "$what: and says so");
+        next;
+    }
+
+    isnt($rc, 0, "$what: nginx -t fails");
+    like($out, qr/\[emerg\].*$want/, "$what: with a clear message")
+        or diag($out);
+}
+
+# The same module file loads into a running nginx that serves requests.
+my $ng = nginx(http => $good)->run();
+ok($ng->port, 'nginx with the module runs');
+$ng->no_alerts();
+
+done_testing();

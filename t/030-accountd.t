@@ -1,0 +1,499 @@
+#!/usr/bin/perl
+
+# accountd against the running stack: tenants and keys from the command
+# line (only the key's HMAC reaches the database, the snapshot follows
+# creation and revocation), and settle records over the Unix socket
+# (one row and an ACK each, a replay is acknowledged and not counted
+# twice, a malformed frame closes only its own connection).
+
+use strict;
+use warnings;
+
+use Test::More;
+use IO::Select;
+use IO::Socket::UNIX;
+use Socket qw(SOCK_STREAM);
+use Digest::SHA qw(hmac_sha256_hex);
+use Time::HiRes qw(time);
+
+my $dir = $ENV{LLMGW_TEST_DIR}
+    or plan skip_all => 'LLMGW_TEST_DIR is not set: no running stack';
+
+require DBI;
+
+my %env = read_env("$dir/stack.env");
+
+for my $k (qw(LLMGW_DATABASE_URL LLMGW_ACCOUNTD_CONF LLMGW_ACCOUNTD_SOCKET
+              LLMGW_KEY_SNAPSHOT LLMGW_KEY_SECRET LLMGW_BUILD))
+{
+    defined $env{$k} or die "$k is missing from $dir/stack.env\n";
+}
+
+$ENV{LLMGW_DATABASE_URL} = $env{LLMGW_DATABASE_URL};
+
+my $accountd = "$env{LLMGW_BUILD}/accountd";
+my $conf = $env{LLMGW_ACCOUNTD_CONF};
+my $socket = $env{LLMGW_ACCOUNTD_SOCKET};
+my $snapshot = $env{LLMGW_KEY_SNAPSHOT};
+my $secret = read_secret($env{LLMGW_KEY_SECRET});
+my $log = accountd_log($conf);
+
+my $dbh = DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
+                       { RaiseError => 1, PrintError => 0, AutoCommit => 1 });
+
+# unique across runs and across tests sharing the database
+my $tag = sprintf 't030-%d-%d', $$, time % 1000000;
+my $tenant = "$tag-acme";
+
+my $log_start = -s $log // 0;
+
+
+# tenants
+
+my ($out, $rc) = run('tenant', 'create', '--name', $tenant, '--tier', 'pro');
+is $rc, 0, 'tenant create succeeds';
+like $out, qr/^\d+\n\z/, 'tenant create prints the id';
+chomp(my $tenant_id = $out);
+
+($out, $rc) = run('tenant', 'create', '--name', $tenant, '--tier', 'pro');
+isnt $rc, 0, 'a second tenant of the same name is refused';
+
+($out, $rc) = run('tenant', 'create', '--name', "$tag bad", '--tier', 'pro');
+isnt $rc, 0, 'a tenant name with a space is refused';
+
+($out, $rc) = run('tenant', 'list');
+like $out, qr/^\Q$tenant_id\E\s+\Q$tenant\E\s+pro$/m,
+    'tenant list shows it';
+
+
+# keys
+
+($out, $rc) = run('key', 'create', '--tenant', $tenant);
+is $rc, 0, 'key create succeeds';
+
+my @lines = split /\n/, $out;
+my $key = $lines[-1] // '';
+like $key, qr/^llmgw_live_[0-9A-Za-z]{32}\z/,
+    'the last line is a well-formed live key, alone';
+
+my ($key_id, $prefix) =
+    $out =~ /^key_id (\d+), tenant \Q$tenant\E, tier pro, prefix (\S+)$/m;
+ok defined $key_id, 'key create prints key_id, tenant, tier and prefix';
+is $prefix, substr($key, 0, 15), 'the prefix is the first 15 characters';
+
+my $row = $dbh->selectrow_hashref(
+    "SELECT encode(key_hash, 'hex') AS hash, display_prefix, tier,"
+    . " tenant_id, revoked_at FROM llm.api_keys WHERE key_id = ?",
+    undef, $key_id);
+
+is $row->{hash}, hmac_sha256_hex($key, $secret),
+    'the database holds HMAC-SHA256(secret, key)';
+is $row->{display_prefix}, $prefix, 'and the display prefix';
+is $row->{tier}, 'pro', 'the tier defaults to the tenant\'s';
+is $row->{tenant_id}, $tenant_id, 'the key belongs to the tenant';
+
+is db_mentions($key), 0, 'the plain key is nowhere in the database';
+is db_mentions(substr($key, 11)), 0,
+    'nor is its random part';
+
+my $line = "$row->{hash} $key_id $tenant_id pro $tenant";
+ok snapshot_has($line), 'the snapshot has the new key';
+
+($out, $rc) = run('key', 'create', '--tenant', $tenant, '--tier', 'gold',
+                  '--test');
+my $test_key = (split /\n/, $out)[-1] // '';
+like $test_key, qr/^llmgw_test_[0-9A-Za-z]{32}\z/, '--test makes a test key';
+like $out, qr/, tier gold, /, '--tier overrides the tenant\'s';
+
+($out, $rc) = run('key', 'create', '--tenant', "$tag-nobody");
+isnt $rc, 0, 'key create for an unknown tenant fails';
+unlike $out, qr/llmgw_/, 'and prints no key';
+
+($out, $rc) = run('key', 'list', '--tenant', $tenant);
+like $out, qr/^\Q$key_id\E\s+\Q$tenant\E\s+pro\s+\Q$prefix\E\s/m,
+    'key list shows the key with its prefix';
+unlike $out, qr/\Q$key\E/, 'key list does not show the key';
+
+($out, $rc) = run('key', 'revoke', $key_id);
+is $rc, 0, 'key revoke succeeds';
+ok !snapshot_has($line), 'the revoked key is gone from the snapshot';
+ok defined $dbh->selectrow_array(
+    'SELECT revoked_at FROM llm.api_keys WHERE key_id = ?', undef, $key_id),
+    'revoked_at is set';
+
+($out, $rc) = run('snapshot');
+is $rc, 0, 'snapshot succeeds';
+open my $fh, '<', $snapshot or die "$snapshot: $!";
+my $first = <$fh>;
+close $fh;
+is $first, "llmgw-keys 1\n", 'the snapshot starts with its header';
+is((stat $snapshot)[2] & 07777, 0640, 'the snapshot is mode 0640');
+
+
+# settle records
+
+my $ts_ms = 1795954800123;
+my %rec = (
+    tenant_id => $tenant_id, key_id => $key_id, status => 200, flags => 2,
+    input => 2000, output => 1500, cached => 128, reserved => 8000,
+    ts_ms => $ts_ms, api => 2, request_id => "$tag-r1",
+    model => 'claude-sonnet-4', finish => 'stop',
+);
+
+my $ca = connect_accountd();
+my $cb = connect_accountd();
+
+syswrite $ca, frame(%rec);
+my $ack = read_frame($ca);
+ok $ack, 'an ACK comes back';
+is $ack->{type}, 2, 'of type ACK';
+is $ack->{request_id}, "$tag-r1", 'for the request';
+
+$row = $dbh->selectrow_hashref(
+    "SELECT tenant_id, key_id, model, api, input_tokens, output_tokens,"
+    . " cached_input_tokens, reserved_tokens, finish_reason, status, flags,"
+    . " (extract(epoch FROM ts) * 1000)::bigint AS ts_ms"
+    . " FROM llm.usage WHERE request_id = ?", undef, "$tag-r1");
+
+is_deeply $row, {
+    tenant_id => $tenant_id, key_id => $key_id, model => 'claude-sonnet-4',
+    api => 'anthropic', input_tokens => 2000, output_tokens => 1500,
+    cached_input_tokens => 128, reserved_tokens => 8000,
+    finish_reason => 'stop', status => 200, flags => 2, ts_ms => $ts_ms,
+}, 'the usage row has every field of the record';
+
+syswrite $ca, frame(%rec);
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-r1", 'a replayed record is acknowledged';
+is usage_count("$tag-r1"), 1, 'and still counted once';
+
+# two frames in one write, and one frame in two writes
+
+syswrite $ca, frame(%rec, request_id => "$tag-r2", api => 1, finish => '')
+             . frame(%rec, request_id => "$tag-r3");
+my %got = map { $_->{request_id} => 1 } grep { $_ } read_frame($ca),
+    read_frame($ca);
+is_deeply \%got, { "$tag-r2" => 1, "$tag-r3" => 1 },
+    'two frames in one write get two ACKs';
+
+my $f = frame(%rec, request_id => "$tag-r4");
+syswrite $ca, substr($f, 0, 7);
+select undef, undef, undef, 0.2;
+syswrite $ca, substr($f, 7);
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-r4", 'a frame split in two writes';
+
+$row = $dbh->selectrow_hashref(
+    'SELECT api, finish_reason FROM llm.usage WHERE request_id = ?', undef,
+    "$tag-r2");
+is_deeply $row, { api => 'openai', finish_reason => undef },
+    'api 1 is openai, an empty finish_reason is NULL';
+
+# a malformed frame closes its connection and nothing else
+
+syswrite $cb, "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+ok connection_closed($cb), 'garbage closes the connection';
+
+my $cc = connect_accountd();
+syswrite $cc, frame(%rec, request_id => "$tag-r5") . "\0\0\0\x10" . 'x' x 16;
+ok connection_closed($cc), 'a bad length closes the connection';
+ok wait_for(sub { usage_count("$tag-r5") == 1 }),
+    'a good frame before the bad one is still written';
+
+syswrite $ca, frame(%rec, request_id => "$tag-r6");
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-r6", 'the other connection still works';
+
+my $cd = connect_accountd();
+syswrite $cd, frame(%rec, request_id => "$tag-r7", type => 2, api => 0);
+ok connection_closed($cd), 'an ACK sent to accountd closes the connection';
+is usage_count("$tag-r7"), 0, 'and is not written';
+
+# a record PostgreSQL refuses is kept aside, acknowledged, and does not
+# hold up the records around it
+
+syswrite $ca, frame(%rec, request_id => "$tag-r8")
+             . frame(%rec, request_id => "$tag-bad", tenant_id => 2**62)
+             . frame(%rec, request_id => "$tag-r9");
+%got = map { $_->{request_id} => 1 } grep { $_ } read_frame($ca),
+    read_frame($ca), read_frame($ca);
+is_deeply \%got, { "$tag-r8" => 1, "$tag-bad" => 1, "$tag-r9" => 1 },
+    'a batch with a refused record: every record is acknowledged';
+is usage_count("$tag-r8") + usage_count("$tag-r9"), 2,
+    'its neighbours are written';
+is usage_count("$tag-bad"), 0, 'the refused record is not in llm.usage';
+like $dbh->selectrow_array(
+    'SELECT error FROM llm.usage_rejected WHERE request_id = ?', undef,
+    "$tag-bad") // '', qr/^23503 /, 'it is in llm.usage_rejected';
+
+# a client that sends and hangs up at once still gets its record written
+
+my $ce = connect_accountd();
+syswrite $ce, frame(%rec, request_id => "$tag-r10");
+close $ce;
+ok wait_for(sub { usage_count("$tag-r10") == 1 }),
+    'a record sent just before closing is written';
+
+close $ca;
+
+
+# accountd's log
+
+SKIP: {
+    skip 'accountd logs to stderr, not to a file', 4 unless -f $log;
+
+    ok wait_for(sub { log_since($log, $log_start) =~ /malformed frame/ }),
+        'the malformed frame is logged';
+
+    # whole-log matches, so a failure must not print the log
+    my $text = log_since($log, 0);
+    ok index($text, $key) < 0, 'the key is not in the log';
+    ok index($text, $test_key) < 0, 'nor the test key';
+    ok log_since($log, $log_start) !~ / FATAL /, 'no fatal errors';
+}
+
+done_testing();
+
+
+sub read_env {
+    my ($file) = @_;
+    my %e;
+
+    open my $fh, '<', $file or die "$file: $!\n";
+
+    while (<$fh>) {
+        chomp;
+        next if /^\s*(#|$)/;
+        my ($k, $v) = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/
+            or next;
+        $v =~ s/^'(.*)'$/$1/ or $v =~ s/^"(.*)"$/$1/;
+        $e{$k} = $v;
+    }
+
+    return %e;
+}
+
+
+# LLMGW_KEY_SECRET is the secret file, or the secret itself, as hex
+
+sub read_secret {
+    my ($v) = @_;
+
+    if (-f $v) {
+        open my $fh, '<', $v or die "$v: $!";
+        local $/;
+        $v = <$fh>;
+    }
+
+    $v =~ s/\s+//g;
+
+    return pack 'H*', $v;
+}
+
+
+sub accountd_log {
+    my ($file) = @_;
+
+    open my $fh, '<', $file or die "$file: $!";
+
+    while (<$fh>) {
+        next unless /^\s*logfile\s*=\s*(\S.*?)\s*$/;
+        my $path = $1;
+        (my $cdir = $file) =~ s{/[^/]*$}{};
+        return $path =~ m{^/} ? $path : "$cdir/$path";
+    }
+
+    return '';
+}
+
+
+# postgresql://user:pass@host:port/db?host=/socket/dir
+
+sub dbi_dsn {
+    my ($url) = @_;
+
+    return "dbi:Pg:$url" unless $url =~ m{^postgres(?:ql)?://};
+
+    my ($auth, $hostport, $db, $query) = $url =~ m{
+        ^postgres(?:ql)?://
+        (?:([^@/]*)@)?          # user and password
+        ([^/?]*)                # host and port
+        (?:/([^?]*))?           # database
+        (?:\?(.*))?$            # parameters
+    }x;
+
+    my %p;
+    if (defined $auth) {
+        my ($u, $pw) = split /:/, $auth, 2;
+        $p{user} = uri_unescape($u);
+        $p{password} = uri_unescape($pw) if defined $pw;
+    }
+
+    my ($h, $port) = $hostport =~ /^(\[.*\]|[^:]*)(?::(\d+))?$/;
+    $p{host} = uri_unescape($h) if defined $h && length $h;
+    $p{port} = $port if defined $port;
+    $p{dbname} = uri_unescape($db) if defined $db && length $db;
+
+    for (split /&/, $query // '') {
+        my ($k, $v) = split /=/, $_, 2;
+        $p{$k} = uri_unescape($v // '');
+    }
+
+    return 'dbi:Pg:' . join ';', map { "$_=$p{$_}" } sort keys %p;
+}
+
+
+sub uri_unescape {
+    my ($s) = @_;
+    $s =~ s/%([0-9A-Fa-f]{2})/chr hex $1/ge;
+    return $s;
+}
+
+
+sub run {
+    my @args = @_;
+
+    my $pid = open my $fh, '-|';
+    die "fork: $!" unless defined $pid;
+
+    if ($pid == 0) {
+        open STDERR, '>', '/dev/null';
+        exec $accountd, '-c', $conf, @args or exit 127;
+    }
+
+    local $/;
+    my $out = <$fh> // '';
+    close $fh;
+
+    return ($out, $? >> 8);
+}
+
+
+# in how many rows of the llm schema's tables the string appears
+
+sub db_mentions {
+    my ($s) = @_;
+    my $n = 0;
+
+    my $tables = $dbh->selectcol_arrayref(
+        "SELECT quote_ident(table_name) FROM information_schema.tables"
+        . " WHERE table_schema = 'llm' AND table_type = 'BASE TABLE'");
+
+    for my $t (@$tables) {
+        $n += $dbh->selectrow_array(
+            "SELECT count(*) FROM llm.$t r WHERE strpos(r::text, ?) > 0",
+            undef, $s);
+    }
+
+    return $n;
+}
+
+
+sub snapshot_has {
+    my ($line) = @_;
+
+    open my $fh, '<', $snapshot or die "$snapshot: $!";
+    my $found = grep { $_ eq "$line\n" } <$fh>;
+    close $fh;
+
+    return $found;
+}
+
+
+sub usage_count {
+    return $dbh->selectrow_array(
+        'SELECT count(*) FROM llm.usage WHERE request_id = ?', undef, $_[0]);
+}
+
+
+sub connect_accountd {
+    my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $socket)
+        or die "connect to $socket: $!";
+    binmode $s;
+    return $s;
+}
+
+
+sub frame {
+    my (%r) = @_;
+
+    my $p = pack('C C n N q> q> Q> Q> Q> Q> q> C',
+                 1, $r{type} // 1, $r{status} // 200, $r{flags} // 0,
+                 $r{tenant_id}, $r{key_id} // 0, $r{input} // 0,
+                 $r{output} // 0, $r{cached} // 0, $r{reserved} // 0,
+                 $r{ts_ms}, $r{api} // 1)
+          . pack('C/a* C/a* C/a*', $r{request_id}, $r{model} // '',
+                 $r{finish} // '');
+
+    return pack('N', length $p) . $p;
+}
+
+
+sub read_exactly {
+    my ($s, $n, $deadline) = @_;
+    my $buf = '';
+    my $sel = IO::Select->new($s);
+
+    while (length $buf < $n) {
+        my $left = $deadline - time;
+        return undef if $left <= 0 || !$sel->can_read($left);
+        my $r = sysread $s, $buf, $n - length $buf, length $buf;
+        return undef unless $r;
+    }
+
+    return $buf;
+}
+
+
+sub read_frame {
+    my ($s) = @_;
+    my $deadline = time + 5;
+
+    my $len = read_exactly($s, 4, $deadline) // return undef;
+    my $p = read_exactly($s, unpack('N', $len), $deadline) // return undef;
+
+    my ($version, $type) = unpack 'C C', $p;
+    my ($id) = unpack 'C/a', substr($p, 65);
+
+    return { version => $version, type => $type, request_id => $id };
+}
+
+
+sub connection_closed {
+    my ($s) = @_;
+    my $sel = IO::Select->new($s);
+    my $deadline = time + 5;
+
+    while ($sel->can_read($deadline - time)) {
+        my $r = sysread $s, my $buf, 4096;
+        return 1 if !$r;
+        last if time > $deadline;
+    }
+
+    return 0;
+}
+
+
+sub wait_for {
+    my ($cond) = @_;
+
+    for (1 .. 50) {
+        return 1 if $cond->();
+        select undef, undef, undef, 0.1;
+    }
+
+    return 0;
+}
+
+
+sub log_since {
+    my ($file, $off) = @_;
+
+    open my $fh, '<', $file or return '';
+    seek $fh, $off, 0;
+    local $/;
+    my $text = <$fh> // '';
+    close $fh;
+
+    return $text;
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/perl
+
+# One real request from API key to ledger row: through stock nginx with the
+# module, to mockllm and back, settled into llm.usage by accountd.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use JSON::PP;
+use LLMGW;
+use POSIX qw(ceil);
+use Test::More;
+
+stack();
+
+# nginx loads the key snapshot when it starts: the keys come first
+my $pro = new_tenant(tier => 'pro');
+my $tiny = new_tenant(tier => 'tiny');
+my $gold = new_tenant(tier => 'gold');
+my $free = new_tenant(tier => 'free');
+
+my $ng = nginx(http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  free  tpm=6000    burst=9000  max_tokens=4096;
+    llm_gateway_tier  pro   tpm=600000;
+    llm_gateway_tier  tiny  tpm=1000    burst=1000  max_tokens=4096;
+
+    upstream mock {
+        server     127.0.0.1:%%MOCK%%;
+        keepalive  8;
+    }
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        client_max_body_size     1m;
+        client_body_buffer_size  1m;
+
+        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+        proxy_set_header    X-Request-Id $request_id;
+
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://mock;
+        }
+
+        location = /v1/messages {
+            llm_gateway  zone=llm api=anthropic;
+            proxy_pass   http://mock;
+        }
+
+        # the mock without the gateway, to compare bytes
+        location /direct/ {
+            proxy_pass  http://mock/;
+        }
+    }
+EOF
+
+my $auth = { authorization => "Bearer $pro->{key}" };
+
+sub ask {
+    my (%o) = @_;
+    return { model => $o{model} // 'mock-gpt-4o-mini',
+             messages => [ { role => 'user', content => 'Say hello.' } ],
+             (defined $o{max_tokens} ? (max_tokens => $o{max_tokens}) : ()),
+             (defined $o{stream} ? (stream => $o{stream}) : ()),
+             ($o{usage} ? (stream_options => { include_usage => JSON::PP::true })
+                        : ()) };
+}
+
+# ids and timestamps are the mock's per response; the rest must be equal
+sub normal {
+    my ($s) = @_;
+    $s =~ s/"id":"[^"]*"/"id":"-"/g;
+    $s =~ s/"created":\d+/"created":0/g;
+    return $s;
+}
+
+# "Say hello." is 10 bytes: ceil(10/4) + 3 per message + 3, by the
+# estimate and by the mock's own count alike.
+my $n_in = 9;
+
+# [ name, path, body, mock headers, the same request to the mock directly,
+#   input, output, cached, finish_reason ]
+my @ok = (
+    [ 'openai json', '/v1/chat/completions',
+      ask(max_tokens => 50), { 'x-mock-tokens' => 7 },
+      ask(max_tokens => 50), $n_in, 7, 0, 'stop' ],
+    [ 'openai json, output capped by max_tokens', '/v1/chat/completions',
+      ask(max_tokens => 5), { 'x-mock-tokens' => 7 },
+      ask(max_tokens => 5), $n_in, 5, 0, 'length' ],
+    [ 'openai json, no max_tokens: the tier default', '/v1/chat/completions',
+      ask(), { 'x-mock-tokens' => 12 },
+      ask(max_tokens => 4096), $n_in, 12, 0, 'stop' ],
+    [ 'openai stream, usage added by the gateway', '/v1/chat/completions',
+      ask(max_tokens => 50, stream => JSON::PP::true),
+      { 'x-mock-tokens' => 9, 'x-mock-cached-tokens' => 4 },
+      ask(max_tokens => 50, stream => JSON::PP::true, usage => 1),
+      $n_in, 9, 4, 'stop' ],
+    [ 'openai stream, usage asked by the client', '/v1/chat/completions',
+      ask(max_tokens => 50, stream => JSON::PP::true, usage => 1),
+      { 'x-mock-tokens' => 3 },
+      ask(max_tokens => 50, stream => JSON::PP::true, usage => 1),
+      $n_in, 3, 0, 'stop' ],
+    [ 'anthropic json', '/v1/messages',
+      ask(model => 'mock-claude', max_tokens => 40), { 'x-mock-tokens' => 6 },
+      ask(model => 'mock-claude', max_tokens => 40), $n_in, 6, 0,
+      'end_turn' ],
+    [ 'anthropic stream, cached tokens', '/v1/messages',
+      ask(model => 'mock-claude', max_tokens => 8, stream => JSON::PP::true),
+      { 'x-mock-tokens' => 20, 'x-mock-cached-tokens' => 2 },
+      ask(model => 'mock-claude', max_tokens => 8, stream => JSON::PP::true),
+      $n_in, 8, 2, 'max_tokens' ],
+);
+
+for my $c (@ok) {
+    my ($name, $path, $body, $mock, $direct, $in, $out, $cached, $fin) = @$c;
+
+    my $r = http_post($ng->url($path), $body, %$auth, %$mock);
+    is($r->{status}, 200, "$name: 200") or diag($r->{content});
+
+    my $d = http_post($ng->url("/direct$path"), $direct, %$mock);
+    is(normal($r->{content}), normal($d->{content}),
+       "$name: the mock's bytes");
+
+    my $id = $r->{headers}{'x-request-id'};
+    like($id // '', qr/^[0-9a-f]{32}$/, "$name: x-request-id");
+
+    my $rows = usage_rows($id);
+    is(scalar(@$rows), 1, "$name: one llm.usage row");
+    my $u = $rows->[0] // {};
+
+    is_deeply([ @$u{qw(tenant_id model input_tokens output_tokens
+                        cached_input_tokens finish_reason status)} ],
+              [ $pro->{id}, $body->{model}, $in, $out, $cached, $fin, 200 ],
+              "$name: the mock's counts in the ledger");
+}
+
+# Refusals: an OpenAI-format body, the right status, nothing in the ledger.
+
+my $unknown = 'llmgw_live_' . ('A' x 32);
+
+# [ name, headers, body, status, type, code, param ]
+my @refused = (
+    [ 'no key', {}, ask(max_tokens => 5),
+      401, 'invalid_request_error', 'invalid_api_key', undef ],
+    [ 'an unknown key', { authorization => "Bearer $unknown" },
+      ask(max_tokens => 5), 401, 'invalid_request_error', 'invalid_api_key',
+      undef ],
+    [ 'a malformed key', { authorization => 'Bearer sk-nope' },
+      ask(max_tokens => 5), 401, 'invalid_request_error', 'invalid_api_key',
+      undef ],
+    [ 'a basic credential', { authorization => 'Basic dXNlcjpwYXNz' },
+      ask(max_tokens => 5), 401, 'invalid_request_error', 'invalid_api_key',
+      undef ],
+    [ 'a tier not served here', { authorization => "Bearer $gold->{key}" },
+      ask(max_tokens => 5), 403, 'permission_error', 'tier_not_allowed',
+      undef ],
+    [ 'malformed JSON', $auth, '{"model":',
+      400, 'invalid_request_error', 'invalid_json', undef ],
+    [ 'max_tokens as a string', $auth, '{"model":"m","messages":[],'
+      . '"max_tokens":"10"}',
+      400, 'invalid_request_error', 'invalid_value', 'max_tokens' ],
+    [ 'max_tokens of 1.5', $auth, '{"model":"m","messages":[],'
+      . '"max_tokens":1.5}',
+      400, 'invalid_request_error', 'invalid_value', 'max_tokens' ],
+    [ 'no messages', $auth, '{"model":"m"}',
+      400, 'invalid_request_error', 'invalid_value', 'messages' ],
+    [ 'larger than the bucket can ever hold',
+      { authorization => "Bearer $tiny->{key}" }, ask(max_tokens => 2000),
+      429, 'tokens', 'request_too_large', 'max_tokens' ],
+);
+
+for my $c (@refused) {
+    my ($name, $h, $body, $status, $type, $code, $param) = @$c;
+
+    my $r = http_post($ng->url('/v1/chat/completions'), $body, %$h);
+    is($r->{status}, $status, "$name: $status");
+
+    my $j = json_body($r) // {};
+    is_deeply([ @{ $j->{error} // {} }{qw(type code param)} ],
+              [ $type, $code, $param ], "$name: type, code and param");
+    ok(length($j->{error}{message} // ''), "$name: a message");
+    like($r->{headers}{'content-type'} // '', qr{^application/json},
+         "$name: JSON");
+
+    my $id = $r->{headers}{'x-request-id'} // '';
+    is(scalar(@{ usage_rows($id, 0) }), 0, "$name: no ledger row");
+}
+
+my $r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 2000),
+                  authorization => "Bearer $tiny->{key}");
+is($r->{headers}{'x-should-retry'}, 'false', 'too large: x-should-retry false');
+ok(!exists $r->{headers}{'retry-after'}, 'too large: no Retry-After');
+
+# An exhausted bucket: free is 6,000 TPM (100 tokens/s) with a burst of
+# 9,000.  Two requests that use 4,000 out each leave about 990.
+
+my %free = (authorization => "Bearer $free->{key}",
+            'x-mock-tokens' => 4000);
+my $cost = $n_in + 4000;
+
+for my $i (1, 2) {
+    $r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 4000),
+                   %free);
+    is($r->{status}, 200, "spending request $i: 200");
+    is($r->{headers}{'x-ratelimit-limit-tokens'}, 6000,
+       "spending request $i: x-ratelimit-limit-tokens");
+}
+
+$r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 4000),
+               %free);
+is($r->{status}, 429, 'exhausted bucket: 429');
+
+my $j = json_body($r) // {};
+is($j->{error}{code}, 'rate_limit_exceeded', 'exhausted bucket: the code');
+
+my $left = $r->{headers}{'x-ratelimit-remaining-tokens'} // -1;
+ok($left >= 9000 - 2 * $cost && $left < 9000 - 2 * $cost + 100,
+   "exhausted bucket: about 990 tokens left ($left)");
+
+# Retry-After = ceil((c - b) / r); b lies between $left and $left + 1
+my $ra = $r->{headers}{'retry-after'} // -1;
+ok($ra == ceil(($cost - $left) / 100) || $ra == ceil(($cost - $left - 1) / 100),
+   "exhausted bucket: Retry-After is ceil((c - b) / r) = $ra");
+like($r->{headers}{'x-ratelimit-reset-tokens'} // '', qr/^\d+s$|^\d+m[\d.]+s$/,
+     'exhausted bucket: x-ratelimit-reset-tokens');
+
+$ng->no_alerts();
+
+done_testing();

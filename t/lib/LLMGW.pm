@@ -1,0 +1,278 @@
+package LLMGW;
+
+# The test harness: the stack `make test` started (PostgreSQL, accountd,
+# mockllm), an nginx per test built from a config block, tenants and keys
+# through accountd's CLI, plain HTTP, and the ledger.  Core Perl and DBD::Pg.
+
+use strict;
+use warnings;
+
+use Exporter qw(import);
+use File::Path qw(make_path);
+use File::Temp qw(tempdir);
+use HTTP::Tiny;
+use IO::Socket::INET;
+use JSON::PP;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+our @EXPORT = qw(stack accountd new_tenant nginx http_post json_body
+                 usage_row usage_rows db);
+
+my %stack;
+my $tenants = 0;
+
+sub stack {
+    return \%stack if %stack;
+
+    my $dir = $ENV{LLMGW_TEST_DIR};
+    plan(skip_all => 'LLMGW_TEST_DIR is not set: run me with make test')
+        unless $dir && -f "$dir/stack.env";
+
+    open(my $fh, '<', "$dir/stack.env") or die "$dir/stack.env: $!";
+    while (<$fh>) {
+        chomp;
+        $stack{$1} = $2 if /^(\w+)=(.*)$/;
+    }
+    close($fh);
+
+    return \%stack;
+}
+
+# Runs the accountd CLI; returns its standard output, dies on failure.
+sub accountd {
+    my @args = @_;
+    my $s = stack();
+    my $cmd = join(' ', "$s->{LLMGW_BUILD}/accountd",
+                   '-c', $s->{LLMGW_ACCOUNTD_CONF}, map { "'$_'" } @args);
+    my $out = `$cmd 2>&1`;
+    die "accountd @args failed: $out" if $?;
+    return $out;
+}
+
+# A tenant of its own for each caller, with one key.
+sub new_tenant {
+    my (%o) = @_;
+    my $tier = $o{tier} // 'free';
+    my $name = sprintf('t%d-%d-%s', $$, ++$tenants, $tier);
+
+    accountd('tenant', 'create', '--name', $name, '--tier', $tier);
+    my @lines = split(/\n/, accountd('key', 'create', '--tenant', $name));
+
+    my $id = db()->selectrow_array(
+        'SELECT tenant_id FROM llm.tenants WHERE name = ?', undef, $name);
+
+    return { name => $name, key => $lines[-1], id => $id, tier => $tier };
+}
+
+my $dbh;
+
+sub db {
+    return $dbh if $dbh;
+
+    require DBI;
+    my $s = stack();
+    $dbh = DBI->connect("dbi:Pg:dbname=llmgw;host=127.0.0.1;"
+                        . "port=$s->{LLMGW_PG_PORT}", 'llmgw', '',
+                        { RaiseError => 1, AutoCommit => 1, PrintError => 0 });
+    return $dbh;
+}
+
+# The llm.usage rows of a request, waiting up to 5 s for the first.
+sub usage_rows {
+    my ($request_id, $wait) = @_;
+    my $deadline = time() + ($wait // 5);
+
+    while (1) {
+        my $rows = db()->selectall_arrayref(
+            'SELECT * FROM llm.usage WHERE request_id = ?', { Slice => {} },
+            $request_id);
+        return $rows if @$rows || time() > $deadline;
+        sleep(0.05);
+    }
+}
+
+sub usage_row {
+    my $rows = usage_rows(@_);
+    return @$rows == 1 ? $rows->[0] : undef;
+}
+
+sub nginx {
+    return LLMGW::Nginx->new(@_);
+}
+
+my $http = HTTP::Tiny->new(timeout => 30, keep_alive => 0);
+
+# POST a body (a hash is sent as JSON); returns HTTP::Tiny's response.
+sub http_post {
+    my ($url, $body, %headers) = @_;
+    $body = encode_json($body) if ref $body;
+    return $http->request('POST', $url, {
+        headers => { 'content-type' => 'application/json', %headers },
+        content => $body,
+    });
+}
+
+sub json_body {
+    my ($res) = @_;
+    my $j = eval { decode_json($res->{content}) };
+    return $j;
+}
+
+
+package LLMGW::Nginx;
+
+use strict;
+use warnings;
+
+use File::Path qw(make_path);
+use File::Temp qw(tempdir);
+use IO::Socket::INET;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+my $instances = 0;
+
+# nginx->new(http => '...') with %%PORT%%, %%MOCK%% and %%DIR%% in the
+# block replaced.  %%GATEWAY%% stands for the usual http-level directives:
+# the zone, the keys and accountd.
+sub new {
+    my ($class, %o) = @_;
+    my $s = LLMGW::stack();
+
+    my $dir = "$s->{LLMGW_DIR}/nginx-$$-" . ++$instances;
+    make_path("$dir/tmp");
+    chmod(0777, "$dir/tmp");
+
+    my $self = bless { dir => $dir, port => free_port() }, $class;
+
+    my $gateway = <<"EOF";
+    llm_gateway_zone      zone=llm:1m;
+    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
+    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
+EOF
+
+    my $http = $o{http} // '';
+    $http =~ s/%%GATEWAY%%/$gateway/g;
+    $http =~ s/%%PORT%%/$self->{port}/g;
+    $http =~ s/%%MOCK%%/$s->{LLMGW_MOCK_PORT}/g;
+    $http =~ s/%%DIR%%/$s->{LLMGW_DIR}/g;
+
+    my $module = "$s->{LLMGW_BUILD}/ngx_http_llm_gateway_module.so";
+    my $workers = $o{workers} // 2;
+
+    my $conf = <<"EOF";
+load_module $module;
+
+worker_processes  $workers;
+user              nobody nogroup;
+pid               $dir/nginx.pid;
+error_log         $dir/error.log debug;
+
+events {
+    worker_connections  1024;
+}
+
+http {
+    access_log  $dir/access.log;
+
+    client_body_temp_path  $dir/tmp/body;
+    proxy_temp_path        $dir/tmp/proxy;
+    fastcgi_temp_path      $dir/tmp/fastcgi;
+    uwsgi_temp_path        $dir/tmp/uwsgi;
+    scgi_temp_path         $dir/tmp/scgi;
+
+$http
+}
+EOF
+
+    open(my $fh, '>', "$dir/nginx.conf") or die "$dir/nginx.conf: $!";
+    print $fh $conf;
+    close($fh);
+
+    return $self;
+}
+
+sub port { $_[0]->{port} }
+sub dir { $_[0]->{dir} }
+sub url { "http://127.0.0.1:$_[0]->{port}" . ($_[1] // '') }
+
+sub cmd {
+    my ($self, @args) = @_;
+    my $d = $self->{dir};
+    return "nginx -p $d -c $d/nginx.conf -e $d/error.log @args";
+}
+
+# nginx -t: (exit status, what it printed)
+sub test {
+    my ($self) = @_;
+    my $out = `${\ $self->cmd('-t')} 2>&1`;
+    return ($? >> 8, $out);
+}
+
+sub run {
+    my ($self) = @_;
+    my $out = `${\ $self->cmd()} 2>&1`;
+    die "nginx did not start: $out" if $?;
+
+    for (1 .. 100) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                      PeerPort => $self->{port});
+        if ($s) {
+            $self->{running} = 1;
+            return $self;
+        }
+        sleep(0.05);
+    }
+    die "nginx did not listen on $self->{port}";
+}
+
+sub reload {
+    my ($self) = @_;
+    system($self->cmd('-s reload'));
+    sleep(0.5);
+}
+
+sub stop {
+    my ($self) = @_;
+    return unless $self->{running};
+    system($self->cmd('-s quit') . ' 2>/dev/null');
+    for (1 .. 100) {
+        last unless -f "$self->{dir}/nginx.pid";
+        sleep(0.05);
+    }
+    $self->{running} = 0;
+}
+
+sub error_log {
+    my ($self) = @_;
+    open(my $fh, '<', "$self->{dir}/error.log") or return '';
+    local $/;
+    return <$fh>;
+}
+
+# What nginx-tests asserts at the end of every file.
+sub no_alerts {
+    my ($self) = @_;
+    $self->stop();
+    my $log = $self->error_log();
+    my @bad = grep { /\[(alert|emerg|crit)\]|Sanitizer|runtime error/ }
+              split(/\n/, $log);
+    is(scalar(@bad), 0, 'no alerts in error.log') or diag(join("\n", @bad));
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    $self->stop() if $self->{running};
+}
+
+sub free_port {
+    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                  LocalPort => 0, ReuseAddr => 1)
+        or die "no free port: $!";
+    my $port = $s->sockport();
+    close($s);
+    return $port;
+}
+
+1;
