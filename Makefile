@@ -37,7 +37,7 @@ MOCKLLM_SRC := $(wildcard mockllm/*.c)
 
 RUN_DIR     := $(CURDIR)/.run
 
-.PHONY: all deps build module accountd mockllm units run stop test clean
+.PHONY: all deps build module accountd mockllm units sdk run stop test clean
 
 all: build
 
@@ -68,7 +68,7 @@ units: $(UNIT_BIN)
 
 # The module is built --with-compat against Debian's nginx-dev tree, with
 # Debian's own configure flags, so that the stock nginx binary loads it.
-$(NGX_BUILD)/Makefile: config $(NGX_SRC)/configure
+$(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
 	rm -rf $(NGX_BUILD)
 	mkdir -p $(BUILD)
 	cp -a $(NGX_SRC) $(NGX_BUILD)
@@ -78,7 +78,7 @@ $(NGX_BUILD)/Makefile: config $(NGX_SRC)/configure
 	        --add-dynamic-module=$(CURDIR) >configure.log 2>&1 \
 	    || { tail -30 configure.log; exit 1; }
 
-$(MODULE_SO): $(NGX_BUILD)/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
+$(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
 	$(MAKE) -C $(NGX_BUILD) -f objs/Makefile modules >$(BUILD)/module.log 2>&1 \
 	    || { grep -E 'error|warning' -A3 $(BUILD)/module.log | head -60; exit 1; }
 	cp $(NGX_BUILD)/objs/ngx_http_llm_gateway_module.so $@
@@ -96,6 +96,16 @@ $(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
 	@mkdir -p $(BUILD)/unit
 	$(CC) $(CFLAGS) -o $@ $< $(CORE_SRC) -lcjson -lcrypto -lm
 
+# The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
+sdk: $(BUILD)/sdk/clients.mjs
+
+$(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/package.json t/sdk/package-lock.json
+	@mkdir -p $(BUILD)/sdk
+	cp t/sdk/package.json t/sdk/package-lock.json $(BUILD)/sdk/
+	cd $(BUILD)/sdk && npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1 \
+	    || { cat npm.log; exit 1; }
+	cp t/sdk/clients.mjs $@
+
 run: deps build
 	scripts/stack start $(RUN_DIR)
 
@@ -104,7 +114,7 @@ stop:
 
 # The stack is set up from scratch in a temporary directory; every t/*.t
 # starts its own nginx against it.  The unit binaries print TAP themselves.
-test: deps build
+test: deps build sdk
 	@dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
 	base=$$((20000 + RANDOM % 20000)); \
 	export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \

@@ -9,6 +9,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use IO::Socket::INET;
 use JSON::PP;
 use LLMGW;
 use POSIX qw(ceil);
@@ -229,6 +230,41 @@ ok($ra == ceil(($cost - $left) / 100) || $ra == ceil(($cost - $left - 1) / 100),
    "exhausted bucket: Retry-After is ceil((c - b) / r) = $ra");
 like($r->{headers}{'x-ratelimit-reset-tokens'} // '', qr/^\d+s$|^\d+m[\d.]+s$/,
      'exhausted bucket: x-ratelimit-reset-tokens');
+
+# A client that goes away mid-stream still leaves its row: the stream was
+# cut (flag 2) before any usage came (flag 1), and the prompt estimate and
+# nothing else is charged.
+
+{
+    my $body = JSON::PP::encode_json(ask(max_tokens => 100,
+                                         stream => JSON::PP::true));
+    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                  PeerPort => $ng->port) or die;
+    print $c "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        . "Authorization: Bearer $pro->{key}\r\n"
+        . "x-mock-tokens: 100\r\nx-mock-delay-ms: 50\r\n"
+        . "Content-Type: application/json\r\n"
+        . "Content-Length: " . length($body) . "\r\n\r\n$body";
+
+    my $head = '';
+    while ($head !~ /tok2 /) {
+        $c->sysread($head, 4096, length $head) or last;
+    }
+    close($c);
+
+    my ($id) = $head =~ /x-request-id: (\w+)/i;
+    my $u = usage_row($id // '') // {};
+    is_deeply([ @$u{qw(input_tokens output_tokens flags)} ], [ $n_in, 0, 3 ],
+              'client gone mid-stream: a row, flagged partial, no usage');
+}
+
+# The buckets live in shared memory, which a reload keeps.
+$ng->reload();
+$r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 4000),
+               %free);
+is($r->{status}, 429, 'after nginx -s reload: the bucket is still empty');
+my $left2 = $r->{headers}{'x-ratelimit-remaining-tokens'} // -1;
+ok($left2 >= $left && $left2 < $left + 100, 'and refilled only by time');
 
 $ng->no_alerts();
 

@@ -1,0 +1,901 @@
+#!/usr/bin/perl
+
+# mockllm, the mock upstream, on its own: the wire shapes of both APIs, the
+# usage arithmetic, every x-mock- header, and the HTTP edges (keep-alive,
+# chunked bodies, bad input, concurrent paced streams).
+
+use strict;
+use warnings;
+
+use Test::More;
+use IO::Socket::INET;
+use IO::Select;
+use HTTP::Tiny;
+use JSON::PP;
+use POSIX qw(WNOHANG);
+use File::Temp qw(tempfile);
+use Time::HiRes qw(time sleep);
+
+my $bin = ($ENV{LLMGW_BUILD} // 'build') . '/mockllm';
+-x $bin or BAIL_OUT("$bin is not built: run make mockllm");
+
+my $JSON = JSON::PP->new->canonical;
+my $T = JSON::PP::true;
+my $F = JSON::PP::false;
+my $ABSENT = \'absent';          # in an expectation: the key must not exist
+
+my ($pid, $port, $errlog) = start_mockllm();
+
+
+###############################################################################
+# The table.  Each case is one request on a fresh connection; json, sse and
+# headers are matched as subsets (a key missing from the expectation is not
+# checked, $ABSENT says a key must not be there, undef is JSON null).
+
+my $OAI = '/v1/chat/completions';
+my $ANT = '/v1/messages';
+
+my $hello = [ { role => 'user', content => 'hello world' } ];    # P = 9
+
+sub tokens { join '', map { "tok$_ " } 1 .. $_[0] }
+
+sub oai_deltas { map { { data => { choices => [ { index => 0,
+    delta => { content => "tok$_ " }, finish_reason => undef } ] } } } @_ }
+
+sub ant_deltas { map { { event => 'content_block_delta',
+    data => { type => 'content_block_delta', index => 0,
+              delta => { type => 'text_delta', text => "tok$_ " } } } } @_ }
+
+my @oai_head = (
+    { data => { object => 'chat.completion.chunk', model => 'gpt-mock',
+                id => qr/^chatcmpl-mock-\d+$/, created => qr/^\d+$/,
+                choices => [ { index => 0,
+                               delta => { role => 'assistant', content => '' },
+                               finish_reason => undef } ] } },
+);
+
+# without an argument the usage of message_start is not looked at
+sub ant_head {
+    my @usage = @_ ? (usage => $_[0]) : ();
+    return (
+        { event => 'message_start',
+          data => { type => 'message_start',
+                    message => { id => qr/^msg_mock_\d+$/, type => 'message',
+                                 role => 'assistant', model => 'claude-mock',
+                                 content => [], stop_reason => undef,
+                                 @usage } } },
+        { event => 'content_block_start',
+          data => { type => 'content_block_start', index => 0,
+                    content_block => { type => 'text', text => '' } } },
+        { event => 'ping', data => { type => 'ping' } },
+    );
+}
+
+sub ant_tail {
+    my ($reason, $usage) = @_;
+    return (
+        { event => 'content_block_stop',
+          data => { type => 'content_block_stop', index => 0 } },
+        { event => 'message_delta',
+          data => { type => 'message_delta',
+                    delta => { stop_reason => $reason, stop_sequence => undef },
+                    usage => $usage } },
+        { event => 'message_stop', data => { type => 'message_stop' } },
+    );
+}
+
+my @cases = (
+
+    {
+        name => 'openai: whole response, default 16 tokens',
+        path => $OAI,
+        headers => { 'x-request-id' => 'req-42' },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 200,
+        resp_headers => { 'content-type' => 'application/json',
+                          'x-mock-request-id' => qr/^\d+$/,
+                          'x-mock-saw-request-id' => 'req-42' },
+        json => {
+            id => qr/^chatcmpl-mock-\d+$/, object => 'chat.completion',
+            created => qr/^\d+$/, model => 'gpt-mock',
+            choices => [ { index => 0,
+                           message => { role => 'assistant',
+                                        content => tokens(16) },
+                           finish_reason => 'stop' } ],
+            usage => { prompt_tokens => 9, completion_tokens => 16,
+                       total_tokens => 25,
+                       prompt_tokens_details => { cached_tokens => 0 } },
+        },
+    },
+
+    {
+        name => 'openai: prompt formula over array parts, x-mock-tokens',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 3, 'x-mock-cached-tokens' => 5 },
+        body => { model => 'gpt-mock', messages => [
+            { role => 'system', content => 'abcde' },                # 2
+            { role => 'user', content => [
+                { type => 'text', text => 'abcd' },                   # 1
+                { type => 'image_url', image_url => { url => 'x' } },
+                { type => 'text', text => 'abcdefghi' } ] } ] },      # 3
+        status => 200,
+        json => {
+            choices => [ { message => { content => tokens(3) },
+                           finish_reason => 'stop' } ],
+            usage => { prompt_tokens => 3 + 6 + 2 + 1 + 3,
+                       completion_tokens => 3, total_tokens => 18,
+                       prompt_tokens_details => { cached_tokens => 5 } },
+        },
+    },
+
+    {
+        name => 'openai: capped by max_completion_tokens -> length',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 50, 'x-mock-prompt-tokens' => 1000 },
+        body => { model => 'gpt-mock', max_tokens => 40,
+                  max_completion_tokens => 7, messages => $hello },
+        status => 200,
+        json => {
+            choices => [ { message => { content => tokens(7) },
+                           finish_reason => 'length' } ],
+            usage => { prompt_tokens => 1000, completion_tokens => 7,
+                       total_tokens => 1007 },
+        },
+    },
+
+    {
+        name => 'openai: default max_tokens is 64',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 100 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 200,
+        json => { choices => [ { finish_reason => 'length' } ],
+                  usage => { completion_tokens => 64 } },
+    },
+
+    {
+        name => 'openai: x-mock-no-usage',
+        path => $OAI,
+        headers => { 'x-mock-no-usage' => 1 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 200,
+        json => { object => 'chat.completion', usage => $ABSENT },
+    },
+
+    {
+        name => 'anthropic: whole response with system and cache reads',
+        path => $ANT,
+        headers => { 'x-mock-tokens' => 4, 'x-mock-cached-tokens' => 100 },
+        body => { model => 'claude-mock', max_tokens => 1024,
+                  system => 'be brief',                               # 2
+                  messages => [ { role => 'user', content => [
+                      { type => 'text', text => 'hello world' } ] } ] },  # 3
+        status => 200,
+        json => {
+            id => qr/^msg_mock_\d+$/, type => 'message', role => 'assistant',
+            model => 'claude-mock',
+            content => [ { type => 'text', text => tokens(4) } ],
+            stop_reason => 'end_turn', stop_sequence => undef,
+            usage => { input_tokens => 3 + 3 + 3 + 2, output_tokens => 4,
+                       cache_read_input_tokens => 100,
+                       cache_creation_input_tokens => 0 },
+        },
+    },
+
+    {
+        name => 'anthropic: system as blocks, capped -> max_tokens',
+        path => $ANT,
+        body => { model => 'claude-mock', max_tokens => 2,
+                  system => [ { type => 'text', text => 'x' x 9 } ],    # 3
+                  messages => [] },
+        status => 200,
+        json => { content => [ { text => tokens(2) } ],
+                  stop_reason => 'max_tokens',
+                  usage => { input_tokens => 6, output_tokens => 2 } },
+    },
+
+    {
+        name => 'openai: stream without include_usage',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 3 },
+        body => { model => 'gpt-mock', stream => $T, messages => $hello },
+        status => 200,
+        sse => [
+            @oai_head,
+            oai_deltas(1 .. 3),
+            { data => { choices => [ { index => 0, delta => {},
+                                       finish_reason => 'stop' } ],
+                        usage => $ABSENT } },
+            { data => '[DONE]' },
+        ],
+    },
+
+    {
+        name => 'openai: stream with include_usage, capped',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 9, 'x-mock-cached-tokens' => 2 },
+        body => { model => 'gpt-mock', stream => $T, max_tokens => 2,
+                  stream_options => { include_usage => $T },
+                  messages => $hello },
+        status => 200,
+        sse => [
+            @oai_head,
+            oai_deltas(1 .. 2),
+            { data => { choices => [ { delta => {},
+                                       finish_reason => 'length' } ] } },
+            { data => { object => 'chat.completion.chunk', choices => [],
+                        usage => { prompt_tokens => 9,
+                                   completion_tokens => 2,
+                                   total_tokens => 11,
+                                   prompt_tokens_details =>
+                                       { cached_tokens => 2 } } } },
+            { data => '[DONE]' },
+        ],
+    },
+
+    {
+        name => 'openai: stream, x-mock-no-usage beats include_usage',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 1, 'x-mock-no-usage' => 1 },
+        body => { model => 'gpt-mock', stream => $T,
+                  stream_options => { include_usage => $T },
+                  messages => $hello },
+        status => 200,
+        sse => [
+            @oai_head,
+            oai_deltas(1),
+            { data => { choices => [ { finish_reason => 'stop' } ] } },
+            { data => '[DONE]' },
+        ],
+    },
+
+    {
+        name => 'anthropic: stream event order and usage',
+        path => $ANT,
+        headers => { 'x-mock-tokens' => 3, 'x-mock-cached-tokens' => 4 },
+        body => { model => 'claude-mock', stream => $T, max_tokens => 100,
+                  messages => $hello },
+        status => 200,
+        sse => [
+            ant_head({ input_tokens => 9, output_tokens => 1,
+                       cache_read_input_tokens => 4,
+                       cache_creation_input_tokens => 0 }),
+            ant_deltas(1 .. 3),
+            ant_tail('end_turn', { output_tokens => 3 }),
+        ],
+    },
+
+    {
+        name => 'anthropic: stream capped, x-mock-no-usage',
+        path => $ANT,
+        headers => { 'x-mock-no-usage' => 1 },
+        body => { model => 'claude-mock', stream => $T, max_tokens => 2,
+                  messages => $hello },
+        status => 200,
+        sse => [
+            ant_head($ABSENT),
+            ant_deltas(1 .. 2),
+            ant_tail('max_tokens', $ABSENT),
+        ],
+    },
+
+    {
+        name => 'openai: x-mock-malformed puts one bad frame before the end',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 2, 'x-mock-malformed' => 1 },
+        body => { model => 'gpt-mock', stream => $T, messages => $hello },
+        status => 200,
+        sse => [
+            @oai_head,
+            oai_deltas(1 .. 2),
+            { malformed => 1 },
+            { data => { choices => [ { finish_reason => 'stop' } ] } },
+            { data => '[DONE]' },
+        ],
+    },
+
+    {
+        name => 'anthropic: x-mock-malformed',
+        path => $ANT,
+        headers => { 'x-mock-tokens' => 1, 'x-mock-malformed' => 1 },
+        body => { model => 'claude-mock', stream => $T, messages => $hello },
+        status => 200,
+        sse => [
+            ant_head(),
+            ant_deltas(1),
+            { event => 'content_block_delta', malformed => 1 },
+            ant_tail('end_turn', { output_tokens => 1 }),
+        ],
+    },
+
+    {
+        name => 'openai: x-mock-die-after in a stream: no last chunk',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 10, 'x-mock-die-after' => 2 },
+        body => { model => 'gpt-mock', stream => $T,
+                  stream_options => { include_usage => $T },
+                  messages => $hello },
+        status => 200,
+        terminated => 0,
+        closed => 1,
+        sse => [ @oai_head, oai_deltas(1 .. 2) ],
+    },
+
+    {
+        name => 'anthropic: x-mock-die-after 0: only the preamble',
+        path => $ANT,
+        headers => { 'x-mock-die-after' => 0 },
+        body => { model => 'claude-mock', stream => $T, messages => $hello },
+        status => 200,
+        terminated => 0,
+        closed => 1,
+        sse => [ ant_head() ],
+    },
+
+    {
+        name => 'openai: x-mock-die-after, whole response: body cut short',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 10, 'x-mock-die-after' => 3 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 200,
+        truncated => 1,
+        closed => 1,
+        body_like => qr/"content":"tok1 tok2 tok3 $/,
+    },
+
+    {
+        name => 'openai: x-mock-status 429',
+        path => $OAI,
+        headers => { 'x-mock-status' => 429 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 429,
+        resp_headers => { 'retry-after' => 1 },
+        json => { error => { message => 'Rate limit reached',
+                             type => 'requests',
+                             code => 'rate_limit_exceeded' } },
+    },
+
+    {
+        name => 'anthropic: x-mock-status 429',
+        path => $ANT,
+        headers => { 'x-mock-status' => 429 },
+        body => { model => 'claude-mock', messages => $hello },
+        status => 429,
+        resp_headers => { 'retry-after' => 1 },
+        json => { type => 'error',
+                  error => { type => 'rate_limit_error', message => qr/./ } },
+    },
+
+    {
+        name => 'anthropic: x-mock-status 529',
+        path => $ANT,
+        headers => { 'x-mock-status' => 529 },
+        body => { model => 'claude-mock', messages => $hello },
+        status => 529,
+        json => { type => 'error', error => { type => 'overloaded_error' } },
+    },
+
+    {
+        name => 'openai: x-mock-status 500',
+        path => $OAI,
+        headers => { 'x-mock-status' => 500 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 500,
+        json => { error => { type => 'server_error', code => undef } },
+    },
+
+    {
+        name => 'bad JSON -> 400',
+        path => $OAI,
+        raw_body => '{"model": "gpt-mock", "messages": [',
+        status => 400,
+        json => { error => { message => qr/./,
+                             type => 'invalid_request_error',
+                             code => undef } },
+    },
+
+    {
+        name => 'no model -> 400',
+        path => $OAI,
+        body => { messages => $hello },
+        status => 400,
+        json => { error => { type => 'invalid_request_error' } },
+    },
+
+    {
+        name => 'anthropic: bad JSON -> 400 in the Anthropic shape',
+        path => $ANT,
+        raw_body => '[1, 2',
+        status => 400,
+        json => { type => 'error',
+                  error => { type => 'invalid_request_error' } },
+    },
+
+    {
+        name => 'bad x-mock- header -> 400',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 'many' },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 400,
+        json => { error => { message => qr/x-mock/ } },
+    },
+
+    {
+        name => 'unknown endpoint -> 404',
+        method => 'GET',
+        path => '/v1/models',
+        status => 404,
+        json => { error => { type => 'invalid_request_error' } },
+    },
+
+    {
+        name => 'chunked request body',
+        path => $OAI,
+        chunked => 1,
+        headers => { 'x-mock-tokens' => 1 },
+        body => { model => 'gpt-mock', messages => $hello },
+        status => 200,
+        json => { usage => { prompt_tokens => 9, completion_tokens => 1 } },
+    },
+
+    {
+        name => '8 MiB body',
+        path => $OAI,
+        headers => { 'x-mock-tokens' => 1 },
+        body => { model => 'gpt-mock', messages => [
+            { role => 'user', content => 'x' x (8 * 1024 * 1024) } ] },
+        status => 200,
+        json => { usage => { prompt_tokens => 3 + 3 + 2 * 1024 * 1024 } },
+    },
+
+    {
+        name => 'Connection: close is honoured',
+        method => 'GET',
+        path => '/health',
+        headers => { 'Connection' => 'close' },
+        status => 200,
+        resp_headers => { 'connection' => 'close' },
+        body_like => qr/^ok$/,
+        closed => 1,
+    },
+);
+
+
+for my $case (@cases) {
+    run_case($case);
+}
+
+
+###############################################################################
+# The rest does not fit one request on one connection.
+
+{
+    my $res = HTTP::Tiny->new(timeout => 3)
+        ->get("http://127.0.0.1:$port/health");
+    is($res->{status}, 200, 'health through HTTP::Tiny');
+    is($res->{content}, 'ok', 'health body');
+}
+
+{
+    my $s = connect_mockllm();
+    my (@ids, $ok);
+
+    for my $n (1 .. 2) {
+        send_request($s, 'POST', $OAI, { 'x-mock-tokens' => $n },
+                     $JSON->encode({ model => 'gpt-mock',
+                                     messages => $hello }));
+        my $res = read_response($s);
+        $ok += $res->{status} == 200
+               && decode($res->{body})->{usage}{completion_tokens} == $n;
+        push @ids, $res->{headers}{'x-mock-request-id'};
+    }
+
+    is($ok, 2, 'keep-alive: two requests on one connection');
+    cmp_ok($ids[1], '>', $ids[0], 'keep-alive: request ids count up');
+    ok(!closed($s, 0.2), 'keep-alive: the connection stays open');
+}
+
+{
+    my $s = connect_mockllm();
+    print $s "GARBAGE\r\n\r\n";
+    my $res = read_response($s);
+    is($res->{status}, 400, 'bad HTTP -> 400');
+    ok(closed($s, 1), 'bad HTTP -> closed');
+}
+
+{
+    # a paced stream takes about its delay and blocks nobody meanwhile
+    my $body = $JSON->encode({ model => 'gpt-mock', stream => $T,
+                               messages => $hello });
+    my $t0 = time;
+
+    my $slow = connect_mockllm();
+    send_request($slow, 'POST', $OAI,
+                 { 'x-mock-tokens' => 5, 'x-mock-delay-ms' => 100 }, $body);
+
+    my $fast = connect_mockllm();
+    send_request($fast, 'POST', $OAI, { 'x-mock-tokens' => 5 }, $body);
+    my $res = read_response($fast);
+    my $t_fast = time - $t0;
+
+    my $res_slow = read_response($slow);
+    my $t_slow = time - $t0;
+
+    ok($res->{terminated} && $res_slow->{terminated}, 'both streams end');
+    cmp_ok($t_fast, '<', 0.3, 'the second request is not held up');
+    cmp_ok($t_slow, '>=', 0.45, '5 tokens at 100 ms take 0.5 s');
+    cmp_ok($t_slow, '<', 3, '... and not much longer');
+
+    $t0 = time;
+    my $ttfb = connect_mockllm();
+    send_request($ttfb, 'GET', '/health', { 'x-mock-ttfb-ms' => 300 });
+    $res = read_response($ttfb);
+    my $t = time - $t0;
+    ok($res->{status} == 200 && $t >= 0.29 && $t < 3,
+       sprintf('x-mock-ttfb-ms: 300 took %.3f s', $t));
+}
+
+{
+    kill 'TERM', $pid;
+    my $deadline = time + 3;
+    my $gone = 0;
+
+    while (time < $deadline) {
+        if (waitpid($pid, WNOHANG) == $pid) {
+            $gone = 1;
+            last;
+        }
+
+        sleep 0.02;
+    }
+
+    ok($gone, 'SIGTERM stops mockllm');
+    is($? >> 8, 0, '... with status 0') if $gone;
+    kill 'KILL', $pid unless $gone;
+
+    open(my $fh, '<', $errlog) or die "$errlog: $!";
+    my $err = do { local $/; <$fh> };
+    is($err, '', 'nothing on stderr');
+}
+
+done_testing();
+
+
+###############################################################################
+
+sub run_case {
+    my ($c) = @_;
+    my $name = $c->{name};
+
+    my $s = connect_mockllm();
+    my %h = %{ $c->{headers} // {} };
+    my $body = exists $c->{raw_body} ? $c->{raw_body}
+             : $c->{body} ? $JSON->encode($c->{body}) : undef;
+
+    if ($c->{chunked}) {
+        $h{'Transfer-Encoding'} = 'chunked';
+        my $raw = '';
+        while (length $body) {
+            my $piece = substr($body, 0, 7, '');
+            $raw .= sprintf("%x;ext=1\r\n%s\r\n", length $piece, $piece);
+        }
+        $body = $raw . "0\r\nX-Trailer: yes\r\n\r\n";
+    }
+
+    send_request($s, $c->{method} // 'POST', $c->{path}, \%h, $body);
+    my $res = read_response($s);
+
+    subtest $name => sub {
+        is($res->{status}, $c->{status}, 'status');
+
+        while (my ($k, $v) = each %{ $c->{resp_headers} // {} }) {
+            match($res->{headers}{$k}, $v, "header $k");
+        }
+
+        if ($c->{json}) {
+            is($res->{headers}{'content-type'}, 'application/json',
+               'content type');
+            match(decode($res->{body}), $c->{json}, 'json');
+        }
+
+        if ($c->{body_like}) {
+            like($res->{body}, $c->{body_like}, 'body');
+        }
+
+        if (exists $c->{truncated}) {
+            cmp_ok(length $res->{body}, '<', $res->{headers}{'content-length'},
+                   'body shorter than Content-Length');
+        }
+
+        if ($c->{sse}) {
+            check_sse($res, $c);
+        }
+
+        if (exists $c->{closed}) {
+            is(closed($s, 1) ? 1 : 0, $c->{closed}, 'connection closed');
+        }
+    };
+
+    close $s;
+}
+
+
+sub check_sse {
+    my ($res, $c) = @_;
+    my $h = $res->{headers};
+
+    is($h->{'content-type'}, 'text/event-stream', 'content type');
+    is($h->{'cache-control'}, 'no-cache', 'cache-control');
+    is($h->{'transfer-encoding'}, 'chunked', 'chunked');
+    is($res->{terminated} ? 1 : 0, $c->{terminated} // 1,
+       'terminating chunk');
+
+    my @chunks = @{ $res->{chunks} };
+    my @want = @{ $c->{sse} };
+
+    is(scalar @chunks, scalar @want, 'one chunk per event')
+        or diag(explain \@chunks);
+
+    for my $i (0 .. $#want) {
+        my ($chunk, $w) = ($chunks[$i] // '', $want[$i]);
+        my %ev;
+
+        like($chunk, qr/\n\n\z/, "event $i ends with an empty line");
+
+        for my $line (split /\n/, $chunk) {
+            my ($k, $v) = $line =~ /^(event|data): (.*)$/ or next;
+            $ev{$k} = $v;
+        }
+
+        is($ev{event}, $w->{event}, "event $i type") if exists $w->{event};
+
+        if ($w->{malformed}) {
+            ok(defined $ev{data}
+               && !defined eval { JSON::PP->new->decode($ev{data}) },
+               "event $i data is not JSON");
+
+        } elsif (!ref $w->{data}) {
+            is($ev{data}, $w->{data}, "event $i data");
+
+        } else {
+            match(decode($ev{data}), $w->{data}, "event $i data");
+        }
+    }
+}
+
+
+# $want is a subset of $got; reports the first difference
+sub match {
+    my ($got, $want, $name) = @_;
+    my $diff = differ($got, $want, '');
+    ok(!defined $diff, $name) or diag("$name: $diff");
+}
+
+
+sub differ {
+    my ($got, $want, $at) = @_;
+
+    if (!defined $want) {
+        return defined $got ? "$at: expected null" : undef;
+    }
+
+    if (ref $want eq 'Regexp') {
+        return defined $got && !ref $got && $got =~ $want
+               ? undef : "$at: " . ($got // 'undef') . " !~ $want";
+    }
+
+    if (ref $want eq 'HASH') {
+        return "$at: not an object" unless ref $got eq 'HASH';
+
+        for my $k (sort keys %$want) {
+            if (ref $want->{$k} eq 'SCALAR' && $want->{$k} == $ABSENT) {
+                return "$at.$k: present" if exists $got->{$k};
+                next;
+            }
+
+            return "$at.$k: missing" unless exists $got->{$k};
+            my $d = differ($got->{$k}, $want->{$k}, "$at.$k");
+            return $d if defined $d;
+        }
+
+        return undef;
+    }
+
+    if (ref $want eq 'ARRAY') {
+        return "$at: not an array" unless ref $got eq 'ARRAY';
+        return "$at: " . @$got . " elements, want " . @$want
+            unless @$got == @$want;
+
+        for my $i (0 .. $#$want) {
+            my $d = differ($got->[$i], $want->[$i], "$at\[$i]");
+            return $d if defined $d;
+        }
+
+        return undef;
+    }
+
+    return "$at: got " . ($got // 'null') . ", want $want"
+        unless defined $got && !ref $got && "$got" eq "$want";
+
+    return undef;
+}
+
+
+sub decode {
+    my ($text) = @_;
+    my $v = eval { JSON::PP->new->decode($text // '') };
+    return $v // { invalid_json => $text };
+}
+
+
+###############################################################################
+# A raw HTTP/1.1 client: what HTTP::Tiny hides (chunks, the terminating
+# chunk, the close) is what these tests look at.
+
+sub send_request {
+    my ($s, $method, $path, $headers, $body) = @_;
+    my $req = "$method $path HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+
+    $headers //= {};
+
+    for my $k (sort keys %$headers) {
+        $req .= "$k: $headers->{$k}\r\n";
+    }
+
+    if (defined $body) {
+        $req .= "Content-Type: application/json\r\n";
+        $req .= "Content-Length: " . length($body) . "\r\n"
+            unless $headers->{'Transfer-Encoding'};
+    }
+
+    $req .= "\r\n" . ($body // '');
+
+    while (length $req) {
+        my $n = syswrite($s, $req);
+        die "write: $!" unless defined $n;
+        substr($req, 0, $n, '');
+    }
+}
+
+
+sub read_response {
+    my ($s) = @_;
+    my $deadline = time + 5;
+    my $buf = '';
+    my %res = (status => 0, headers => {}, body => '', chunks => []);
+
+    while ($buf !~ /\r\n\r\n/) {
+        fill($s, \$buf, $deadline) or return \%res;
+    }
+
+    my ($head, $rest) = split /\r\n\r\n/, $buf, 2;
+    my ($line, @lines) = split /\r\n/, $head;
+
+    ($res{status}) = $line =~ m{^HTTP/1\.1 (\d{3}) };
+    $buf = $rest;
+
+    for (@lines) {
+        my ($k, $v) = /^([^:]+):\s*(.*)$/ or next;
+        $res{headers}{lc $k} = $v;
+    }
+
+    my $h = $res{headers};
+
+    if (($h->{'transfer-encoding'} // '') eq 'chunked') {
+        CHUNK: for ( ;; ) {
+            while ($buf !~ /\r\n/) {
+                fill($s, \$buf, $deadline) or last CHUNK;
+            }
+
+            $buf =~ s/^([0-9a-f]+)\r\n//
+                or die "bad chunk: " . substr($buf, 0, 40);
+            my $n = hex $1;
+
+            while (length $buf < $n + 2) {
+                fill($s, \$buf, $deadline) or last CHUNK;
+            }
+
+            if ($n == 0) {
+                $res{terminated} = 1;
+                last;
+            }
+
+            push @{ $res{chunks} }, substr($buf, 0, $n);
+            substr($buf, 0, $n + 2, '');
+        }
+
+        $res{body} = join '', @{ $res{chunks} };
+
+    } elsif (defined $h->{'content-length'}) {
+        while (length $buf < $h->{'content-length'}) {
+            fill($s, \$buf, $deadline) or last;
+        }
+
+        $res{body} = $buf;
+
+    } else {
+        1 while fill($s, \$buf, $deadline);
+        $res{body} = $buf;
+    }
+
+    return \%res;
+}
+
+
+sub fill {
+    my ($s, $buf, $deadline) = @_;
+    my $left = $deadline - time;
+
+    die "timed out reading a response\n"
+        if $left <= 0 || !IO::Select->new($s)->can_read($left);
+
+    my $n = sysread($s, $$buf, 65536, length $$buf);
+    return $n ? 1 : 0;
+}
+
+
+sub closed {
+    my ($s, $wait) = @_;
+    my $buf = '';
+
+    return 0 unless IO::Select->new($s)->can_read($wait);
+
+    my $n = sysread($s, $buf, 65536);
+    return !$n;
+}
+
+
+sub connect_mockllm {
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp', Timeout => 3)
+        or die "connect to mockllm: $!";
+    return $s;
+}
+
+
+###############################################################################
+
+sub start_mockllm {
+    my (undef, $log) = tempfile('mockllm-XXXXXX', TMPDIR => 1, UNLINK => 1);
+
+    for my $try (1 .. 5) {
+        my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+                                          LocalPort => 0, Proto => 'tcp',
+                                          Listen => 1)
+            or die "probe socket: $!";
+        my $p = $probe->sockport;
+        close $probe;
+
+        my $child = fork // die "fork: $!";
+
+        if ($child == 0) {
+            open(STDERR, '>', $log) or die "$log: $!";
+            exec($bin, '-l', "127.0.0.1:$p") or die "exec $bin: $!";
+        }
+
+        my $http = HTTP::Tiny->new(timeout => 1);
+        my $deadline = time + 3;
+
+        while (time < $deadline) {
+            last if waitpid($child, WNOHANG) == $child;
+
+            my $res = $http->get("http://127.0.0.1:$p/health");
+            return ($child, $p, $log) if $res->{status} == 200;
+
+            sleep 0.05;
+        }
+
+        kill 'KILL', $child;
+        waitpid($child, 0);
+    }
+
+    BAIL_OUT('mockllm did not start');
+}
+
+
+END {
+    if ($pid && kill 0, $pid) {
+        kill 'KILL', $pid;
+        waitpid($pid, 0);
+    }
+}

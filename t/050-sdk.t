@@ -1,0 +1,92 @@
+#!/usr/bin/perl
+
+# The official OpenAI and Anthropic SDKs (npm "openai", "@anthropic-ai/sdk")
+# talk to the gateway as they would to the providers.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use JSON::PP;
+use LLMGW;
+use Test::More;
+
+my $s = stack();
+my $clients = "$s->{LLMGW_BUILD}/sdk/clients.mjs";
+
+plan(skip_all => 'the SDKs are not installed (make sdk)') unless -f $clients;
+
+my $pro = new_tenant(tier => 'pro');
+my $tiny = new_tenant(tier => 'tiny');
+
+my $ng = nginx(http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  pro   tpm=600000;
+    llm_gateway_tier  tiny  tpm=1000  burst=1000  max_tokens=4096;
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://127.0.0.1:%%MOCK%%;
+        }
+
+        location = /v1/messages {
+            llm_gateway  zone=llm api=anthropic;
+            proxy_pass   http://127.0.0.1:%%MOCK%%;
+        }
+    }
+EOF
+
+sub client {
+    my ($scenario, %env) = @_;
+    local $ENV{LLMGW_URL} = $ng->url();
+    local @ENV{keys %env} = values %env;
+    my $out = `node $clients $scenario 2>&1`;
+    my $j = eval { decode_json((split(/\n/, $out))[-1]) };
+    diag($out) unless $j;
+    return $j // {};
+}
+
+# [ scenario, the model the row names ]
+my @ok = (
+    [ 'openai-json', 'mock-gpt-4o-mini' ],
+    [ 'openai-stream', 'mock-gpt-4o-mini' ],
+    [ 'anthropic-stream', 'mock-claude-3-5-haiku' ],
+);
+
+for my $c (@ok) {
+    my ($scenario, $model) = @$c;
+
+    my $got = client($scenario, LLMGW_KEY => $pro->{key}, MOCK_TOKENS => 5);
+
+    is($got->{text}, 'tok1 tok2 tok3 tok4 tok5 ', "$scenario: the text");
+    is_deeply([ $got->{input}, $got->{output} ], [ 9, 5 ],
+              "$scenario: the usage the SDK read");
+
+    my $u = usage_row($got->{id} // '') // {};
+    is_deeply([ @$u{qw(tenant_id model input_tokens output_tokens)} ],
+              [ $pro->{id}, $model, 9, 5 ], "$scenario: the same in the ledger");
+}
+
+my $e = client('openai-error', LLMGW_KEY => 'llmgw_live_' . ('x' x 32));
+is_deeply([ @$e{qw(status code name)} ],
+          [ 401, 'invalid_api_key', 'AuthenticationError' ],
+          'an unknown key: the SDK raises AuthenticationError');
+
+$e = client('openai-error', LLMGW_KEY => $tiny->{key}, MAX_TOKENS => 2000);
+is_deeply([ @$e{qw(status code name)} ],
+          [ 429, 'request_too_large', 'RateLimitError' ],
+          'a request that can never fit: RateLimitError');
+
+open(my $fh, '<', $ng->dir() . '/access.log') or die;
+my @tries = grep { / 429 / } <$fh>;
+close($fh);
+is(scalar(@tries), 1, 'and the SDK did not retry it (x-should-retry: false)');
+
+$ng->no_alerts();
+
+done_testing();
