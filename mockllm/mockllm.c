@@ -27,8 +27,22 @@
  *   cached tokens   K = "x-mock-cached-tokens: N" or 0, reported as they
  *                   are, beside P.
  *
- * The other x-mock- headers (delays, deaths, bad frames, error statuses)
- * are handled in mockllm_llm.c.
+ * Behaviour headers, all optional:
+ *
+ *   x-mock-ttfb-ms: N        wait N ms before the response headers
+ *   x-mock-delay-ms: N       wait N ms before each streamed token
+ *   x-mock-die-after: N      close after min(N, C) tokens, before the
+ *                            finishing events; a whole response is cut
+ *                            there, short of its Content-Length
+ *   x-mock-no-usage: 1       no usage anywhere
+ *   x-mock-malformed: 1      one data line of invalid JSON before the
+ *                            finishing events; a whole response has its
+ *                            JSON cut in half
+ *   x-mock-status: N         N in 400-599: the provider's error body for N,
+ *                            with Retry-After: 1 on 429, 503 and 529
+ *
+ * Every response carries x-mock-request-id, the number also in the ids,
+ * and x-mock-saw-request-id, the x-request-id of the request, if any.
  *
  * Each thread runs its own epoll loop on its own SO_REUSEPORT listener, so
  * nothing but the request counter is shared.  Delays are timers in a heap

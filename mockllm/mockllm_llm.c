@@ -23,6 +23,7 @@ enum {
     MOCKLLM_P_START = 0,
     MOCKLLM_P_TTFB,
     MOCKLLM_P_TOKENS,
+    MOCKLLM_P_PUMP,
     MOCKLLM_P_DONE
 };
 
@@ -124,7 +125,7 @@ mockllm_handle_bad(mockllm_conn_t *c)
 }
 
 
-/* a timer of the connection fired */
+/* a timer of the connection fired, or the output drained for a pump */
 
 void
 mockllm_advance(mockllm_conn_t *c)
@@ -137,6 +138,10 @@ mockllm_advance(mockllm_conn_t *c)
 
     case MOCKLLM_P_TOKENS:
         mockllm_llm_stream_run(c, 1);
+        break;
+
+    case MOCKLLM_P_PUMP:
+        mockllm_llm_stream_run(c, 0);
         break;
 
     default:
@@ -284,7 +289,9 @@ mockllm_llm_parse(mockllm_conn_t *c)
     }
 
     r->prompt = q->prompt_tokens >= 0 ? q->prompt_tokens : n;
-    r->cached = q->cached_tokens;
+
+    /* cached tokens are part of the prompt, as with the real providers */
+    r->cached = q->cached_tokens < r->prompt ? q->cached_tokens : r->prompt;
 
     r->n_out = q->tokens >= 0 ? q->tokens : MOCKLLM_DEFAULT_TOKENS;
 
@@ -585,8 +592,9 @@ mockllm_llm_complete(mockllm_conn_t *c)
         mockllm_buf_adds(b, ",\"stop_sequence\":null");
 
         if (r->usage) {
+            /* Anthropic's input_tokens leaves the cache reads out */
             mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
-            mockllm_buf_add_num(b, r->prompt);
+            mockllm_buf_add_num(b, r->prompt - r->cached);
             mockllm_buf_adds(b, ",\"output_tokens\":");
             mockllm_buf_add_num(b, r->n_out);
             mockllm_buf_adds(b, ",\"cache_read_input_tokens\":");
@@ -708,8 +716,9 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
                             "\"stop_sequence\":null");
 
         if (r->usage) {
+            /* Anthropic's input_tokens leaves the cache reads out */
             mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
-            mockllm_buf_add_num(b, r->prompt);
+            mockllm_buf_add_num(b, r->prompt - r->cached);
             mockllm_buf_adds(b, ",\"output_tokens\":1,"
                                 "\"cache_read_input_tokens\":");
             mockllm_buf_add_num(b, r->cached);
@@ -773,6 +782,7 @@ mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget)
             budget--;
 
         } else if (c->out.len - c->sent > MOCKLLM_PUMP_SIZE) {
+            r->phase = MOCKLLM_P_PUMP;
             c->pump = 1;
             return;
         }

@@ -13,6 +13,7 @@
 static ngx_int_t ngx_http_llm_gateway_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
+static void ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len);
 
@@ -50,6 +51,8 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     if (ctx == NULL) {
         return ngx_http_next_header_filter(r);
     }
+
+    ngx_http_llm_gateway_rename_upstream_id(r);
 
     h = ngx_list_push(&r->headers_out.headers);
     if (h == NULL) {
@@ -177,6 +180,45 @@ ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx)
     if (!ctx->json_overflow && ctx->json_len) {
         (void) llm_usage_from_json(ctx->req.api, (char *) ctx->json,
                                    ctx->json_len, &ctx->sse.usage);
+    }
+}
+
+
+/*
+ * The client sees one x-request-id, the gateway's, which names its ledger
+ * row; the provider's own id stays visible for support cases.
+ */
+
+static void
+ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    part = &r->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                return;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash != 0
+            && h[i].key.len == sizeof("x-request-id") - 1
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "x-request-id",
+                               sizeof("x-request-id") - 1)
+               == 0)
+        {
+            ngx_str_set(&h[i].key, "x-upstream-request-id");
+        }
     }
 }
 

@@ -56,6 +56,25 @@ static ngx_conf_enum_t  ngx_http_llm_gateway_log_levels[] = {
 };
 
 
+typedef struct {
+    ngx_str_t                    name;
+    size_t                       offset;
+} ngx_http_llm_gateway_tier_param_t;
+
+
+static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
+    { ngx_string("tpm="),
+      offsetof(ngx_http_llm_gateway_tier_t, tpm.rate) },
+    { ngx_string("burst="),
+      offsetof(ngx_http_llm_gateway_tier_t, tpm.burst) },
+    { ngx_string("max_tokens="),
+      offsetof(ngx_http_llm_gateway_tier_t, max_tokens) },
+    { ngx_string("default_max_tokens="),
+      offsetof(ngx_http_llm_gateway_tier_t, default_max_tokens) },
+    { ngx_null_string, 0 }
+};
+
+
 /* the pool cJSON allocates from while the gateway parses; see json_pool() */
 static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
 
@@ -901,10 +920,10 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_gateway_loc_conf_t *llcf = conf;
 
-    int64_t                       n;
-    ngx_str_t                    *value;
-    ngx_uint_t                    i;
-    ngx_http_llm_gateway_tier_t  *tier, *t;
+    ngx_str_t                          *value;
+    ngx_uint_t                          i;
+    ngx_http_llm_gateway_tier_t        *tier, *t;
+    ngx_http_llm_gateway_tier_param_t  *p;
 
     value = cf->args->elts;
 
@@ -947,43 +966,22 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_strncmp(value[i].data, "tpm=", 4) == 0) {
-            if (ngx_http_llm_gateway_parse_int(&value[i], 4, &n) != NGX_OK) {
-                goto invalid;
+        for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
+            if (value[i].len > p->name.len
+                && ngx_strncmp(value[i].data, p->name.data, p->name.len) == 0)
+            {
+                break;
             }
-
-            tier->tpm.rate = n;
-            continue;
         }
 
-        if (ngx_strncmp(value[i].data, "burst=", 6) == 0) {
-            if (ngx_http_llm_gateway_parse_int(&value[i], 6, &n) != NGX_OK) {
-                goto invalid;
-            }
-
-            tier->tpm.burst = n;
-            continue;
+        if (p->name.len == 0
+            || ngx_http_llm_gateway_parse_int(&value[i], p->name.len,
+                                              (int64_t *) ((u_char *) tier
+                                                           + p->offset))
+               != NGX_OK)
+        {
+            goto invalid;
         }
-
-        if (ngx_strncmp(value[i].data, "max_tokens=", 11) == 0) {
-            if (ngx_http_llm_gateway_parse_int(&value[i], 11, &n) != NGX_OK) {
-                goto invalid;
-            }
-
-            tier->max_tokens = n;
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "default_max_tokens=", 19) == 0) {
-            if (ngx_http_llm_gateway_parse_int(&value[i], 19, &n) != NGX_OK) {
-                goto invalid;
-            }
-
-            tier->default_max_tokens = n;
-            continue;
-        }
-
-        goto invalid;
     }
 
     if (tier->tpm.rate == 0) {

@@ -21,8 +21,11 @@
 #include "llm_sse.h"
 
 
-/* the SSE parser's event buffer: real events are far smaller */
-#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     65536
+/*
+ * The SSE parser's event buffer, per open stream: usage events are far
+ * smaller; a larger event is skipped and flagged.
+ */
+#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
 
 
 typedef struct {

@@ -78,13 +78,17 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
     int64_t                       in, out, cached;
     uint32_t                      flags;
+    ngx_uint_t                    status;
     llm_usage_t                  *u;
+    ngx_http_request_t           *r;
     ngx_http_llm_gateway_node_t  *node;
     ngx_http_llm_gateway_zone_t  *zone;
 
     if (!ctx->admitted || ctx->settled) {
         return;
     }
+
+    r = ctx->request;
 
     ctx->settled = 1;
 
@@ -104,7 +108,11 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         cached = u->cached_input_tokens;
 
     } else {
-        in = ctx->req.prompt_tokens;
+        /* an upstream that refused or failed processed nothing to charge */
+        status = r->err_status ? r->err_status : r->headers_out.status;
+
+        in = (status >= NGX_HTTP_OK && status < NGX_HTTP_SPECIAL_RESPONSE)
+             ? ctx->req.prompt_tokens : 0;
         out = 0;
         cached = 0;
         flags |= LLM_REC_F_NO_USAGE;
@@ -137,7 +145,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "llm gateway settle: reserved %L, in %L, out %L, "
                    "cached %L, flags %uD", ctx->reserved, in, out, cached,
                    flags);

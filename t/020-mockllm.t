@@ -166,6 +166,7 @@ my @cases = (
         name => 'anthropic: whole response with system and cache reads',
         path => $ANT,
         headers => { 'x-mock-tokens' => 4, 'x-mock-cached-tokens' => 100 },
+        # more cached tokens than the prompt has are cut to the prompt
         body => { model => 'claude-mock', max_tokens => 1024,
                   system => 'be brief',                               # 2
                   messages => [ { role => 'user', content => [
@@ -176,8 +177,8 @@ my @cases = (
             model => 'claude-mock',
             content => [ { type => 'text', text => tokens(4) } ],
             stop_reason => 'end_turn', stop_sequence => undef,
-            usage => { input_tokens => 3 + 3 + 3 + 2, output_tokens => 4,
-                       cache_read_input_tokens => 100,
+            usage => { input_tokens => 0, output_tokens => 4,
+                       cache_read_input_tokens => 3 + 3 + 3 + 2,
                        cache_creation_input_tokens => 0 },
         },
     },
@@ -257,7 +258,8 @@ my @cases = (
                   messages => $hello },
         status => 200,
         sse => [
-            ant_head({ input_tokens => 9, output_tokens => 1,
+            # Anthropic's input_tokens leaves the cache reads out
+            ant_head({ input_tokens => 9 - 4, output_tokens => 1,
                        cache_read_input_tokens => 4,
                        cache_creation_input_tokens => 0 }),
             ant_deltas(1 .. 3),

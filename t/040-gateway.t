@@ -141,6 +141,21 @@ for my $c (@ok) {
               "$name: the mock's counts in the ledger");
 }
 
+# An upstream that fails: its status and body pass through; the row says so
+# and charges nothing.
+
+for my $status (429, 500) {
+    my $r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 50),
+                      %$auth, 'x-mock-status' => $status);
+    is($r->{status}, $status, "upstream $status: passed through");
+    like($r->{content}, qr/"error"/, "upstream $status: its body");
+
+    my $u = usage_row($r->{headers}{'x-request-id'} // '') // {};
+    is_deeply([ @$u{qw(status input_tokens output_tokens flags)} ],
+              [ $status, 0, 0, 1 ], "upstream $status: a row that charges "
+              . "nothing");
+}
+
 # Refusals: an OpenAI-format body, the right status, nothing in the ledger.
 
 my $unknown = 'llmgw_live_' . ('A' x 32);
