@@ -81,7 +81,9 @@ $(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
 $(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
 	$(MAKE) -C $(NGX_BUILD) -f objs/Makefile modules >$(BUILD)/module.log 2>&1 \
 	    || { grep -E 'error|warning' -A3 $(BUILD)/module.log | head -60; exit 1; }
-	cp $(NGX_BUILD)/objs/ngx_http_llm_gateway_module.so $@
+	@# a new inode: a running nginx keeps the file it mapped
+	cp $(NGX_BUILD)/objs/ngx_http_llm_gateway_module.so $@.tmp
+	mv -f $@.tmp $@
 
 $(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(BUILD)

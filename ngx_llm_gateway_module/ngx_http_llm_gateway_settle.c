@@ -11,7 +11,9 @@
 #include "ngx_http_llm_gateway_module.h"
 
 
-#define NGX_HTTP_LLM_GATEWAY_RECONNECT  1000
+/* reconnection backs off from the first to the last delay, in ms */
+#define NGX_HTTP_LLM_GATEWAY_RETRY_MIN  250
+#define NGX_HTTP_LLM_GATEWAY_RETRY_MAX  4000
 
 
 typedef struct {
@@ -30,6 +32,8 @@ typedef struct {
     size_t                       in_len;
 
     ngx_event_t                  reconnect;
+    ngx_msec_t                   retry;
+    unsigned                     down:1;
 
     ngx_uint_t                   sent;
     ngx_uint_t                   acked;
@@ -44,6 +48,7 @@ static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad);
 
 
 static ngx_http_llm_gateway_accountd_t  *ngx_http_llm_gateway_accountd_peer;
@@ -308,9 +313,31 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
 {
     ngx_int_t                         rc;
     ngx_connection_t                 *c;
+    ngx_file_info_t                   fi;
+    struct sockaddr_un               *sun;
     ngx_http_llm_gateway_accountd_t  *ad;
 
     ad = ev->data;
+
+    /*
+     * While accountd is away its socket is gone: a look at the path, a local
+     * metadata call outside any request, spares a failed connect() and its
+     * log line every retry.
+     */
+    sun = (struct sockaddr_un *) ad->url->addrs[0].sockaddr;
+
+    if (ngx_file_info(sun->sun_path, &fi) == NGX_FILE_ERROR) {
+        if (!ad->down) {
+            ngx_log_error(NGX_LOG_WARN, ad->log, ngx_errno,
+                          "llm gateway: accountd socket \"%V\" is not there; "
+                          "records are kept and sent when it is back",
+                          &ad->url->url);
+            ad->down = 1;
+        }
+
+        ngx_http_llm_gateway_retry(ad);
+        return;
+    }
 
     ngx_memzero(&ad->peer, sizeof(ngx_peer_connection_t));
 
@@ -324,19 +351,13 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
     rc = ngx_event_connect_peer(&ad->peer);
 
     if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
-        ngx_log_error(NGX_LOG_WARN, ad->log, 0,
-                      "llm gateway: cannot connect to accountd at \"%V\", "
-                      "retrying", &ad->url->url);
-
         if (ad->peer.connection) {
             ngx_close_connection(ad->peer.connection);
             ad->peer.connection = NULL;
         }
 
-        if (!ngx_exiting) {
-            ngx_add_timer(&ad->reconnect, NGX_HTTP_LLM_GATEWAY_RECONNECT);
-        }
-
+        ad->down = 1;
+        ngx_http_llm_gateway_retry(ad);
         return;
     }
 
@@ -349,6 +370,14 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
     c->read->log = ad->log;
     c->write->log = ad->log;
 
+    if (ad->down) {
+        ngx_log_error(NGX_LOG_NOTICE, ad->log, 0,
+                      "llm gateway: connected to accountd again, %uz bytes "
+                      "of records to send", ad->last - ad->head);
+        ad->down = 0;
+    }
+
+    ad->retry = 0;
     ad->in_len = 0;
 
     /* unsent and half-sent frames go again, whole: accountd deduplicates */
@@ -357,6 +386,21 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
     if (rc == NGX_OK) {
         ngx_http_llm_gateway_flush(ad);
     }
+}
+
+
+static void
+ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad)
+{
+    if (ngx_exiting || ngx_terminate || ad->reconnect.timer_set) {
+        return;
+    }
+
+    ad->retry = ad->retry ? ngx_min(ad->retry * 2,
+                                    NGX_HTTP_LLM_GATEWAY_RETRY_MAX)
+                          : NGX_HTTP_LLM_GATEWAY_RETRY_MIN;
+
+    ngx_add_timer(&ad->reconnect, ad->retry);
 }
 
 
@@ -485,8 +529,7 @@ ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad)
     }
 
     ad->pos = ad->head;
+    ad->down = 1;
 
-    if (!ngx_exiting && !ad->reconnect.timer_set) {
-        ngx_add_timer(&ad->reconnect, NGX_HTTP_LLM_GATEWAY_RECONNECT);
-    }
+    ngx_http_llm_gateway_retry(ad);
 }
