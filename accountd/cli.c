@@ -43,6 +43,8 @@ static int cli_key_revoke(int argc, char **argv);
 static int cli_snapshot(int argc, char **argv);
 static int cli_opts(int argc, char **argv, cli_opt_t *opts);
 static PGconn *cli_connect(void);
+static int cli_list(const char *what, const char *sql, int n,
+    const char **values, const char **head);
 static int cli_failed(PGresult *res, PGconn *conn, const char *what);
 static void cli_table(PGresult *res, const char **head);
 static int cli_secret(uint8_t *secret, size_t cap);
@@ -169,9 +171,6 @@ cli_tenant_create(int argc, char **argv)
 static int
 cli_tenant_list(int argc, char **argv)
 {
-    int          rc;
-    PGconn      *conn;
-    PGresult    *res;
     const char  *head[] = { "id", "name", "tier", NULL };
 
     if (argc != 0) {
@@ -179,28 +178,10 @@ cli_tenant_list(int argc, char **argv)
         return 2;
     }
 
-    conn = cli_connect();
-    if (conn == NULL) {
-        return 1;
-    }
-
-    res = PQexecParams(conn,
-                       "SELECT tenant_id, name, tier FROM llm.tenants"
-                       " ORDER BY tenant_id",
-                       0, NULL, NULL, NULL, NULL, 0);
-
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = cli_failed(res, conn, "tenant list");
-
-    } else {
-        cli_table(res, head);
-        rc = 0;
-    }
-
-    PQclear(res);
-    PQfinish(conn);
-
-    return rc;
+    return cli_list("tenant list",
+                    "SELECT tenant_id, name, tier FROM llm.tenants"
+                    " ORDER BY tenant_id",
+                    0, NULL, head);
 }
 
 
@@ -326,9 +307,6 @@ done:
 static int
 cli_key_list(int argc, char **argv)
 {
-    int          rc;
-    PGconn      *conn;
-    PGresult    *res;
     const char  *values[1];
     const char  *head[] = { "id", "tenant", "tier", "prefix", "created",
                             "revoked", NULL };
@@ -341,36 +319,18 @@ cli_key_list(int argc, char **argv)
         return 2;
     }
 
-    conn = cli_connect();
-    if (conn == NULL) {
-        return 1;
-    }
-
     values[0] = opts[0].value;
 
-    res = PQexecParams(conn,
-                       "SELECT k.key_id, t.name, k.tier, k.display_prefix,"
-                       " to_char(k.created_at, 'YYYY-MM-DD HH24:MI:SS'),"
-                       " coalesce(to_char(k.revoked_at,"
-                       " 'YYYY-MM-DD HH24:MI:SS'), '-')"
-                       " FROM llm.api_keys k JOIN llm.tenants t"
-                       " USING (tenant_id)"
-                       " WHERE $1::text IS NULL OR t.name = $1"
-                       " ORDER BY k.key_id",
-                       1, NULL, values, NULL, NULL, 0);
-
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = cli_failed(res, conn, "key list");
-
-    } else {
-        cli_table(res, head);
-        rc = 0;
-    }
-
-    PQclear(res);
-    PQfinish(conn);
-
-    return rc;
+    return cli_list("key list",
+                    "SELECT k.key_id, t.name, k.tier, k.display_prefix,"
+                    " to_char(k.created_at, 'YYYY-MM-DD HH24:MI:SS'),"
+                    " coalesce(to_char(k.revoked_at,"
+                    " 'YYYY-MM-DD HH24:MI:SS'), '-')"
+                    " FROM llm.api_keys k JOIN llm.tenants t"
+                    " USING (tenant_id)"
+                    " WHERE $1::text IS NULL OR t.name = $1"
+                    " ORDER BY k.key_id",
+                    1, values, head);
 }
 
 
@@ -551,6 +511,38 @@ static PGconn *
 cli_connect(void)
 {
     return db_connect_blocking(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
+}
+
+
+/* runs a query with bound parameters and prints its rows as a table */
+
+static int
+cli_list(const char *what, const char *sql, int n, const char **values,
+    const char **head)
+{
+    int        rc;
+    PGconn    *conn;
+    PGresult  *res;
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    res = PQexecParams(conn, sql, n, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, what);
+
+    } else {
+        cli_table(res, head);
+        rc = 0;
+    }
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
 }
 
 

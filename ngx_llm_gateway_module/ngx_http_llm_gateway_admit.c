@@ -16,6 +16,7 @@ static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
+static ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
 static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
     ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
 static ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r,
@@ -27,6 +28,7 @@ ngx_int_t
 ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
 {
     ngx_int_t                          rc;
+    ngx_pool_cleanup_t                *cln;
     ngx_http_variable_value_t         *vv;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
@@ -42,13 +44,25 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         return NGX_DECLINED;
     }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+    ctx = ngx_http_llm_gateway_get_ctx(r);
 
     if (ctx == NULL) {
         ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
         if (ctx == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
+
+        /*
+         * The cleanup settles what the log phase did not, and finds the
+         * context again after an internal redirect, which clears r->ctx.
+         */
+        cln = ngx_pool_cleanup_add(r->pool, 0);
+        if (cln == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        cln->handler = ngx_http_llm_gateway_cleanup;
+        cln->data = ctx;
 
         ctx->request = r;
         ctx->status = NGX_DECLINED;
@@ -104,8 +118,11 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
     if (ctx->err_status) {
         if (ctx->err_status != NGX_HTTP_UNAUTHORIZED || ctx->key) {
             ngx_log_error(llcf->reject_log_level, r->connection->log, 0,
-                          "llm gateway refused with %ui: %s",
-                          ctx->err_status, ctx->err_message);
+                          "llm gateway refused with %ui: %s%s%s%s",
+                          ctx->err_status, ctx->err_message,
+                          ctx->err_param ? " (\"" : "",
+                          ctx->err_param ? ctx->err_param : "",
+                          ctx->err_param ? "\")" : "");
         }
 
         rc = ngx_http_llm_gateway_send_error(r, ctx);
@@ -142,10 +159,10 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 {
     int64_t                           cost, wait;
     u_char                           *p;
+    ngx_int_t                         rc;
     ngx_str_t                         body;
     llm_inspect_conf_t                icf;
-    llm_bucket_rc_e                   rc;
-    ngx_pool_cleanup_t               *cln;
+    llm_bucket_rc_e                   brc;
     ngx_http_llm_gateway_node_t      *node;
     ngx_http_llm_gateway_tier_t      *tier;
     ngx_http_llm_gateway_zone_t      *zone;
@@ -154,7 +171,16 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
 
-    if (ngx_http_llm_gateway_body(r, ctx, &body) != NGX_OK) {
+    rc = ngx_http_llm_gateway_body(r, ctx, &body);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+        return;
+    }
+
+    if (rc != NGX_OK) {
         return;
     }
 
@@ -179,15 +205,6 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_json_pool(NULL);
 
     cost = ctx->req.prompt_tokens + ctx->req.max_tokens;
-
-    /* registered first, so that a reservation can always be released */
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
-        return;
-    }
 
     zone = llcf->shm_zone->data;
     ctx->zone = zone;
@@ -215,10 +232,10 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         llm_bucket_init(&node->tpm, &tier->tpm, ngx_http_llm_gateway_now_ms());
     }
 
-    rc = llm_bucket_reserve(&node->tpm, &tier->tpm, cost,
-                            ngx_http_llm_gateway_now_ms(), &wait);
+    brc = llm_bucket_reserve(&node->tpm, &tier->tpm, cost,
+                             ngx_http_llm_gateway_now_ms(), &wait);
 
-    if (rc == LLM_BUCKET_OK) {
+    if (brc == LLM_BUCKET_OK) {
         node->inflight++;
     }
 
@@ -227,7 +244,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    if (rc == LLM_BUCKET_NEVER) {
+    if (brc == LLM_BUCKET_NEVER) {
         p = ngx_pnalloc(r->pool, 160);
         if (p != NULL) {
             ngx_sprintf(p, "Request too large: %L tokens (prompt about %L + "
@@ -243,7 +260,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    if (rc == LLM_BUCKET_WAIT) {
+    if (brc == LLM_BUCKET_WAIT) {
         ctx->retry_after = llm_bucket_seconds(wait);
 
         p = ngx_pnalloc(r->pool, 160);
@@ -261,16 +278,67 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ctx->admitted = 1;
     ctx->reserved = cost;
 
-    cln->handler = ngx_http_llm_gateway_cleanup;
-    cln->data = ctx;
-
-    if (llm_inspect_needs_rewrite(&ctx->req)
-        && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
+    if ((llm_inspect_needs_rewrite(&ctx->req)
+         && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
+        || ngx_http_llm_gateway_identity(r) != NGX_OK)
     {
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                     "server_error", "internal_error", NULL,
                                     "Internal error.");
     }
+}
+
+
+/*
+ * The usage is read from the bytes as they pass: the upstream must not
+ * compress them.  nginx's own gzip filter may still compress for the
+ * client, after the metering filter has seen them.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_identity(ngx_http_request_t *r)
+{
+    ngx_str_t         name = ngx_string("accept-encoding");
+    ngx_table_elt_t  *h;
+
+    h = ngx_http_llm_gateway_find_header(r, &name);
+
+    if (h != NULL) {
+        ngx_str_set(&h->value, "identity");
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The context of the request, also after an internal redirect (error_page,
+ * try_files, X-Accel-Redirect), which clears r->ctx: it is found again
+ * through the pool cleanup that settles it, so a request is admitted and
+ * settled once whatever locations it passes through.
+ */
+
+ngx_http_llm_gateway_ctx_t *
+ngx_http_llm_gateway_get_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t          *cln;
+    ngx_http_llm_gateway_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+
+    if (ctx != NULL || !r->internal || r->pool == NULL) {
+        return ctx;
+    }
+
+    for (cln = r->pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == ngx_http_llm_gateway_cleanup) {
+            ctx = cln->data;
+            ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
+            return ctx;
+        }
+    }
+
+    return NULL;
 }
 
 

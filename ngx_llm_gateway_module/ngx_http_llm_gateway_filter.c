@@ -46,7 +46,7 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+    ctx = ngx_http_llm_gateway_get_ctx(r);
 
     if (ctx == NULL) {
         return ngx_http_next_header_filter(r);
@@ -68,6 +68,16 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     }
 
     if (!ctx->admitted || ctx->err_status) {
+        return ngx_http_next_header_filter(r);
+    }
+
+    /* encoded bytes cannot be read: the reservation then stands in full */
+    if (r->headers_out.content_encoding
+        && r->headers_out.content_encoding->value.len)
+    {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: upstream response is encoded, "
+                      "usage not read");
         return ngx_http_next_header_filter(r);
     }
 
@@ -106,6 +116,11 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         ctx->metering = 1;
     }
 
+    if (ctx->metering) {
+        /* file buffers (sendfile) would pass unread */
+        r->filter_need_in_memory = 1;
+    }
+
     return ngx_http_next_header_filter(r);
 }
 
@@ -122,7 +137,7 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+    ctx = ngx_http_llm_gateway_get_ctx(r);
 
     if (ctx == NULL || !ctx->metering || ctx->response_done) {
         return ngx_http_next_body_filter(r, in);

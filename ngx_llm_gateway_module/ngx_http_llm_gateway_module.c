@@ -175,8 +175,10 @@ ngx_http_llm_gateway_now_ms(void)
 
 /*
  * cJSON allocates through global hooks: while the gateway parses, they take
- * memory from the request pool, which goes away with the request, so that
- * no per-request malloc ever happens.  Outside a parse they refuse.
+ * memory from the request pool, which goes with the request.  Outside such
+ * a bracket (a settle in the pool cleanup, where r->pool is gone) they use
+ * malloc and free.  Every bracket encloses whole parse-and-delete cycles,
+ * so memory is always freed by the allocator that gave it.
  */
 
 void
@@ -190,7 +192,7 @@ static void *
 ngx_http_llm_gateway_json_alloc(size_t size)
 {
     if (ngx_http_llm_gateway_cjson_pool == NULL) {
-        return NULL;
+        return malloc(size);
     }
 
     return ngx_palloc(ngx_http_llm_gateway_cjson_pool, size);
@@ -200,10 +202,13 @@ ngx_http_llm_gateway_json_alloc(size_t size)
 static void
 ngx_http_llm_gateway_json_free(void *p)
 {
-    /* large blocks go back at once, small ones with the pool */
-    if (ngx_http_llm_gateway_cjson_pool != NULL) {
-        (void) ngx_pfree(ngx_http_llm_gateway_cjson_pool, p);
+    if (ngx_http_llm_gateway_cjson_pool == NULL) {
+        free(p);
+        return;
     }
+
+    /* large blocks go back at once, small ones with the pool */
+    (void) ngx_pfree(ngx_http_llm_gateway_cjson_pool, p);
 }
 
 
@@ -1088,6 +1093,13 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
 {
+    /* the cache manager and loader serve no requests */
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
     return ngx_http_llm_gateway_accountd_init(cycle);
 }
 

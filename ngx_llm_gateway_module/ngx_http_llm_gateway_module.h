@@ -142,6 +142,8 @@ ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
 
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
+ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
+    ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,

@@ -21,7 +21,12 @@ typedef struct {
     ngx_url_t                   *url;
     ngx_log_t                   *log;
 
-    /* frames waiting: [head, last); bytes up to pos are already sent */
+    /*
+     * Frames not yet acknowledged: [head, last); bytes before pos are sent.
+     * accountd acknowledges a record, in order, once PostgreSQL committed
+     * it; only then does head pass it.  After a reconnection everything
+     * from head goes again: accountd's ON CONFLICT makes that harmless.
+     */
     u_char                      *start;
     u_char                      *end;
     u_char                      *head;
@@ -35,7 +40,6 @@ typedef struct {
     ngx_msec_t                   retry;
     unsigned                     down:1;
 
-    ngx_uint_t                   sent;
     ngx_uint_t                   acked;
     ngx_uint_t                   dropped;
 } ngx_http_llm_gateway_accountd_t;
@@ -45,6 +49,8 @@ static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t in, int64_t out, int64_t cached, uint32_t flags);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
 static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
+static ngx_int_t ngx_http_llm_gateway_ack(
+    ngx_http_llm_gateway_accountd_t *ad, llm_record_t *ack);
 static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
@@ -59,7 +65,7 @@ ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
 {
     ngx_http_llm_gateway_ctx_t  *ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_gateway_module);
+    ctx = ngx_http_llm_gateway_get_ctx(r);
 
     if (ctx != NULL) {
         ngx_http_llm_gateway_settle(ctx);
@@ -100,24 +106,40 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     flags = 0;
 
     if (ctx->streaming && !ctx->response_done) {
-        /* the stream was cut: take what its events said so far */
+        /*
+         * The stream was cut: take what its events said so far.  In the
+         * pool cleanup r->pool is gone and cJSON falls back to malloc.
+         */
         flags |= LLM_REC_F_PARTIAL;
+
+        ngx_http_llm_gateway_json_pool(r->pool);
         ngx_http_llm_gateway_response_end(ctx);
+        ngx_http_llm_gateway_json_pool(NULL);
     }
 
     u = &ctx->sse.usage;
+    status = r->err_status ? r->err_status : r->headers_out.status;
 
     if (u->have_usage) {
         in = u->input_tokens;
         out = u->output_tokens;
         cached = u->cached_input_tokens;
 
+    } else if (status >= NGX_HTTP_OK && status < NGX_HTTP_SPECIAL_RESPONSE) {
+        /*
+         * The upstream answered but its usage was never read (the stream
+         * was cut, the body too large or encoded): what was produced is
+         * unknown, so the reservation stands in full.  Nothing the gateway
+         * cannot prove is refunded, and the ledger and the bucket agree.
+         */
+        in = ctx->req.prompt_tokens;
+        out = ctx->req.max_tokens;
+        cached = 0;
+        flags |= LLM_REC_F_NO_USAGE;
+
     } else {
         /* an upstream that refused or failed processed nothing to charge */
-        status = r->err_status ? r->err_status : r->headers_out.status;
-
-        in = (status >= NGX_HTTP_OK && status < NGX_HTTP_SPECIAL_RESPONSE)
-             ? ctx->req.prompt_tokens : 0;
+        in = 0;
         out = 0;
         cached = 0;
         flags |= LLM_REC_F_NO_USAGE;
@@ -370,7 +392,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
     c->read->log = ad->log;
     c->write->log = ad->log;
 
-    if (ad->down) {
+    if (ad->down && rc == NGX_OK) {
         ngx_log_error(NGX_LOG_NOTICE, ad->log, 0,
                       "llm gateway: connected to accountd again, %uz bytes "
                       "of records to send", ad->last - ad->head);
@@ -408,10 +430,14 @@ static void
 ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 {
     ssize_t            n;
-    uint32_t           len;
     ngx_connection_t  *c;
 
     c = ad->peer.connection;
+
+    /* connecting, or the socket is full: the write event comes back */
+    if (!c->write->ready) {
+        return;
+    }
 
     while (ad->pos < ad->last) {
         n = c->send(c, ad->pos, ad->last - ad->pos);
@@ -421,7 +447,7 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
                 ngx_http_llm_gateway_close(ad);
             }
 
-            break;
+            return;
         }
 
         if (n == NGX_ERROR) {
@@ -431,25 +457,36 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 
         ad->pos += n;
     }
+}
 
-    /* head moves only over whole frames */
-    while (ad->head + 4 <= ad->pos) {
-        len = 4 + ((uint32_t) ad->head[0] << 24 | (uint32_t) ad->head[1] << 16
-                   | (uint32_t) ad->head[2] << 8 | ad->head[3]);
 
-        if (ad->head + len > ad->pos) {
-            break;
-        }
+/* an acknowledgement releases the oldest frame, which it must name */
 
-        ad->head += len;
-        ad->sent++;
+static ngx_int_t
+ngx_http_llm_gateway_ack(ngx_http_llm_gateway_accountd_t *ad,
+    llm_record_t *ack)
+{
+    size_t        used;
+    llm_record_t  rec;
+
+    if (llm_record_decode(ad->head, ad->pos - ad->head, &rec, &used) != 1
+        || rec.request_id_len != ack->request_id_len
+        || ngx_memcmp(rec.request_id, ack->request_id, rec.request_id_len)
+           != 0)
+    {
+        return NGX_ERROR;
     }
+
+    ad->head += used;
+    ad->acked++;
 
     if (ad->head == ad->last) {
         ad->head = ad->start;
         ad->pos = ad->start;
         ad->last = ad->start;
     }
+
+    return NGX_OK;
 }
 
 
@@ -476,6 +513,11 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
 
     c = ev->data;
     ad = c->data;
+
+    if (c->close) {
+        ngx_http_llm_gateway_close(ad);
+        return;
+    }
 
     for ( ;; ) {
         n = c->recv(c, ad->in + ad->in_len, sizeof(ad->in) - ad->in_len);
@@ -504,14 +546,15 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
                 break;
             }
 
-            if (rc < 0 || ack.type != LLM_REC_ACK) {
+            if (rc < 0 || ack.type != LLM_REC_ACK
+                || ngx_http_llm_gateway_ack(ad, &ack) != NGX_OK)
+            {
                 ngx_log_error(NGX_LOG_ERR, ad->log, 0,
-                              "llm gateway: invalid frame from accountd");
+                              "llm gateway: unexpected frame from accountd, "
+                              "reconnecting");
                 ngx_http_llm_gateway_close(ad);
                 return;
             }
-
-            ad->acked++;
 
             ngx_memmove(ad->in, ad->in + used, ad->in_len - used);
             ad->in_len -= used;

@@ -58,6 +58,19 @@ my $ng = nginx(http => <<'EOF')->run();
         location /direct/ {
             proxy_pass  http://mock/;
         }
+
+        # a first upstream that is down, and a fallback: one admission
+        location = /v1/fallback {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://127.0.0.1:1;
+            error_page   502 = @mock;
+        }
+
+        location @mock {
+            llm_gateway  zone=llm api=openai;
+            rewrite      ^ /v1/chat/completions break;
+            proxy_pass   http://mock;
+        }
     }
 EOF
 
@@ -156,6 +169,22 @@ for my $status (429, 500) {
               . "nothing");
 }
 
+# An internal redirect to a fallback keeps the one admission and settles it
+# once, with the fallback's usage.
+
+{
+    my $r = http_post($ng->url('/v1/fallback'), ask(max_tokens => 50),
+                      %$auth, 'x-mock-tokens' => 4);
+    is($r->{status}, 200, 'fallback after a 502: 200');
+
+    my $rows = usage_rows($r->{headers}{'x-request-id'} // '');
+    is(scalar(@$rows), 1, 'fallback: one row');
+    is_deeply([ @{ $rows->[0] // {} }{qw(input_tokens output_tokens
+                                          reserved_tokens)} ],
+              [ $n_in, 4, $n_in + 50 ], 'fallback: one reservation, settled '
+              . 'with the usage of the answer');
+}
+
 # Refusals: an OpenAI-format body, the right status, nothing in the ledger.
 
 my $unknown = 'llmgw_live_' . ('A' x 32);
@@ -186,6 +215,9 @@ my @refused = (
       400, 'invalid_request_error', 'invalid_value', 'max_tokens' ],
     [ 'no messages', $auth, '{"model":"m"}',
       400, 'invalid_request_error', 'invalid_value', 'messages' ],
+    [ 'a repeated member', $auth, '{"model":"m","messages":[],'
+      . '"max_tokens":5,"max_tokens":90000}',
+      400, 'invalid_request_error', 'invalid_value', 'max_tokens' ],
     [ 'larger than the bucket can ever hold',
       { authorization => "Bearer $tiny->{key}" }, ask(max_tokens => 2000),
       429, 'tokens', 'request_too_large', 'max_tokens' ],
@@ -269,8 +301,9 @@ like($r->{headers}{'x-ratelimit-reset-tokens'} // '', qr/^\d+s$|^\d+m[\d.]+s$/,
 
     my ($id) = $head =~ /x-request-id: (\w+)/i;
     my $u = usage_row($id // '') // {};
-    is_deeply([ @$u{qw(input_tokens output_tokens flags)} ], [ $n_in, 0, 3 ],
-              'client gone mid-stream: a row, flagged partial, no usage');
+    is_deeply([ @$u{qw(input_tokens output_tokens flags)} ], [ $n_in, 100, 3 ],
+              'client gone mid-stream: a row, flagged partial and without '
+              . 'usage, charged the whole reservation');
 }
 
 # The buckets live in shared memory, which a reload keeps.

@@ -17,8 +17,20 @@
 #define LLM_INSPECT_INT_MAX       9007199254740992.0
 
 
+/*
+ * The members the gateway reads.  cJSON keeps the first of repeated names,
+ * most upstreams the last: a body that repeats one could be admitted for one
+ * thing and served as another, so it is refused.
+ */
+static const char  *llm_inspect_members[] = {
+    "model", "max_tokens", "max_completion_tokens", "stream",
+    "stream_options", "messages", "system", NULL
+};
+
+
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
+static const char *llm_inspect_repeated(const cJSON *root);
 static int64_t llm_inspect_text(const cJSON *v);
 static int64_t llm_inspect_messages(const cJSON *messages);
 
@@ -49,6 +61,13 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
+    name = llm_inspect_repeated(root);
+
+    if (name != NULL) {
+        llm_inspect_fail(req, name, "a member appears more than once");
+        goto done;
+    }
+
     model = cJSON_GetObjectItemCaseSensitive(root, "model");
 
     if (!cJSON_IsString(model) || model->valuestring[0] == '\0') {
@@ -76,6 +95,9 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
     if (v == NULL || cJSON_IsNull(v)) {
         req->max_tokens = cf->default_max_tokens;
         req->max_tokens_missing = 1;
+
+        /* a "max_tokens": null must be replaced, not followed by another */
+        req->rebuild = (v != NULL);
 
     } else {
         if (!cJSON_IsNumber(v)) {
@@ -132,18 +154,21 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
     if (api == LLM_API_OPENAI && req->stream) {
         opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
 
-        if (opts == NULL || cJSON_IsNull(opts)) {
-            req->add_include_usage = (opts == NULL);
-            req->rebuild = (opts != NULL);
-
-        } else if (!cJSON_IsObject(opts)) {
+        if (opts != NULL && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) {
             llm_inspect_fail(req, "stream_options",
                              "stream_options must be an object");
             goto done;
+        }
 
-        } else {
-            usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
-            req->rebuild = !cJSON_IsTrue(usage);
+        usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
+
+        if (!cJSON_IsTrue(usage)) {
+            req->add_include_usage = 1;
+
+            /* present without usage: replaced, not spliced */
+            if (opts != NULL) {
+                req->rebuild = 1;
+            }
         }
     }
 
@@ -164,6 +189,34 @@ llm_inspect_fail(llm_request_t *req, const char *param, const char *message)
     req->message = message;
 
     return -1;
+}
+
+
+static const char *
+llm_inspect_repeated(const cJSON *root)
+{
+    size_t         i;
+    unsigned       seen;
+    const cJSON   *m;
+
+    seen = 0;
+
+    for (m = root->child; m; m = m->next) {
+        for (i = 0; llm_inspect_members[i]; i++) {
+            if (strcmp(m->string, llm_inspect_members[i]) != 0) {
+                continue;
+            }
+
+            if (seen & (1u << i)) {
+                return llm_inspect_members[i];
+            }
+
+            seen |= 1u << i;
+            break;
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -279,18 +332,26 @@ llm_inspect_rebuild(const char *body, size_t len, const llm_request_t *req)
 
     s = NULL;
 
-    cJSON_DeleteItemFromObjectCaseSensitive(root, "stream_options");
+    if (req->add_include_usage) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "stream_options");
 
-    opts = cJSON_AddObjectToObject(root, "stream_options");
-    if (opts == NULL || cJSON_AddTrueToObject(opts, "include_usage") == NULL) {
-        goto done;
+        opts = cJSON_AddObjectToObject(root, "stream_options");
+        if (opts == NULL
+            || cJSON_AddTrueToObject(opts, "include_usage") == NULL)
+        {
+            goto done;
+        }
     }
 
-    if (req->max_tokens_missing
-        && cJSON_AddNumberToObject(root, "max_tokens",
-                                   (double) req->max_tokens) == NULL)
-    {
-        goto done;
+    if (req->max_tokens_missing) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "max_tokens");
+
+        if (cJSON_AddNumberToObject(root, "max_tokens",
+                                    (double) req->max_tokens)
+            == NULL)
+        {
+            goto done;
+        }
     }
 
     s = cJSON_PrintUnformatted(root);

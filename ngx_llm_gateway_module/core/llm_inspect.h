@@ -43,9 +43,11 @@ typedef struct {
 
     unsigned   stream:1;
     unsigned   max_tokens_missing:1; /* the default must be written in */
-    unsigned   add_include_usage:1;  /* no stream_options: splice it in */
-    unsigned   rebuild:1;            /* stream_options without usage:
-                                        the body must be re-serialised */
+    unsigned   add_include_usage:1;  /* stream_options.include_usage must
+                                        be written in */
+    unsigned   rebuild:1;            /* a member to write is there already
+                                        (null, or stream_options without
+                                        usage): re-serialise, not splice */
 
     /* on refusal: the offending field and a message */
     const char *param;
@@ -53,7 +55,10 @@ typedef struct {
 } llm_request_t;
 
 
-/* 0 if the body is acceptable, -1 with req->param and req->message if not */
+/*
+ * 0 if the body is acceptable, -1 with req->param and req->message if not.
+ * A body that repeats a member the gateway reads is refused.
+ */
 int llm_inspect(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req);
 
@@ -70,8 +75,8 @@ size_t llm_inspect_splice(const char *body, size_t len,
     const llm_request_t *req, char *out, size_t cap);
 
 /*
- * For req->rebuild: parses the body again, sets stream_options.include_usage
- * (and max_tokens if missing) and prints it.  The string comes from cJSON's
+ * For req->rebuild: parses the body again, replaces stream_options and
+ * max_tokens as the flags say, and prints it.  The string comes from cJSON's
  * allocator (free it with cJSON_free); NULL on failure.
  */
 char *llm_inspect_rebuild(const char *body, size_t len,

@@ -51,6 +51,19 @@ static const struct {
                       "\"stream_options\":3}", "stream_options" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4096}",
       NULL },
+
+    /* cJSON reads the first of a repeated member, most upstreams the last */
+    { LLM_API_OPENAI, "{\"model\":\"cheap\",\"messages\":[],"
+                      "\"model\":\"dear\"}", "model" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":10,"
+                      "\"max_tokens\":100000}", "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+                      "\"stream_options\":{\"include_usage\":true},"
+                      "\"stream_options\":{}}", "stream_options" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"system\":\"a\","
+                         "\"max_tokens\":1,\"system\":\"b\"}", "system" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"temperature\":1,"
+                      "\"temperature\":2}", NULL },
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":1}",
       NULL },
 };
@@ -149,7 +162,7 @@ test_rewrite(void)
     b = "{\"model\":\"m\",\"messages\":[],\"stream\":true,\"max_tokens\":9,"
         "\"stream_options\":{\"include_usage\":false}}";
     llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
-    tap_ok(req.rebuild && !req.add_include_usage, "usage refused: rebuild");
+    tap_ok(req.rebuild && req.add_include_usage, "usage refused: rebuild");
 
     s = llm_inspect_rebuild(b, strlen(b), &req);
     tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
@@ -161,6 +174,26 @@ test_rewrite(void)
         "\"stream_options\":{\"include_usage\":true},\"max_tokens\":9}";
     llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
     tap_ok(!llm_inspect_needs_rewrite(&req), "usage already asked for");
+
+    /* a null is replaced, never followed by a second member */
+    b = "{\"model\":\"m\",\"max_tokens\":null,\"messages\":[],"
+        "\"stream\":true,\"stream_options\":null}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_ok(req.rebuild && req.add_include_usage && req.max_tokens_missing,
+           "nulls: rebuild");
+
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+               "\"stream_options\":{\"include_usage\":true},"
+               "\"max_tokens\":256}", "nulls replaced once each");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"max_tokens\":null,\"messages\":[]}";
+    llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req);
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
+               "\"max_tokens\":256}", "anthropic: only max_tokens rewritten");
+    cJSON_free(s);
 }
 
 
