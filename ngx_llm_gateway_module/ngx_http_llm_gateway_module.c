@@ -464,6 +464,8 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_llm_gateway_loc_conf_t  *prev = parent;
     ngx_http_llm_gateway_loc_conf_t  *conf = child;
 
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
     if (conf->enable == NGX_CONF_UNSET) {
         conf->enable = prev->enable;
         conf->shm_zone = prev->shm_zone;
@@ -484,11 +486,31 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->reject_log_level, prev->reject_log_level,
                               NGX_LOG_ERR);
 
-    if (conf->enable && conf->tiers == NULL) {
+    if (!conf->enable) {
+        return NGX_CONF_OK;
+    }
+
+    if (conf->tiers == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"llm_gateway\" is on but no \"llm_gateway_tier\" "
                            "is defined for it");
         return NGX_CONF_ERROR;
+    }
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_gateway_module);
+
+    if (lmcf->keys_file.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_gateway\" is on but \"llm_gateway_keys\" "
+                           "is not set");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lmcf->accountd == NULL && !lmcf->warned) {
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "\"llm_gateway\" is on but \"llm_gateway_accountd\" "
+                           "is not set: usage is metered but not recorded");
+        lmcf->warned = 1;
     }
 
     return NGX_CONF_OK;

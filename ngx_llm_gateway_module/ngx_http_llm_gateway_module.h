@@ -82,6 +82,7 @@ typedef struct {
     size_t                       accountd_buffer;
 
     ngx_int_t                    request_id_index;
+    unsigned                     warned:1;
 } ngx_http_llm_gateway_main_conf_t;
 
 

@@ -51,8 +51,13 @@ my @cases = (
       qr/duplicate tier "free"/ ],
     [ 'the gateway on with no tier', 'llm_gateway_tier  free  tpm=10000;', '',
       qr/"llm_gateway" is on but no "llm_gateway_tier" is defined for it/ ],
+    [ 'the gateway on without keys', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m;\n",
+      qr/"llm_gateway" is on but "llm_gateway_keys" is not set/ ],
     [ 'a tiny zone', '%%GATEWAY%%',
-      "llm_gateway_zone zone=llm:8k;\n",
+      "llm_gateway_zone zone=llm:8k;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n",
       qr/zone "zone=llm:8k" is too small/ ],
     [ 'a missing key snapshot', '%%GATEWAY%%',
       "llm_gateway_zone zone=llm:1m;\n"
@@ -96,6 +101,16 @@ for my $c (@cases) {
     isnt($rc, 0, "$what: nginx -t fails");
     like($out, qr/\[emerg\].*$want/, "$what: with a clear message")
         or diag($out);
+}
+
+# Without accountd the gateway still works, and says what is missing.
+{
+    my $conf = $good;
+    $conf =~ s/%%GATEWAY%%/llm_gateway_zone zone=llm:1m;\n    llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};/;
+    my ($rc, $out) = nginx(http => $conf)->test();
+    is($rc, 0, 'no accountd: nginx -t passes');
+    like($out, qr/\[warn\].*"llm_gateway_accountd" is not set: usage is metered but not recorded/,
+         'no accountd: with a warning');
 }
 
 # The same module file loads into a running nginx that serves requests.
