@@ -11,7 +11,8 @@
  *     log.c       log lines, gated by verbosity
  *     listener.c  the Unix socket, client connections, frames, ACKs
  *     queue.c     records received and not yet committed
- *     db.c        asynchronous libpq: batches, the key snapshot query
+ *     db.c        asynchronous libpq: batches, LISTEN for key changes,
+ *                 the key snapshot query
  *     snapshot.c  writing the key snapshot file
  *     cli.c       the subcommands (blocking libpq)
  */
@@ -167,10 +168,20 @@ PGconn *db_connect_blocking(const char *url, int timeout);
 
 /* snapshot.c */
 
+/*
+ * An expiry is written rounded down: nginx may refuse a key up to a second
+ * early, never accept it late; 'infinity', which SQL allows, is never.
+ * The last column is the same on every row: the milliseconds until the
+ * next key expires, NULL if none will.
+ */
 #define SNAPSHOT_QUERY                                                        \
     "SELECT encode(k.key_hash, 'hex'), k.key_id, k.tenant_id, k.tier,"        \
     " t.name,"                                                                \
-    " (extract(epoch FROM min(k.expires_at) OVER () - now()) * 1000)::bigint" \
+    " CASE WHEN isfinite(k.expires_at)"                                       \
+    " THEN floor(extract(epoch FROM k.expires_at))::bigint ELSE 0 END,"       \
+    " coalesce(array_to_string(k.models, ','), '*'),"                         \
+    " (extract(epoch FROM min(k.expires_at)"                                  \
+    " FILTER (WHERE isfinite(k.expires_at)) OVER () - now()) * 1000)::bigint" \
     " FROM llm.api_keys k JOIN llm.tenants t USING (tenant_id)"               \
     " WHERE k.revoked_at IS NULL"                                             \
     " AND (k.expires_at IS NULL OR k.expires_at > now())"                     \

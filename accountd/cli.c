@@ -7,6 +7,11 @@
  * A new key is printed once, alone on the last line of stdout, and is
  * never logged or stored: the database gets its HMAC under the secret of
  * key_secret_file, its display prefix and its tier.
+ *
+ * Every change of keys or tenants also notifies the daemon (a trigger,
+ * sql/002_key_lifecycle.sql), which rewrites the snapshot; the commands
+ * write it themselves all the same, so that it is current when they
+ * return.
  */
 
 
@@ -25,6 +30,10 @@
 
 #define CLI_CONNECT_TIMEOUT       10
 #define CLI_SECRET_FILE_MAX       4096
+/* 100 years: any longer is a typo, and far dates overflow timestamps */
+#define CLI_DURATION_MAX          (100LL * 365 * 86400)
+#define CLI_TIME_FORMAT           "'YYYY-MM-DD HH24:MI:SS'"
+#define CLI_INVALID_NAME          "1 to %d of A-Z a-z 0-9 _ . -"
 
 
 typedef struct {
@@ -36,17 +45,25 @@ typedef struct {
 
 
 static int cli_tenant_create(int argc, char **argv);
+static int cli_tenant_update(int argc, char **argv);
 static int cli_tenant_list(int argc, char **argv);
 static int cli_key_create(int argc, char **argv);
 static int cli_key_list(int argc, char **argv);
 static int cli_key_revoke(int argc, char **argv);
+static int cli_key_rotate(int argc, char **argv);
 static int cli_snapshot(int argc, char **argv);
-static int cli_opts(int argc, char **argv, cli_opt_t *opts);
+static int cli_opts(int argc, char **argv, cli_opt_t *opts,
+    const char **arg);
+static int cli_name(const char *what, const char *value, size_t max);
+static int cli_duration(const char *what, const char *s, int zero,
+    char *out, size_t cap);
+static int cli_key_find(PGconn *conn, const char *arg, char *id, size_t cap);
+static int cli_key_new(char *key, char *prefix, uint8_t *hash, int live);
 static PGconn *cli_connect(void);
 static int cli_list(const char *what, const char *sql, int n,
     const char **values, const char **head);
 static int cli_failed(PGresult *res, PGconn *conn, const char *what);
-static void cli_table(PGresult *res, const char **head);
+static void cli_table(FILE *out, PGresult *res, const char **head);
 static int cli_secret(uint8_t *secret, size_t cap);
 
 
@@ -59,10 +76,12 @@ typedef struct {
 
 static cli_command_t  cli_commands[] = {
     { "tenant", "create", cli_tenant_create },
+    { "tenant", "update", cli_tenant_update },
     { "tenant", "list", cli_tenant_list },
     { "key", "create", cli_key_create },
     { "key", "list", cli_key_list },
     { "key", "revoke", cli_key_revoke },
+    { "key", "rotate", cli_key_rotate },
     { "snapshot", NULL, cli_snapshot },
     { NULL, NULL, NULL }
 };
@@ -108,7 +127,7 @@ cli_tenant_create(int argc, char **argv)
         { NULL, 0, NULL, 0 }
     };
 
-    if (cli_opts(argc, argv, opts) != 0) {
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
         return 2;
     }
 
@@ -118,19 +137,9 @@ cli_tenant_create(int argc, char **argv)
         return 2;
     }
 
-    if (!llm_key_name_valid(opts[0].value, strlen(opts[0].value),
-                            LLM_KEY_TENANT_MAX))
+    if (cli_name("tenant name", opts[0].value, LLM_KEY_TENANT_MAX) != 0
+        || cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
     {
-        log_error("invalid tenant name \"%s\": 1 to %d of A-Z a-z 0-9 _ . -",
-                  opts[0].value, LLM_KEY_TENANT_MAX - 1);
-        return 1;
-    }
-
-    if (!llm_key_name_valid(opts[1].value, strlen(opts[1].value),
-                            LLM_KEY_TIER_MAX))
-    {
-        log_error("invalid tier \"%s\": 1 to %d of A-Z a-z 0-9 _ . -",
-                  opts[1].value, LLM_KEY_TIER_MAX - 1);
         return 1;
     }
 
@@ -168,6 +177,102 @@ cli_tenant_create(int argc, char **argv)
 }
 
 
+/* the tier is that of the tenant's new keys: existing keys keep theirs */
+
+static int
+cli_tenant_update(int argc, char **argv)
+{
+    int          rc;
+    PGconn      *conn;
+    PGresult    *res;
+    const char  *values[3], *state;
+    cli_opt_t    opts[] = {
+        { "name", 0, NULL, 0 },
+        { "tier", 0, NULL, 0 },
+        { "rename", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
+        return 2;
+    }
+
+    if (opts[0].value == NULL
+        || (opts[1].value == NULL && opts[2].value == NULL))
+    {
+        fprintf(stderr, "usage: accountd tenant update --name NAME "
+                "[--tier TIER] [--rename NEW]\n");
+        return 2;
+    }
+
+    if ((opts[1].value != NULL
+         && cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
+        || (opts[2].value != NULL
+            && cli_name("tenant name", opts[2].value, LLM_KEY_TENANT_MAX)
+               != 0))
+    {
+        return 1;
+    }
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    values[0] = opts[0].value;
+    values[1] = opts[1].value;
+    values[2] = opts[2].value;
+
+    res = PQexecParams(conn,
+                       "UPDATE llm.tenants"
+                       " SET tier = coalesce($2::text, tier),"
+                       " name = coalesce($3::text, name)"
+                       " WHERE name = $1 RETURNING tenant_id",
+                       3, NULL, values, NULL, NULL, 0);
+
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    if (state != NULL && strcmp(state, "23505") == 0) {
+        log_error("tenant \"%s\" exists", opts[2].value);
+        rc = 1;
+        goto done;
+    }
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "tenant update");
+        goto done;
+    }
+
+    if (PQntuples(res) == 0) {
+        log_error("no tenant named \"%s\"", opts[0].value);
+        rc = 1;
+        goto done;
+    }
+
+    printf("%s\n", PQgetvalue(res, 0, 0));
+    fflush(stdout);
+
+    rc = 0;
+
+    /* the snapshot names each key's tenant */
+
+    if (opts[2].value != NULL
+        && snapshot_blocking(conn, acd_cf.key_snapshot) != 0)
+    {
+        log_error("the tenant is renamed but the snapshot was not written: "
+                  "run \"accountd snapshot\"");
+        rc = 1;
+    }
+
+done:
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
+}
+
+
 static int
 cli_tenant_list(int argc, char **argv)
 {
@@ -188,70 +293,81 @@ cli_tenant_list(int argc, char **argv)
 static int
 cli_key_create(int argc, char **argv)
 {
-    int          rc, secret_len;
+    int          rc;
     char         key[LLM_KEY_LEN + 1], prefix[LLM_KEY_DISPLAY_LEN + 1];
+    char         expires[24];
     PGconn      *conn;
-    uint8_t      secret[LLM_KEY_SECRET_MAX], hash[LLM_KEY_HASH_LEN];
+    uint8_t      hash[LLM_KEY_HASH_LEN];
     PGresult    *res;
-    const char  *values[4];
-    int          lengths[4], formats[4];
+    const char  *values[6], *models;
+    int          lengths[6], formats[6];
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
         { "tier", 0, NULL, 0 },
         { "test", 1, NULL, 0 },
+        { "models", 0, NULL, 0 },
+        { "expires-in", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
     };
 
-    if (cli_opts(argc, argv, opts) != 0) {
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
         return 2;
     }
 
     if (opts[0].value == NULL) {
         fprintf(stderr, "usage: accountd key create --tenant NAME "
-                "[--tier TIER] [--test]\n");
+                "[--tier TIER] [--models LIST] [--expires-in DURATION] "
+                "[--test]\n");
         return 2;
     }
 
     if (opts[1].value != NULL
-        && !llm_key_name_valid(opts[1].value, strlen(opts[1].value),
-                               LLM_KEY_TIER_MAX))
+        && cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
     {
-        log_error("invalid tier \"%s\": 1 to %d of A-Z a-z 0-9 _ . -",
-                  opts[1].value, LLM_KEY_TIER_MAX - 1);
         return 1;
     }
 
-    secret_len = cli_secret(secret, sizeof(secret));
-    if (secret_len < 0) {
-        return 1;
+    models = opts[3].value;
+
+    if (models != NULL && !llm_key_models_valid(models, strlen(models))) {
+        log_error("invalid --models \"%s\": \"*\", or model names separated "
+                  "by commas, each 1 to %d of A-Z a-z 0-9 _ . : / @ + -, "
+                  "at most %d characters in all", models,
+                  LLM_KEY_MODEL_MAX - 1, LLM_KEY_MODELS_MAX - 1);
+        return 2;
     }
 
-    conn = cli_connect();
-    if (conn == NULL) {
-        OPENSSL_cleanse(secret, sizeof(secret));
+    /* NULL in the database: any model */
+    if (models != NULL && strcmp(models, "*") == 0) {
+        models = NULL;
+    }
+
+    if (opts[4].value != NULL
+        && cli_duration("--expires-in", opts[4].value, 0, expires,
+                        sizeof(expires))
+           != 0)
+    {
+        return 2;
+    }
+
+    if (cli_key_new(key, prefix, hash, !opts[2].seen) != 0) {
         return 1;
     }
 
     rc = 1;
     res = NULL;
 
-    if (llm_key_generate(key, sizeof(key), !opts[2].seen) != 0) {
-        log_error("could not generate a key: the random generator failed");
+    conn = cli_connect();
+    if (conn == NULL) {
         goto done;
     }
-
-    if (llm_key_hmac(secret, secret_len, key, LLM_KEY_LEN, hash) != 0) {
-        log_error("HMAC-SHA256 failed");
-        goto done;
-    }
-
-    memcpy(prefix, key, LLM_KEY_DISPLAY_LEN);
-    prefix[LLM_KEY_DISPLAY_LEN] = '\0';
 
     values[0] = opts[0].value;
     values[1] = (const char *) hash;
     values[2] = prefix;
     values[3] = opts[1].value;
+    values[4] = models;
+    values[5] = opts[4].value ? expires : NULL;
 
     memset(lengths, 0, sizeof(lengths));
     memset(formats, 0, sizeof(formats));
@@ -260,12 +376,18 @@ cli_key_create(int argc, char **argv)
 
     res = PQexecParams(conn,
                        "INSERT INTO llm.api_keys"
-                       " (tenant_id, key_hash, display_prefix, tier)"
+                       " (tenant_id, key_hash, display_prefix, tier, models,"
+                       " expires_at)"
                        " SELECT tenant_id, $2::bytea, $3::text,"
-                       " coalesce($4::text, tier)"
+                       " coalesce($4::text, tier),"
+                       " string_to_array($5::text, ','),"
+                       " now() + $6::bigint * interval '1 second'"
                        " FROM llm.tenants WHERE name = $1"
-                       " RETURNING key_id, tier",
-                       4, NULL, values, lengths, formats, 0);
+                       " RETURNING key_id, tier,"
+                       " coalesce(array_to_string(models, ','), '*'),"
+                       " coalesce(to_char(expires_at, " CLI_TIME_FORMAT "),"
+                       " '-')",
+                       6, NULL, values, lengths, formats, 0);
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = cli_failed(res, conn, "key create");
@@ -287,16 +409,16 @@ cli_key_create(int argc, char **argv)
         rc = 1;
     }
 
-    printf("key_id %s, tenant %s, tier %s, prefix %s\n",
+    printf("key_id %s, tenant %s, tier %s, prefix %s, models %s, "
+           "expires %s\n",
            PQgetvalue(res, 0, 0), opts[0].value, PQgetvalue(res, 0, 1),
-           prefix);
+           prefix, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
     printf("%s\n", key);
     fflush(stdout);
 
 done:
 
     OPENSSL_cleanse(key, sizeof(key));
-    OPENSSL_cleanse(secret, sizeof(secret));
     PQclear(res);
     PQfinish(conn);
 
@@ -309,13 +431,13 @@ cli_key_list(int argc, char **argv)
 {
     const char  *values[1];
     const char  *head[] = { "id", "tenant", "tier", "prefix", "created",
-                            "revoked", NULL };
+                            "expires", "revoked", "models", NULL };
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
     };
 
-    if (cli_opts(argc, argv, opts) != 0) {
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
         return 2;
     }
 
@@ -323,9 +445,12 @@ cli_key_list(int argc, char **argv)
 
     return cli_list("key list",
                     "SELECT k.key_id, t.name, k.tier, k.display_prefix,"
-                    " to_char(k.created_at, 'YYYY-MM-DD HH24:MI:SS'),"
-                    " coalesce(to_char(k.revoked_at,"
-                    " 'YYYY-MM-DD HH24:MI:SS'), '-')"
+                    " to_char(k.created_at, " CLI_TIME_FORMAT "),"
+                    " coalesce(to_char(k.expires_at, " CLI_TIME_FORMAT "),"
+                    " '-'),"
+                    " coalesce(to_char(k.revoked_at, " CLI_TIME_FORMAT "),"
+                    " '-'),"
+                    " coalesce(array_to_string(k.models, ','), '*')"
                     " FROM llm.api_keys k JOIN llm.tenants t"
                     " USING (tenant_id)"
                     " WHERE $1::text IS NULL OR t.name = $1"
@@ -338,22 +463,13 @@ static int
 cli_key_revoke(int argc, char **argv)
 {
     int          rc;
-    char        *end;
-    long long    id;
+    char         id[24];
     PGconn      *conn;
     PGresult    *res;
-    const char  *values[1];
+    const char  *values[1], *arg;
 
-    if (argc != 1) {
-        fprintf(stderr, "usage: accountd key revoke KEY_ID\n");
-        return 2;
-    }
-
-    errno = 0;
-    id = strtoll(argv[0], &end, 10);
-
-    if (argv[0][0] < '1' || argv[0][0] > '9' || *end != '\0' || errno) {
-        log_error("invalid key id \"%s\"", argv[0]);
+    if (cli_opts(argc, argv, NULL, &arg) != 0 || arg == NULL) {
+        fprintf(stderr, "usage: accountd key revoke ID|PREFIX\n");
         return 2;
     }
 
@@ -362,7 +478,14 @@ cli_key_revoke(int argc, char **argv)
         return 1;
     }
 
-    values[0] = argv[0];
+    res = NULL;
+
+    rc = cli_key_find(conn, arg, id, sizeof(id));
+    if (rc != 0) {
+        goto done;
+    }
+
+    values[0] = id;
 
     res = PQexecParams(conn,
                        "UPDATE llm.api_keys SET revoked_at = now()"
@@ -389,22 +512,178 @@ cli_key_revoke(int argc, char **argv)
         }
 
         if (PQntuples(res) == 0) {
-            log_error("no key with id %lld", id);
+            log_error("no key with id %s", id);
             rc = 1;
             goto done;
         }
 
-        printf("key %lld was already revoked\n", id);
+        printf("key %s was already revoked\n", id);
 
     } else {
-        printf("key %lld revoked\n", id);
+        printf("key %s revoked\n", id);
     }
+
+    fflush(stdout);
 
     /* written even if it was revoked before: the last write may have failed */
     rc = snapshot_blocking(conn, acd_cf.key_snapshot) == 0 ? 0 : 1;
 
 done:
 
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
+}
+
+
+/*
+ * One statement, so that the new key and the old key's expiry are
+ * committed together: a key is never left without its successor, nor a
+ * successor made for a key that stays.
+ */
+
+static int
+cli_key_rotate(int argc, char **argv)
+{
+    int          rc, live;
+    char         key[LLM_KEY_LEN + 1], prefix[LLM_KEY_DISPLAY_LEN + 1];
+    char         id[24], grace[24];
+    PGconn      *conn;
+    uint8_t      hash[LLM_KEY_HASH_LEN];
+    PGresult    *res;
+    const char  *values[4], *arg;
+    int          lengths[4], formats[4];
+    cli_opt_t    opts[] = {
+        { "grace", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, &arg) != 0
+        || arg == NULL || opts[0].value == NULL)
+    {
+        fprintf(stderr, "usage: accountd key rotate ID|PREFIX "
+                "--grace DURATION\n");
+        return 2;
+    }
+
+    if (cli_duration("--grace", opts[0].value, 1, grace, sizeof(grace))
+        != 0)
+    {
+        return 2;
+    }
+
+    key[0] = '\0';
+    res = NULL;
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    rc = cli_key_find(conn, arg, id, sizeof(id));
+    if (rc != 0) {
+        goto done;
+    }
+
+    rc = 1;
+    values[0] = id;
+
+    res = PQexecParams(conn,
+                       "SELECT display_prefix, revoked_at IS NOT NULL"
+                       " FROM llm.api_keys WHERE key_id = $1::bigint",
+                       1, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "key rotate");
+        goto done;
+    }
+
+    if (PQntuples(res) == 0) {
+        log_error("no key with id %s", id);
+        goto done;
+    }
+
+    if (strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+        log_error("key %s is revoked: create a new key instead", id);
+        goto done;
+    }
+
+    /* the new key is of the old one's kind, live or test */
+
+    live = strncmp(PQgetvalue(res, 0, 0), LLM_KEY_PREFIX_TEST,
+                   LLM_KEY_PREFIX_LEN) != 0;
+
+    PQclear(res);
+    res = NULL;
+
+    if (cli_key_new(key, prefix, hash, live) != 0) {
+        goto done;
+    }
+
+    values[0] = id;
+    values[1] = (const char *) hash;
+    values[2] = prefix;
+    values[3] = grace;
+
+    memset(lengths, 0, sizeof(lengths));
+    memset(formats, 0, sizeof(formats));
+    lengths[1] = LLM_KEY_HASH_LEN;
+    formats[1] = 1;
+
+    res = PQexecParams(conn,
+                       "WITH old AS ("
+                       " UPDATE llm.api_keys"
+                       " SET expires_at = least(expires_at,"
+                       " now() + $4::bigint * interval '1 second')"
+                       " WHERE key_id = $1::bigint AND revoked_at IS NULL"
+                       " RETURNING key_id, tenant_id, tier, models,"
+                       " display_prefix, expires_at),"
+                       " new AS ("
+                       " INSERT INTO llm.api_keys"
+                       " (tenant_id, key_hash, display_prefix, tier, models,"
+                       " rotated_from)"
+                       " SELECT tenant_id, $2::bytea, $3::text, tier,"
+                       " models, key_id FROM old"
+                       " RETURNING key_id, tenant_id, tier, models)"
+                       " SELECT new.key_id, t.name, new.tier,"
+                       " coalesce(array_to_string(new.models, ','), '*'),"
+                       " old.key_id, old.display_prefix,"
+                       " to_char(old.expires_at, " CLI_TIME_FORMAT ")"
+                       " FROM new CROSS JOIN old"
+                       " JOIN llm.tenants t ON t.tenant_id = new.tenant_id",
+                       4, NULL, values, lengths, formats, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "key rotate");
+        goto done;
+    }
+
+    if (PQntuples(res) == 0) {
+        log_error("key %s was revoked meanwhile: nothing done", id);
+        goto done;
+    }
+
+    rc = 0;
+
+    if (snapshot_blocking(conn, acd_cf.key_snapshot) != 0) {
+        log_error("the key is rotated but the snapshot was not written: "
+                  "run \"accountd snapshot\"");
+        rc = 1;
+    }
+
+    printf("key %s (%s) expires %s\n", PQgetvalue(res, 0, 4),
+           PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
+    printf("key_id %s, tenant %s, tier %s, prefix %s, models %s, "
+           "expires -\n",
+           PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2), prefix, PQgetvalue(res, 0, 3));
+    printf("%s\n", key);
+    fflush(stdout);
+
+done:
+
+    OPENSSL_cleanse(key, sizeof(key));
     PQclear(res);
     PQfinish(conn);
 
@@ -441,35 +720,48 @@ cli_snapshot(int argc, char **argv)
 }
 
 
-/* "--name VALUE", "--name=VALUE", or "--flag"; each at most once */
+/*
+ * "--name VALUE", "--name=VALUE", or "--flag"; each at most once.  With
+ * arg, one argument that is not an option may come anywhere.
+ */
 
 static int
-cli_opts(int argc, char **argv, cli_opt_t *opts)
+cli_opts(int argc, char **argv, cli_opt_t *opts, const char **arg)
 {
     int         i;
-    char       *arg, *eq;
+    char       *a, *eq;
     size_t      len;
     cli_opt_t  *o;
 
-    for (i = 0; i < argc; i++) {
-        arg = argv[i];
+    if (arg != NULL) {
+        *arg = NULL;
+    }
 
-        if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, "accountd: unexpected argument \"%s\"\n", arg);
+    for (i = 0; i < argc; i++) {
+        a = argv[i];
+
+        if (strncmp(a, "--", 2) != 0) {
+
+            if (arg != NULL && *arg == NULL) {
+                *arg = a;
+                continue;
+            }
+
+            fprintf(stderr, "accountd: unexpected argument \"%s\"\n", a);
             return -1;
         }
 
-        arg += 2;
-        eq = strchr(arg, '=');
-        len = eq ? (size_t) (eq - arg) : strlen(arg);
+        a += 2;
+        eq = strchr(a, '=');
+        len = eq ? (size_t) (eq - a) : strlen(a);
 
-        for (o = opts; o->name; o++) {
-            if (strlen(o->name) == len && strncmp(o->name, arg, len) == 0) {
+        for (o = opts; o != NULL && o->name; o++) {
+            if (strlen(o->name) == len && strncmp(o->name, a, len) == 0) {
                 break;
             }
         }
 
-        if (o->name == NULL) {
+        if (o == NULL || o->name == NULL) {
             fprintf(stderr, "accountd: unknown option \"%s\"\n", argv[i]);
             return -1;
         }
@@ -507,6 +799,201 @@ cli_opts(int argc, char **argv, cli_opt_t *opts)
 }
 
 
+static int
+cli_name(const char *what, const char *value, size_t max)
+{
+    if (llm_key_name_valid(value, strlen(value), max)) {
+        return 0;
+    }
+
+    log_error("invalid %s \"%s\": " CLI_INVALID_NAME, what, value,
+              (int) max - 1);
+
+    return -1;
+}
+
+
+/*
+ * "30s", "15m", "12h", "30d": a whole number of seconds, minutes, hours
+ * or days, written as decimal seconds for a bigint parameter.  Zero only
+ * if zero is allowed, and no leading zeros, signs or spaces.
+ */
+
+static int
+cli_duration(const char *what, const char *s, int zero, char *out,
+    size_t cap)
+{
+    size_t     len, i;
+    long long  v, unit;
+
+    len = strlen(s);
+    v = 0;
+    unit = 0;
+
+    if (len >= 2 && len <= 12) {
+
+        switch (s[len - 1]) {
+
+        case 's':
+            unit = 1;
+            break;
+
+        case 'm':
+            unit = 60;
+            break;
+
+        case 'h':
+            unit = 3600;
+            break;
+
+        case 'd':
+            unit = 86400;
+            break;
+        }
+    }
+
+    for (i = 0; unit && i < len - 1; i++) {
+        if (s[i] < '0' || s[i] > '9' || (i == 0 && s[0] == '0' && len > 2)) {
+            unit = 0;
+            break;
+        }
+
+        v = v * 10 + (s[i] - '0');
+    }
+
+    if (unit == 0 || (v == 0 && !zero) || v > CLI_DURATION_MAX / unit) {
+        log_error("invalid %s \"%s\": a %snumber and a unit, s, m, h or d "
+                  "(e.g. 30s, 15m, 12h, 30d), at most 100 years", what, s,
+                  zero ? "" : "positive ");
+        return -1;
+    }
+
+    snprintf(out, cap, "%lld", v * unit);
+
+    return 0;
+}
+
+
+/*
+ * An all-digits argument is a key id; anything else is a display prefix
+ * as "key list" shows it, which must name exactly one key not revoked.
+ * Returns 0 with the id, or the exit code.
+ */
+
+static int
+cli_key_find(PGconn *conn, const char *arg, char *id, size_t cap)
+{
+    int          rc, n;
+    size_t       len;
+    PGresult    *res;
+    const char  *values[1];
+    const char  *head[] = { "id", "tenant", "tier", "prefix", "created",
+                            "expires", NULL };
+
+    len = strlen(arg);
+
+    if (len && strspn(arg, "0123456789") == len) {
+
+        if (arg[0] == '0' || len > 19 || len + 1 > cap) {
+            log_error("invalid key id \"%s\"", arg);
+            return 2;
+        }
+
+        memcpy(id, arg, len + 1);
+        return 0;
+    }
+
+    /* not echoed: it may be a whole key pasted by mistake */
+
+    if (len != LLM_KEY_DISPLAY_LEN) {
+        log_error("give a key id, or a key prefix of %d characters as "
+                  "\"key list\" shows it", LLM_KEY_DISPLAY_LEN);
+        return 2;
+    }
+
+    values[0] = arg;
+
+    res = PQexecParams(conn,
+                       "SELECT k.key_id, t.name, k.tier, k.display_prefix,"
+                       " to_char(k.created_at, " CLI_TIME_FORMAT "),"
+                       " coalesce(to_char(k.expires_at, " CLI_TIME_FORMAT
+                       "), '-')"
+                       " FROM llm.api_keys k JOIN llm.tenants t"
+                       " USING (tenant_id)"
+                       " WHERE k.display_prefix = $1"
+                       " AND k.revoked_at IS NULL"
+                       " ORDER BY k.key_id",
+                       1, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "key lookup");
+        PQclear(res);
+        return rc;
+    }
+
+    n = PQntuples(res);
+
+    if (n == 0) {
+        log_error("no key that is not revoked has the prefix \"%s\"", arg);
+        PQclear(res);
+        return 1;
+    }
+
+    if (n > 1) {
+        log_error("%d keys have the prefix \"%s\", give the id of one:",
+                  n, arg);
+        cli_table(stderr, res, head);
+        PQclear(res);
+        return 1;
+    }
+
+    snprintf(id, cap, "%s", PQgetvalue(res, 0, 0));
+
+    PQclear(res);
+
+    return 0;
+}
+
+
+/* a new key, its display prefix and its HMAC under key_secret_file */
+
+static int
+cli_key_new(char *key, char *prefix, uint8_t *hash, int live)
+{
+    int      n, rc;
+    uint8_t  secret[LLM_KEY_SECRET_MAX];
+
+    n = cli_secret(secret, sizeof(secret));
+    if (n < 0) {
+        return -1;
+    }
+
+    rc = -1;
+
+    if (llm_key_generate(key, LLM_KEY_LEN + 1, live) != 0) {
+        log_error("could not generate a key: the random generator failed");
+        goto done;
+    }
+
+    if (llm_key_hmac(secret, n, key, LLM_KEY_LEN, hash) != 0) {
+        log_error("HMAC-SHA256 failed");
+        OPENSSL_cleanse(key, LLM_KEY_LEN + 1);
+        goto done;
+    }
+
+    memcpy(prefix, key, LLM_KEY_DISPLAY_LEN);
+    prefix[LLM_KEY_DISPLAY_LEN] = '\0';
+
+    rc = 0;
+
+done:
+
+    OPENSSL_cleanse(secret, sizeof(secret));
+
+    return rc;
+}
+
+
 static PGconn *
 cli_connect(void)
 {
@@ -535,7 +1022,7 @@ cli_list(const char *what, const char *sql, int n, const char **values,
         rc = cli_failed(res, conn, what);
 
     } else {
-        cli_table(res, head);
+        cli_table(stdout, res, head);
         rc = 0;
     }
 
@@ -560,7 +1047,7 @@ cli_failed(PGresult *res, PGconn *conn, const char *what)
 
 
 static void
-cli_table(PGresult *res, const char **head)
+cli_table(FILE *out, PGresult *res, const char **head)
 {
     int     rows, cols, r, c, len;
     int     width[16];
@@ -585,14 +1072,14 @@ cli_table(PGresult *res, const char **head)
     }
 
     for (c = 0; c < cols; c++) {
-        printf("%-*s%s", c + 1 < cols ? width[c] : 0, head[c],
-               c + 1 < cols ? "  " : "\n");
+        fprintf(out, "%-*s%s", c + 1 < cols ? width[c] : 0, head[c],
+                c + 1 < cols ? "  " : "\n");
     }
 
     for (r = 0; r < rows; r++) {
         for (c = 0; c < cols; c++) {
-            printf("%-*s%s", c + 1 < cols ? width[c] : 0,
-                   PQgetvalue(res, r, c), c + 1 < cols ? "  " : "\n");
+            fprintf(out, "%-*s%s", c + 1 < cols ? width[c] : 0,
+                    PQgetvalue(res, r, c), c + 1 < cols ? "  " : "\n");
         }
     }
 }

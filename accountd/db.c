@@ -16,6 +16,13 @@
  * record PostgreSQL still refuses goes to llm.usage_rejected: one bad
  * record never blocks the queue.  Any other failure keeps the queue,
  * drops the connection and reconnects with backoff.
+ *
+ * The same connection LISTENs on llmgw_keys, which a trigger notifies on
+ * every change of llm.api_keys or llm.tenants, by the commands or by plain
+ * SQL, and runs the snapshot query between batches: the key snapshot is
+ * rewritten at most once per DB_SNAPSHOT_DEBOUNCE however many changes
+ * come, after each connection (a notification sent while nobody listened
+ * is lost), and when the next key expires.
  */
 
 
@@ -34,6 +41,8 @@
 #define DB_BACKOFF_MIN            500
 #define DB_BACKOFF_MAX            30000
 #define DB_SNAPSHOT_RETRY         5000
+#define DB_SNAPSHOT_DEBOUNCE      200
+#define DB_CHANNEL                "llmgw_keys"
 
 #define DB_PARAMS                 13
 #define DB_REJECT_PARAMS          (DB_PARAMS + 1)
@@ -51,7 +60,8 @@ typedef enum {
 typedef enum {
     DB_Q_INSERT = 0,
     DB_Q_REJECT,
-    DB_Q_SNAPSHOT
+    DB_Q_SNAPSHOT,
+    DB_Q_LISTEN
 } db_query_e;
 
 
@@ -76,6 +86,7 @@ typedef struct {
     int64_t         timer_at;
     int64_t         backoff;
     int64_t         snapshot_at;
+    int64_t         snapshot_sent;
     int             snapshot_fd;
 
     PGresult       *result;
@@ -105,6 +116,8 @@ static int db_send(const char *sql, int nparams);
 static void db_send_batch(void);
 static void db_send_reject(void);
 static void db_send_snapshot(void);
+static void db_snapshot_at(int64_t at);
+static void db_notifies(void);
 static int db_prepare(size_t n);
 static void db_bind(size_t row, const llm_record_t *rec);
 static void db_ack(size_t n);
@@ -420,6 +433,14 @@ db_connect_poll(void)
     db.state = DB_IDLE;
     db.timer_at = 0;
     db_watch(EPOLLIN);
+
+    if (db.state != DB_IDLE) {
+        return;
+    }
+
+    db.query = DB_Q_LISTEN;
+
+    db_send("LISTEN " DB_CHANNEL, 0);
 }
 
 
@@ -491,6 +512,8 @@ db_read(void)
         return;
     }
 
+    db_notifies();
+
     if (db.state == DB_IDLE) {
 
         /* nothing is expected: the server is going away, or a notice */
@@ -522,6 +545,9 @@ db_read(void)
         if (res == NULL) {
             res = db.result;
             db.result = NULL;
+
+            /* a notification after a result is parsed by PQgetResult() */
+            db_notifies();
 
             db_done(res);
             PQclear(res);
@@ -625,15 +651,22 @@ db_done(PGresult *res)
         if (snapshot_write(acd_cf.key_snapshot, res, &next) == 0) {
             if (next >= 0) {
                 /* a second late rather than a hair early, and no spin */
-                db.snapshot_at = acd_now() + next + 1000;
+                db_snapshot_at(acd_now() + next + 1000);
             }
 
         } else {
-            db.snapshot_at = acd_now() + DB_SNAPSHOT_RETRY;
+            db_snapshot_at(acd_now() + DB_SNAPSHOT_RETRY);
         }
 
         snapshot_unlock(db.snapshot_fd);
         db.snapshot_fd = -1;
+
+        break;
+
+    case DB_Q_LISTEN:
+        log_debug("listening on \"" DB_CHANNEL "\"");
+
+        db.snapshot_wanted = 1;
 
         break;
     }
@@ -666,11 +699,16 @@ db_failed(PGresult *res)
         return;
     }
 
+    if (db.query == DB_Q_LISTEN) {
+        db_down(db.error);
+        return;
+    }
+
     if (db.query == DB_Q_SNAPSHOT) {
         log_error("key snapshot query failed: %s", db.error);
         snapshot_unlock(db.snapshot_fd);
         db.snapshot_fd = -1;
-        db.snapshot_at = acd_now() + DB_SNAPSHOT_RETRY;
+        db_snapshot_at(acd_now() + DB_SNAPSHOT_RETRY);
         return;
     }
 
@@ -874,15 +912,59 @@ db_send_snapshot(void)
 
     if (db.snapshot_fd == -1) {
         /* another accountd command is writing it: later */
-        db.snapshot_at = acd_now() + 1000;
+        db_snapshot_at(acd_now() + DB_SNAPSHOT_DEBOUNCE);
         return;
     }
 
     db.query = DB_Q_SNAPSHOT;
+    db.snapshot_sent = acd_now();
 
     if (db_send(SNAPSHOT_QUERY, 0) != 0) {
         db.snapshot_wanted = 1;
     }
+}
+
+
+/* the earliest of the rewrites asked for wins */
+
+static void
+db_snapshot_at(int64_t at)
+{
+    if (db.snapshot_at == 0 || at < db.snapshot_at) {
+        db.snapshot_at = at;
+    }
+}
+
+
+/*
+ * A snapshot query in flight may have started before the change that a
+ * notification reports: every notification asks for a rewrite of its own,
+ * no sooner than DB_SNAPSHOT_DEBOUNCE after the last query was sent.
+ */
+
+static void
+db_notifies(void)
+{
+    int        n;
+    int64_t    at;
+    PGnotify  *nf;
+
+    n = 0;
+
+    while ((nf = PQnotifies(db.conn)) != NULL) {
+        PQfreemem(nf);
+        n++;
+    }
+
+    if (n == 0 || acd_shutting_down) {
+        return;
+    }
+
+    log_noise("%d notifications on \"" DB_CHANNEL "\"", n);
+
+    at = db.snapshot_sent + DB_SNAPSHOT_DEBOUNCE;
+
+    db_snapshot_at(at > acd_now() ? at : acd_now());
 }
 
 

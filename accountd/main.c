@@ -296,12 +296,18 @@ usage(FILE *out, const char *prog)
         "\n"
         "commands:\n"
         "  tenant create --name NAME --tier TIER\n"
+        "  tenant update --name NAME [--tier TIER] [--rename NEW]\n"
         "  tenant list\n"
-        "  key create --tenant NAME [--tier TIER] [--test]\n"
+        "  key create --tenant NAME [--tier TIER] [--models LIST]\n"
+        "             [--expires-in DURATION] [--test]\n"
         "  key list [--tenant NAME]\n"
-        "  key revoke KEY_ID\n"
+        "  key revoke ID|PREFIX\n"
+        "  key rotate ID|PREFIX --grace DURATION\n"
         "  snapshot\n"
         "\n"
+        "LIST is \"*\" or model names separated by commas; DURATION is a\n"
+        "number and a unit, s, m, h or d (30s, 15m, 12h, 30d); PREFIX is a\n"
+        "key's prefix as \"key list\" shows it.\n"
         "LLMGW_DATABASE_URL, if set, overrides database_url.\n",
         prog, prog);
 }

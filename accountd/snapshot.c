@@ -154,8 +154,8 @@ snapshot_write(const char *path, PGresult *res, int64_t *next_expiry)
         keys++;
     }
 
-    if (rows && !PQgetisnull(res, 0, 5)) {
-        *next_expiry = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+    if (rows && !PQgetisnull(res, 0, 7)) {
+        *next_expiry = strtoll(PQgetvalue(res, 0, 7), NULL, 10);
 
         if (*next_expiry < 0) {
             *next_expiry = 0;
@@ -250,7 +250,7 @@ static int
 snapshot_entry(PGresult *res, int row, llm_key_entry_t *e)
 {
     char        *end;
-    const char  *tier, *tenant;
+    const char  *tier, *tenant, *models;
 
     memset(e, 0, sizeof(llm_key_entry_t));
 
@@ -273,17 +273,25 @@ snapshot_entry(PGresult *res, int row, llm_key_entry_t *e)
         return -1;
     }
 
+    e->expires = strtoll(PQgetvalue(res, row, 5), &end, 10);
+    if (errno || *end != '\0') {
+        return -1;
+    }
+
     tier = PQgetvalue(res, row, 3);
     tenant = PQgetvalue(res, row, 4);
+    models = PQgetvalue(res, row, 6);
 
     if (strlen(tier) >= LLM_KEY_TIER_MAX
-        || strlen(tenant) >= LLM_KEY_TENANT_MAX)
+        || strlen(tenant) >= LLM_KEY_TENANT_MAX
+        || strlen(models) >= LLM_KEY_MODELS_MAX)
     {
         return -1;
     }
 
     strcpy(e->tier, tier);
     strcpy(e->tenant, tenant);
+    strcpy(e->models, models);
 
     return 0;
 }

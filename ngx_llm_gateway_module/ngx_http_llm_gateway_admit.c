@@ -17,6 +17,8 @@ static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
 static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
+static ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
+    ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
 static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
     ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
 static ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r,
@@ -160,6 +162,8 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     int64_t                           cost, wait;
     u_char                           *p;
     ngx_int_t                         rc;
+    ngx_uint_t                        allowed;
+    ngx_http_llm_gateway_alias_t     *alias;
     ngx_str_t                         body;
     llm_inspect_conf_t                icf;
     llm_bucket_rc_e                   brc;
@@ -203,6 +207,43 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     ngx_http_llm_gateway_json_pool(NULL);
+
+    /* a key may name either the alias it calls or the model it means */
+    allowed = llm_key_model_allowed((char *) ctx->key->models.data,
+                                    ctx->req.model, ctx->req.model_len);
+
+    alias = ngx_http_llm_gateway_find_alias(llcf, ctx->req.model,
+                                            ctx->req.model_len);
+
+    if (alias != NULL) {
+        if (llm_inspect_set_model(&ctx->req, (char *) alias->model.data,
+                                  alias->model.len)
+            != 0)
+        {
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                        "server_error", "internal_error",
+                                        NULL, "Internal error.");
+            return;
+        }
+
+        allowed = allowed
+                  || llm_key_model_allowed((char *) ctx->key->models.data,
+                                           ctx->req.model,
+                                           ctx->req.model_len);
+    }
+
+    if (!allowed) {
+        p = ngx_pnalloc(r->pool, ctx->req.model_len + 64);
+        if (p != NULL) {
+            ngx_sprintf(p, "This API key may not call model \"%s\".%Z",
+                        ctx->req.model);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                    "permission_error", "model_not_allowed",
+                                    "model", (char *) p);
+        return;
+    }
 
     cost = ctx->req.prompt_tokens + ctx->req.max_tokens;
 
@@ -480,6 +521,31 @@ ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
 }
 
 
+static ngx_http_llm_gateway_alias_t *
+ngx_http_llm_gateway_find_alias(ngx_http_llm_gateway_loc_conf_t *llcf,
+    char *model, size_t len)
+{
+    ngx_uint_t                     i;
+    ngx_http_llm_gateway_alias_t  *a;
+
+    if (llcf->aliases == NULL) {
+        return NULL;
+    }
+
+    a = llcf->aliases->elts;
+
+    for (i = 0; i < llcf->aliases->nelts; i++) {
+        if (a[i].name.len == len
+            && ngx_strncmp(a[i].name.data, model, len) == 0)
+        {
+            return &a[i];
+        }
+    }
+
+    return NULL;
+}
+
+
 static ngx_http_llm_gateway_tier_t *
 ngx_http_llm_gateway_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
     ngx_str_t *name)
@@ -648,6 +714,66 @@ ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     v.len = ngx_http_llm_gateway_duration(p, ctx->reset_ms) - p;
 
     return ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-tokens", &v);
+}
+
+
+/*
+ * A model with a sunset date: "Deprecation: @<unix time>" (RFC 9745) and
+ * "Sunset: <HTTP-date>" (RFC 8594) on every response for it.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char                           *p;
+    ngx_str_t                         v;
+    ngx_uint_t                        i;
+    ngx_http_llm_gateway_sunset_t    *sn;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->sunsets == NULL || ctx->req.model_len == 0) {
+        return NGX_OK;
+    }
+
+    sn = llcf->sunsets->elts;
+
+    for (i = 0; i < llcf->sunsets->nelts; i++) {
+        if (sn[i].model.len == ctx->req.model_len
+            && ngx_strncmp(sn[i].model.data, ctx->req.model,
+                           ctx->req.model_len)
+               == 0)
+        {
+            break;
+        }
+    }
+
+    if (i == llcf->sunsets->nelts) {
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN + 1
+                             + sizeof("Mon, 28 Sep 1970 06:00:00 GMT"));
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* a sunset without its own deprecation date deprecates now */
+    v.data = p;
+    v.len = ngx_sprintf(p, "@%T", sn[i].deprecated ? sn[i].deprecated
+                                                   : sn[i].sunset) - p;
+
+    if (ngx_http_llm_gateway_add_header(r, "Deprecation", &v) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    p += v.len;
+    v.data = p;
+    v.len = ngx_http_time(p, sn[i].sunset) - p;
+
+    return ngx_http_llm_gateway_add_header(r, "Sunset", &v);
 }
 
 

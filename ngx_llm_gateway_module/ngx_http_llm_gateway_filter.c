@@ -63,7 +63,9 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     ngx_str_set(&h->key, "x-request-id");
     h->value = ctx->request_id;
 
-    if (ngx_http_llm_gateway_set_ratelimit_headers(r, ctx) != NGX_OK) {
+    if (ngx_http_llm_gateway_set_ratelimit_headers(r, ctx) != NGX_OK
+        || ngx_http_llm_gateway_set_sunset_headers(r, ctx) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 

@@ -21,6 +21,8 @@ static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
 
 static ngx_int_t ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret);
+static ngx_int_t ngx_http_llm_gateway_copy(ngx_conf_t *cf, ngx_str_t *to,
+    char *from);
 static u_char *ngx_http_llm_gateway_read_file(ngx_conf_t *cf,
     ngx_str_t *name, size_t *len);
 static int ngx_libc_cdecl ngx_http_llm_gateway_cmp_keys(const void *one,
@@ -40,8 +42,16 @@ static char *ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static time_t ngx_http_llm_gateway_parse_date(u_char *p, size_t len);
 static ngx_int_t ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip,
     int64_t *n);
+static ngx_int_t ngx_http_llm_gateway_add_variables(ngx_conf_t *cf);
+static ngx_int_t ngx_http_llm_gateway_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_llm_gateway_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_gateway_exit_process(ngx_cycle_t *cycle);
@@ -116,6 +126,20 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       0,
       NULL },
 
+    { ngx_string("llm_gateway_alias"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE2,
+      ngx_http_llm_gateway_alias,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_sunset"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      ngx_http_llm_gateway_sunset,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_gateway_response_buffer"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -134,8 +158,51 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 };
 
 
+typedef enum {
+    NGX_HTTP_LLM_GATEWAY_VAR_REQUEST_ID = 0,
+    NGX_HTTP_LLM_GATEWAY_VAR_TENANT,
+    NGX_HTTP_LLM_GATEWAY_VAR_KEY_ID,
+    NGX_HTTP_LLM_GATEWAY_VAR_TIER,
+    NGX_HTTP_LLM_GATEWAY_VAR_MODEL,
+    NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS,
+    NGX_HTTP_LLM_GATEWAY_VAR_OUTPUT_TOKENS,
+    NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON
+} ngx_http_llm_gateway_var_e;
+
+
+/* for log_format and proxy_set_header; none holds key material */
+static ngx_http_variable_t  ngx_http_llm_gateway_vars[] = {
+
+    { ngx_string("llm_request_id"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_REQUEST_ID, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_tenant"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_TENANT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_key_id"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_KEY_ID, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_tier"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_TIER, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_model"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_MODEL, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_input_tokens"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_output_tokens"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_OUTPUT_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_finish_reason"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
+
+
 static ngx_http_module_t  ngx_http_llm_gateway_module_ctx = {
-    NULL,                                  /* preconfiguration */
+    ngx_http_llm_gateway_add_variables,    /* preconfiguration */
     ngx_http_llm_gateway_init,             /* postconfiguration */
 
     ngx_http_llm_gateway_create_main_conf, /* create main configuration */
@@ -451,6 +518,8 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
 
     conf->enable = NGX_CONF_UNSET;
     conf->tiers = NGX_CONF_UNSET_PTR;
+    conf->aliases = NGX_CONF_UNSET_PTR;
+    conf->sunsets = NGX_CONF_UNSET_PTR;
     conf->response_buffer = NGX_CONF_UNSET_SIZE;
     conf->reject_log_level = NGX_CONF_UNSET_UINT;
 
@@ -480,6 +549,8 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     /* like proxy_set_header: a level with no tiers inherits them all */
     ngx_conf_merge_ptr_value(conf->tiers, prev->tiers, NULL);
+    ngx_conf_merge_ptr_value(conf->aliases, prev->aliases, NULL);
+    ngx_conf_merge_ptr_value(conf->sunsets, prev->sunsets, NULL);
 
     ngx_conf_merge_size_value(conf->response_buffer, prev->response_buffer,
                               1024 * 1024);
@@ -710,18 +781,14 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
         ngx_memcpy(k->hash, e.hash, LLM_KEY_HASH_LEN);
         k->key_id = e.key_id;
         k->tenant_id = e.tenant_id;
+        k->expires = (time_t) e.expires;
 
-        k->tier.len = ngx_strlen(e.tier);
-        k->tier.data = ngx_pnalloc(cf->pool, k->tier.len);
-        k->tenant.len = ngx_strlen(e.tenant);
-        k->tenant.data = ngx_pnalloc(cf->pool, k->tenant.len);
-
-        if (k->tier.data == NULL || k->tenant.data == NULL) {
+        if (ngx_http_llm_gateway_copy(cf, &k->tier, e.tier) != NGX_OK
+            || ngx_http_llm_gateway_copy(cf, &k->tenant, e.tenant) != NGX_OK
+            || ngx_http_llm_gateway_copy(cf, &k->models, e.models) != NGX_OK)
+        {
             return NGX_ERROR;
         }
-
-        ngx_memcpy(k->tier.data, e.tier, k->tier.len);
-        ngx_memcpy(k->tenant.data, e.tenant, k->tenant.len);
     }
 
     if (line == 0) {
@@ -745,6 +812,23 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
             return NGX_ERROR;
         }
     }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_copy(ngx_conf_t *cf, ngx_str_t *to, char *from)
+{
+    to->len = ngx_strlen(from);
+    to->data = ngx_pnalloc(cf->pool, to->len + 1);
+
+    if (to->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* NUL-terminated too: llm_key_model_allowed() takes a C string */
+    ngx_cpystrn(to->data, (u_char *) from, to->len + 1);
 
     return NGX_OK;
 }
@@ -1049,6 +1133,164 @@ invalid:
 }
 
 
+static char *
+ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    ngx_str_t                     *value;
+    ngx_uint_t                     i;
+    ngx_http_llm_gateway_alias_t  *a;
+
+    value = cf->args->elts;
+
+    for (i = 1; i < 3; i++) {
+        if (!llm_key_models_valid((char *) value[i].data, value[i].len)
+            || ngx_strlchr(value[i].data, value[i].data + value[i].len, ',')
+            || value[i].data[0] == '*')
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid model name \"%V\"", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    if (llcf->aliases == NGX_CONF_UNSET_PTR) {
+        llcf->aliases = ngx_array_create(cf->pool, 4,
+                                         sizeof(ngx_http_llm_gateway_alias_t));
+        if (llcf->aliases == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    a = llcf->aliases->elts;
+
+    for (i = 0; i < llcf->aliases->nelts; i++) {
+        if (a[i].name.len == value[1].len
+            && ngx_strncmp(a[i].name.data, value[1].data, value[1].len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate alias \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    a = ngx_array_push(llcf->aliases);
+    if (a == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    a->name = value[1];
+    a->model = value[2];
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    ngx_str_t                      *value;
+    ngx_http_llm_gateway_sunset_t  *sn;
+
+    value = cf->args->elts;
+
+    if (llcf->sunsets == NGX_CONF_UNSET_PTR) {
+        llcf->sunsets = ngx_array_create(cf->pool, 4,
+                                        sizeof(ngx_http_llm_gateway_sunset_t));
+        if (llcf->sunsets == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    sn = ngx_array_push(llcf->sunsets);
+    if (sn == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    sn->model = value[1];
+    sn->deprecated = 0;
+    sn->sunset = ngx_http_llm_gateway_parse_date(value[2].data, value[2].len);
+
+    if (sn->sunset == NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid date \"%V\", expected YYYY-MM-DD or "
+                           "YYYY-MM-DDTHH:MM:SSZ", &value[2]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (cf->args->nelts == 4) {
+        if (ngx_strncmp(value[3].data, "deprecated=", 11) != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\"", &value[3]);
+            return NGX_CONF_ERROR;
+        }
+
+        sn->deprecated = ngx_http_llm_gateway_parse_date(value[3].data + 11,
+                                                         value[3].len - 11);
+        if (sn->deprecated == NGX_ERROR || sn->deprecated > sn->sunset) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid deprecation date \"%V\"", &value[3]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM:SSZ", UTC, to unix time */
+
+static time_t
+ngx_http_llm_gateway_parse_date(u_char *p, size_t len)
+{
+    ngx_int_t  y, m, d, hh, mm, ss, era, yoe, doy, doe, days;
+
+    if (len != 10 && len != 20) {
+        return NGX_ERROR;
+    }
+
+    y = ngx_atoi(p, 4);
+    m = ngx_atoi(p + 5, 2);
+    d = ngx_atoi(p + 8, 2);
+    hh = 0;
+    mm = 0;
+    ss = 0;
+
+    if (p[4] != '-' || p[7] != '-') {
+        return NGX_ERROR;
+    }
+
+    if (len == 20) {
+        if (p[10] != 'T' || p[13] != ':' || p[16] != ':' || p[19] != 'Z') {
+            return NGX_ERROR;
+        }
+
+        hh = ngx_atoi(p + 11, 2);
+        mm = ngx_atoi(p + 14, 2);
+        ss = ngx_atoi(p + 17, 2);
+    }
+
+    if (y < 1970 || m < 1 || m > 12 || d < 1 || d > 31
+        || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60)
+    {
+        return NGX_ERROR;
+    }
+
+    /* days since 1970-01-01 of a proleptic Gregorian date */
+    y -= m <= 2;
+    era = y / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    days = era * 146097 + doe - 719468;
+
+    return (time_t) days * 86400 + hh * 3600 + mm * 60 + ss;
+}
+
+
 static ngx_int_t
 ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip, int64_t *n)
 {
@@ -1067,10 +1309,128 @@ ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip, int64_t *n)
 
 
 static ngx_int_t
+ngx_http_llm_gateway_add_variables(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_http_llm_gateway_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char                      *p;
+    int64_t                      n;
+    ngx_http_llm_gateway_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_gateway_get_ctx(r->main);
+
+    v->not_found = 1;
+
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    n = -1;
+    p = NULL;
+
+    switch (data) {
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_REQUEST_ID:
+        v->data = ctx->request_id.data;
+        v->len = ctx->request_id.len;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_TENANT:
+    case NGX_HTTP_LLM_GATEWAY_VAR_TIER:
+        if (ctx->key == NULL) {
+            return NGX_OK;
+        }
+
+        if (data == NGX_HTTP_LLM_GATEWAY_VAR_TENANT) {
+            v->data = ctx->key->tenant.data;
+            v->len = ctx->key->tenant.len;
+
+        } else {
+            v->data = ctx->key->tier.data;
+            v->len = ctx->key->tier.len;
+        }
+
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_KEY_ID:
+        if (ctx->key == NULL) {
+            return NGX_OK;
+        }
+
+        n = ctx->key->key_id;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_MODEL:
+        if (ctx->req.model_len == 0) {
+            return NGX_OK;
+        }
+
+        v->data = (u_char *) ctx->req.model;
+        v->len = ctx->req.model_len;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS:
+    case NGX_HTTP_LLM_GATEWAY_VAR_OUTPUT_TOKENS:
+        if (!ctx->settled) {
+            return NGX_OK;
+        }
+
+        n = (data == NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS)
+            ? ctx->input_tokens : ctx->output_tokens;
+        break;
+
+    default: /* NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON */
+        if (ctx->sse.usage.finish_reason[0] == '\0') {
+            return NGX_OK;
+        }
+
+        v->data = (u_char *) ctx->sse.usage.finish_reason;
+        v->len = ngx_strlen(ctx->sse.usage.finish_reason);
+        break;
+    }
+
+    if (n >= 0) {
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->data = p;
+        v->len = ngx_sprintf(p, "%L", n) - p;
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
 ngx_http_llm_gateway_init(ngx_conf_t *cf)
 {
     ngx_str_t                          name = ngx_string("request_id");
     cJSON_Hooks                        hooks;
+    ngx_array_t                       *a;
     ngx_http_handler_pt               *h;
     ngx_http_core_main_conf_t         *cmcf;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
@@ -1101,12 +1461,20 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 
     *h = ngx_http_llm_gateway_access_handler;
 
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    /*
+     * Log-phase handlers run in the order they were added: settling goes
+     * first, so that log_format sees $llm_input_tokens and the others.
+     */
+    a = &cmcf->phases[NGX_HTTP_LOG_PHASE].handlers;
+
+    h = ngx_array_push(a);
     if (h == NULL) {
         return NGX_ERROR;
     }
 
-    *h = ngx_http_llm_gateway_log_handler;
+    h = a->elts;
+    ngx_memmove(&h[1], &h[0], (a->nelts - 1) * sizeof(ngx_http_handler_pt));
+    h[0] = ngx_http_llm_gateway_log_handler;
 
     return ngx_http_llm_gateway_filter_init(cf);
 }

@@ -36,13 +36,30 @@ typedef struct {
 } ngx_http_llm_gateway_tier_t;
 
 
+/* llm_gateway_alias: a name clients call, and the pinned model it means */
+typedef struct {
+    ngx_str_t                    name;
+    ngx_str_t                    model;
+} ngx_http_llm_gateway_alias_t;
+
+
+/* llm_gateway_sunset: a model going away, and when */
+typedef struct {
+    ngx_str_t                    model;
+    time_t                       deprecated;   /* 0: not said */
+    time_t                       sunset;
+} ngx_http_llm_gateway_sunset_t;
+
+
 /* one key of the snapshot, in a sorted array */
 typedef struct {
     u_char                       hash[LLM_KEY_HASH_LEN];
     int64_t                      key_id;
     int64_t                      tenant_id;
+    time_t                       expires;   /* 0: never */
     ngx_str_t                    tier;
     ngx_str_t                    tenant;
+    ngx_str_t                    models;    /* "*": any */
 } ngx_http_llm_gateway_key_t;
 
 
@@ -91,6 +108,8 @@ typedef struct {
     ngx_shm_zone_t              *shm_zone;
     llm_api_e                    api;
     ngx_array_t                 *tiers;     /* ngx_http_llm_gateway_tier_t */
+    ngx_array_t                 *aliases;   /* ngx_http_llm_gateway_alias_t */
+    ngx_array_t                 *sunsets;   /* ngx_http_llm_gateway_sunset_t */
     size_t                       response_buffer;
     ngx_uint_t                   reject_log_level;
 } ngx_http_llm_gateway_loc_conf_t;
@@ -107,6 +126,10 @@ typedef struct {
 
     llm_request_t                req;
     int64_t                      reserved;
+
+    /* what the request was settled at, for $llm_input_tokens and others */
+    int64_t                      input_tokens;
+    int64_t                      output_tokens;
 
     /* for the x-ratelimit-* headers, read under the zone lock */
     int64_t                      remaining;
@@ -163,6 +186,8 @@ void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
 ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
     ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id);
 ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 
 int64_t ngx_http_llm_gateway_now_ms(void);

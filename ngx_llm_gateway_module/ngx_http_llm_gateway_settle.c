@@ -149,6 +149,9 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         flags |= LLM_REC_F_CLAMPED;
     }
 
+    ctx->input_tokens = in;
+    ctx->output_tokens = out;
+
     zone = ctx->zone;
 
     ngx_shmtx_lock(&zone->shpool->mutex);

@@ -73,12 +73,14 @@ is $rc, 0, 'key create succeeds';
 
 my @lines = split /\n/, $out;
 my $key = $lines[-1] // '';
-like $key, qr/^llmgw_live_[0-9A-Za-z]{32}\z/,
+like $key, qr/^llmgw_live_[0-9A-Za-z]{38}\z/,
     'the last line is a well-formed live key, alone';
 
 my ($key_id, $prefix) =
-    $out =~ /^key_id (\d+), tenant \Q$tenant\E, tier pro, prefix (\S+)$/m;
-ok defined $key_id, 'key create prints key_id, tenant, tier and prefix';
+    $out =~ /^key_id\ (\d+),\ tenant\ \Q$tenant\E,\ tier\ pro,
+              \ prefix\ (\S+),\ models\ \*,\ expires\ -$/mx;
+ok defined $key_id,
+    'key create prints key_id, tenant, tier, prefix, models and expiry';
 is $prefix, substr($key, 0, 15), 'the prefix is the first 15 characters';
 
 my $row = $dbh->selectrow_hashref(
@@ -96,13 +98,13 @@ is db_mentions($key), 0, 'the plain key is nowhere in the database';
 is db_mentions(substr($key, 11)), 0,
     'nor is its random part';
 
-my $line = "$row->{hash} $key_id $tenant_id pro $tenant";
+my $line = "$row->{hash} $key_id $tenant_id pro $tenant 0 *";
 ok snapshot_has($line), 'the snapshot has the new key';
 
 ($out, $rc) = run('key', 'create', '--tenant', $tenant, '--tier', 'gold',
                   '--test');
 my $test_key = (split /\n/, $out)[-1] // '';
-like $test_key, qr/^llmgw_test_[0-9A-Za-z]{32}\z/, '--test makes a test key';
+like $test_key, qr/^llmgw_test_[0-9A-Za-z]{38}\z/, '--test makes a test key';
 like $out, qr/, tier gold, /, '--tier overrides the tenant\'s';
 
 ($out, $rc) = run('key', 'create', '--tenant', "$tag-nobody");
@@ -126,7 +128,7 @@ is $rc, 0, 'snapshot succeeds';
 open my $fh, '<', $snapshot or die "$snapshot: $!";
 my $first = <$fh>;
 close $fh;
-is $first, "llmgw-keys 1\n", 'the snapshot starts with its header';
+is $first, "llmgw-keys 2\n", 'the snapshot starts with its header';
 is((stat $snapshot)[2] & 07777, 0640, 'the snapshot is mode 0640');
 
 

@@ -264,6 +264,24 @@ llm_inspect_messages(const cJSON *messages)
 }
 
 
+int
+llm_inspect_set_model(llm_request_t *req, const char *model, size_t len)
+{
+    if (len == 0 || len >= LLM_RECORD_MODEL_MAX) {
+        return -1;
+    }
+
+    memcpy(req->model, model, len);
+    req->model[len] = '\0';
+    req->model_len = len;
+
+    req->model_changed = 1;
+    req->rebuild = 1;
+
+    return 0;
+}
+
+
 size_t
 llm_inspect_splice(const char *body, size_t len, const llm_request_t *req,
     char *out, size_t cap)
@@ -331,6 +349,13 @@ llm_inspect_rebuild(const char *body, size_t len, const llm_request_t *req)
     }
 
     s = NULL;
+
+    if (req->model_changed
+        && !cJSON_ReplaceItemInObjectCaseSensitive(root, "model",
+                                               cJSON_CreateString(req->model)))
+    {
+        goto done;
+    }
 
     if (req->add_include_usage) {
         cJSON_DeleteItemFromObjectCaseSensitive(root, "stream_options");

@@ -48,6 +48,8 @@ typedef struct {
     unsigned   rebuild:1;            /* a member to write is there already
                                         (null, or stream_options without
                                         usage): re-serialise, not splice */
+    unsigned   model_changed:1;      /* model was an alias, now resolved:
+                                        the upstream gets req->model */
 
     /* on refusal: the offending field and a message */
     const char *param;
@@ -67,6 +69,12 @@ int llm_inspect(llm_api_e api, const char *body, size_t len,
     ((req)->max_tokens_missing || (req)->add_include_usage || (req)->rebuild)
 
 /*
+ * Replaces the model (an alias resolved by the caller): the body must then be
+ * re-serialised.  Returns -1 if the name does not fit.
+ */
+int llm_inspect_set_model(llm_request_t *req, const char *model, size_t len);
+
+/*
  * Writes the upstream body into out (cap >= len + LLM_INSPECT_SPLICE_MAX)
  * by splicing the missing members in after the opening brace.  Returns the
  * new length.  Not for req->rebuild.
@@ -75,8 +83,8 @@ size_t llm_inspect_splice(const char *body, size_t len,
     const llm_request_t *req, char *out, size_t cap);
 
 /*
- * For req->rebuild: parses the body again, replaces stream_options and
- * max_tokens as the flags say, and prints it.  The string comes from cJSON's
+ * For req->rebuild: parses the body again, replaces stream_options,
+ * max_tokens and model as the flags say, and prints it.  The string comes from cJSON's
  * allocator (free it with cJSON_free); NULL on failure.
  */
 char *llm_inspect_rebuild(const char *body, size_t len,

@@ -15,7 +15,7 @@
 #include "llm_key.h"
 
 
-#define LLM_KEY_FIELDS            5
+#define LLM_KEY_FIELDS            7
 
 /*
  * 248 is the largest multiple of 62 that fits in a byte: a byte at or
@@ -28,10 +28,13 @@ static const char  llm_key_base62[] =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 
+static int llm_key_check(const char *s, char out[LLM_KEY_CHECK_LEN]);
 static int llm_key_is_base62(int c);
 static int llm_key_is_name_char(int c);
+static int llm_key_is_model_char(int c);
 static int llm_key_hex_value(int c);
 static int llm_key_hex_lower(int c);
+static int llm_key_parse_int(const char *s, size_t len, int64_t *out);
 static int llm_key_parse_id(const char *s, size_t len, int64_t *out);
 static size_t llm_key_put_id(char *p, int64_t v);
 
@@ -52,7 +55,7 @@ llm_key_generate(char *out, size_t cap, int live)
     n = LLM_KEY_PREFIX_LEN;
     i = sizeof(rnd);
 
-    while (n < LLM_KEY_LEN) {
+    while (n < LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN) {
 
         if (i == sizeof(rnd)) {
             if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
@@ -71,9 +74,14 @@ llm_key_generate(char *out, size_t cap, int live)
         i++;
     }
 
-    out[n] = '\0';
-
     OPENSSL_cleanse(rnd, sizeof(rnd));
+
+    if (llm_key_check(out, out + n) != 0) {
+        OPENSSL_cleanse(out, n);
+        return -1;
+    }
+
+    out[LLM_KEY_LEN] = '\0';
 
     return 0;
 }
@@ -82,6 +90,7 @@ llm_key_generate(char *out, size_t cap, int live)
 int
 llm_key_well_formed(const char *s, size_t len)
 {
+    char    check[LLM_KEY_CHECK_LEN];
     size_t  i;
 
     if (len != LLM_KEY_LEN) {
@@ -100,7 +109,12 @@ llm_key_well_formed(const char *s, size_t len)
         }
     }
 
-    return 1;
+    if (llm_key_check(s, check) != 0) {
+        return 0;
+    }
+
+    return memcmp(check, s + LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN,
+                  LLM_KEY_CHECK_LEN) == 0;
 }
 
 
@@ -249,10 +263,18 @@ llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
         return -1;
     }
 
+    if (llm_key_parse_int(f[5], flen[5], &e->expires) != 0
+        || !llm_key_models_valid(f[6], flen[6]))
+    {
+        return -1;
+    }
+
     memcpy(e->tier, f[3], flen[3]);
     e->tier[flen[3]] = '\0';
     memcpy(e->tenant, f[4], flen[4]);
     e->tenant[flen[4]] = '\0';
+    memcpy(e->models, f[6], flen[6]);
+    e->models[flen[6]] = '\0';
 
     return 1;
 }
@@ -263,20 +285,22 @@ llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap)
 {
     char          line[LLM_KEY_LINE_MAX + 1];
     char         *p;
-    size_t        i, tier_len, tenant_len;
+    size_t        i, tier_len, tenant_len, models_len;
     static char   hex[] = "0123456789abcdef";
 
     tier_len = strnlen(e->tier, LLM_KEY_TIER_MAX);
     tenant_len = strnlen(e->tenant, LLM_KEY_TENANT_MAX);
+    models_len = strnlen(e->models, LLM_KEY_MODELS_MAX);
 
     if (!llm_key_name_valid(e->tier, tier_len, LLM_KEY_TIER_MAX)
-        || !llm_key_name_valid(e->tenant, tenant_len, LLM_KEY_TENANT_MAX))
+        || !llm_key_name_valid(e->tenant, tenant_len, LLM_KEY_TENANT_MAX)
+        || !llm_key_models_valid(e->models, models_len))
     {
         return 0;
     }
 
     /* the parser takes only positive ids: write nothing it would refuse */
-    if (e->key_id <= 0 || e->tenant_id <= 0) {
+    if (e->key_id <= 0 || e->tenant_id <= 0 || e->expires < 0) {
         return 0;
     }
 
@@ -297,6 +321,11 @@ llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap)
     *p++ = ' ';
     memcpy(p, e->tenant, tenant_len);
     p += tenant_len;
+    *p++ = ' ';
+    p += llm_key_put_id(p, e->expires);
+    *p++ = ' ';
+    memcpy(p, e->models, models_len);
+    p += models_len;
     *p++ = '\n';
 
     if ((size_t) (p - line) > cap) {
@@ -328,6 +357,117 @@ llm_key_name_valid(const char *s, size_t len, size_t max)
 }
 
 
+int
+llm_key_models_valid(const char *s, size_t len)
+{
+    size_t  i, n;
+
+    if (len == 0 || len + 1 > LLM_KEY_MODELS_MAX) {
+        return 0;
+    }
+
+    if (len == 1 && s[0] == '*') {
+        return 1;
+    }
+
+    n = 0;
+
+    for (i = 0; i < len; i++) {
+
+        if (s[i] == ',') {
+            /* an empty name: a leading, doubled or trailing comma */
+            if (n == 0) {
+                return 0;
+            }
+
+            n = 0;
+            continue;
+        }
+
+        if (!llm_key_is_model_char((unsigned char) s[i])) {
+            return 0;
+        }
+
+        if (++n + 1 > LLM_KEY_MODEL_MAX) {
+            return 0;
+        }
+    }
+
+    return n != 0;
+}
+
+
+int
+llm_key_model_allowed(const char *models, const char *model, size_t len)
+{
+    const char  *p, *end;
+
+    if (models[0] == '*' && models[1] == '\0') {
+        return 1;
+    }
+
+    /* no listed name is empty, and an empty, invalid, list allows nothing */
+    if (len == 0) {
+        return 0;
+    }
+
+    p = models;
+
+    for ( ;; ) {
+        end = strchr(p, ',');
+
+        if (end == NULL) {
+            end = p + strlen(p);
+        }
+
+        if ((size_t) (end - p) == len && memcmp(p, model, len) == 0) {
+            return 1;
+        }
+
+        if (*end == '\0') {
+            return 0;
+        }
+
+        p = end + 1;
+    }
+}
+
+
+/*
+ * The checksum: the first 4 bytes of SHA-256 over the prefix and the
+ * random part, read as a big-endian number, in LLM_KEY_CHECK_LEN base62
+ * digits, the most significant first (62^6 > 2^32, so it always fits).
+ */
+
+static int
+llm_key_check(const char *s, char out[LLM_KEY_CHECK_LEN])
+{
+    int            i;
+    uint32_t       v;
+    unsigned int   n;
+    unsigned char  md[EVP_MAX_MD_SIZE];
+
+    if (EVP_Digest(s, LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN, md, &n,
+                   EVP_sha256(), NULL)
+        != 1)
+    {
+        return -1;
+    }
+
+    v = (uint32_t) md[0] << 24 | (uint32_t) md[1] << 16
+        | (uint32_t) md[2] << 8 | md[3];
+
+    OPENSSL_cleanse(md, sizeof(md));
+
+    for (i = LLM_KEY_CHECK_LEN - 1; i >= 0; i--) {
+        out[i] = llm_key_base62[v % 62];
+        v /= 62;
+    }
+
+    return 0;
+}
+
+
 static int
 llm_key_is_base62(int c)
 {
@@ -340,6 +480,14 @@ static int
 llm_key_is_name_char(int c)
 {
     return llm_key_is_base62(c) || c == '_' || c == '.' || c == '-';
+}
+
+
+static int
+llm_key_is_model_char(int c)
+{
+    return llm_key_is_name_char(c) || c == ':' || c == '/' || c == '@'
+           || c == '+';
 }
 
 
@@ -366,6 +514,20 @@ static int
 llm_key_hex_lower(int c)
 {
     return (c >= 'A' && c <= 'F') ? -1 : llm_key_hex_value(c);
+}
+
+
+/* a non-negative decimal int64 without sign or leading zeros */
+
+static int
+llm_key_parse_int(const char *s, size_t len, int64_t *out)
+{
+    if (len == 1 && s[0] == '0') {
+        *out = 0;
+        return 0;
+    }
+
+    return llm_key_parse_id(s, len, out);
 }
 
 

@@ -4,20 +4,29 @@
  * and the key snapshot file that accountd writes from PostgreSQL and nginx
  * loads.  Plain C on OpenSSL's libcrypto, no nginx types, no allocation.
  *
- * A key is LLM_KEY_PREFIX_LIVE or LLM_KEY_PREFIX_TEST followed by
- * LLM_KEY_RANDOM_LEN characters of base62 from the OS CSPRNG (190 bits).
+ * A key is LLM_KEY_PREFIX_LIVE or LLM_KEY_PREFIX_TEST, then
+ * LLM_KEY_RANDOM_LEN characters of base62 from the OS CSPRNG (190 bits),
+ * then LLM_KEY_CHECK_LEN characters of base62 checksum: the first 4 bytes
+ * of SHA-256 over the prefix and the random part, read big-endian, as a
+ * fixed-width base62 number, most significant digit first.  A key with a
+ * wrong checksum is refused without any lookup, and secret scanners match
+ * the prefix and the length.
  *
  * The secret file holds the secret as hex (at least 32 bytes once decoded),
  * optionally followed by a newline.
  *
  * The snapshot is text, one key a line, fields separated by one space:
  *
- *     llmgw-keys 1
- *     <hmac, 64 hex> <key_id> <tenant_id> <tier> <tenant name>
+ *     llmgw-keys 2
+ *     <hmac, 64 hex> <key_id> <tenant_id> <tier> <tenant name> <expires>
+ *         <models>
  *
- * The first line names the format and its version.  Tier and tenant names
- * are [A-Za-z0-9_.-], 1 to 31 and 1 to 63 characters.  Lines starting with
- * '#' and empty lines are ignored.
+ * (one line).  The first line names the format and its version.  Tier and
+ * tenant names are [A-Za-z0-9_.-], 1 to 31 and 1 to 63 characters.
+ * <expires> is the unix time, in seconds, from which the key no longer
+ * works, or 0 for never.  <models> is "*" for any model, or the models the
+ * key may call, comma-separated, each [A-Za-z0-9_.:/@+-], 1 to 127
+ * characters.  Lines starting with '#' and empty lines are ignored.
  */
 
 #ifndef _LLM_KEY_H_INCLUDED_
@@ -32,7 +41,9 @@
 #define LLM_KEY_PREFIX_TEST       "llmgw_test_"
 #define LLM_KEY_PREFIX_LEN        11
 #define LLM_KEY_RANDOM_LEN        32
-#define LLM_KEY_LEN               (LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN)
+#define LLM_KEY_CHECK_LEN         6
+#define LLM_KEY_LEN               (LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN    \
+                                   + LLM_KEY_CHECK_LEN)
 /* how much of a key may be shown: the prefix and 4 random characters */
 #define LLM_KEY_DISPLAY_LEN       (LLM_KEY_PREFIX_LEN + 4)
 
@@ -43,25 +54,31 @@
 #define LLM_KEY_TIER_MAX          32
 #define LLM_KEY_TENANT_MAX        64
 
-#define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 1"
+#define LLM_KEY_MODELS_MAX        1024      /* with its NUL */
+#define LLM_KEY_MODEL_MAX         128       /* one name, with its NUL */
+
+#define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 2"
 /* the longest snapshot line, without its newline */
 #define LLM_KEY_LINE_MAX          (64 + 1 + 20 + 1 + 20 + 1                  \
-                                   + LLM_KEY_TIER_MAX + LLM_KEY_TENANT_MAX)
+                                   + LLM_KEY_TIER_MAX + LLM_KEY_TENANT_MAX    \
+                                   + 20 + 1 + LLM_KEY_MODELS_MAX)
 
 
 typedef struct {
     uint8_t    hash[LLM_KEY_HASH_LEN];
     int64_t    key_id;
     int64_t    tenant_id;
+    int64_t    expires;                       /* unix seconds, 0: never */
     char       tier[LLM_KEY_TIER_MAX];        /* NUL-terminated */
     char       tenant[LLM_KEY_TENANT_MAX];    /* NUL-terminated */
+    char       models[LLM_KEY_MODELS_MAX];    /* NUL-terminated, "*": any */
 } llm_key_entry_t;
 
 
 /* 0 on success, -1 if the CSPRNG failed or cap < LLM_KEY_LEN + 1 */
 int llm_key_generate(char *out, size_t cap, int live);
 
-/* 1 if s looks like one of our keys (prefix, length, alphabet), else 0 */
+/* 1 if s is one of our keys (prefix, length, alphabet, checksum), else 0 */
 int llm_key_well_formed(const char *s, size_t len);
 
 /* 0 on success, -1 on failure */
@@ -88,6 +105,12 @@ size_t llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap);
 
 /* 1 if s is a valid tier or tenant name of at most max-1 characters */
 int llm_key_name_valid(const char *s, size_t len, size_t max);
+
+/* 1 if s is a valid <models> field: "*" or a comma-separated list */
+int llm_key_models_valid(const char *s, size_t len);
+
+/* 1 if the <models> field lets the key call model (len bytes) */
+int llm_key_model_allowed(const char *models, const char *model, size_t len);
 
 
 #endif /* _LLM_KEY_H_INCLUDED_ */

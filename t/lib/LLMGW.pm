@@ -57,7 +57,8 @@ sub new_tenant {
     my $name = sprintf('t%d-%d-%s', $$, ++$tenants, $tier);
 
     accountd('tenant', 'create', '--name', $name, '--tier', $tier);
-    my @lines = split(/\n/, accountd('key', 'create', '--tenant', $name));
+    my @lines = split(/\n/, accountd('key', 'create', '--tenant', $name,
+                                      @{ $o{args} // [] }));
 
     my $id = db()->selectrow_array(
         'SELECT tenant_id FROM llm.tenants WHERE name = ?', undef, $name);
@@ -133,8 +134,8 @@ use Time::HiRes qw(sleep);
 
 my $instances = 0;
 
-# nginx->new(http => '...') with %%PORT%%, %%MOCK%% and %%DIR%% in the
-# block replaced.  %%GATEWAY%% stands for the usual http-level directives:
+# nginx->new(http => '...') with %%PORT%%, %%MOCK%%, %%DIR%% (the stack's
+# directory) and %%NGINX%% (this nginx's) in the block replaced.  %%GATEWAY%% stands for the usual http-level directives:
 # the zone, the keys and accountd.
 sub new {
     my ($class, %o) = @_;
@@ -157,6 +158,7 @@ EOF
     $http =~ s/%%PORT%%/$self->{port}/g;
     $http =~ s/%%MOCK%%/$s->{LLMGW_MOCK_PORT}/g;
     $http =~ s/%%DIR%%/$s->{LLMGW_DIR}/g;
+    $http =~ s/%%NGINX%%/$dir/g;
 
     my $module = "$s->{LLMGW_BUILD}/ngx_http_llm_gateway_module.so";
     my $workers = $o{workers} // 2;

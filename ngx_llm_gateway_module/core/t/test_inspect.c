@@ -188,6 +188,19 @@ test_rewrite(void)
                "\"max_tokens\":256}", "nulls replaced once each");
     cJSON_free(s);
 
+    /* an alias resolved to its pinned model */
+    b = "{\"model\":\"chat-default\",\"max_tokens\":5,\"messages\":[]}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_ok(!llm_inspect_needs_rewrite(&req), "no rewrite before the alias");
+    tap_is(llm_inspect_set_model(&req, "gpt-x-2024", 10), 0, "alias set");
+    tap_ok(llm_inspect_needs_rewrite(&req) && req.rebuild, "then a rebuild");
+    tap_is_str(req.model, "gpt-x-2024", "the model is the pinned one");
+
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"gpt-x-2024\",\"max_tokens\":5,"
+               "\"messages\":[]}", "the upstream gets the pinned model");
+    cJSON_free(s);
+
     b = "{\"model\":\"m\",\"max_tokens\":null,\"messages\":[]}";
     llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req);
     s = llm_inspect_rebuild(b, strlen(b), &req);
