@@ -17,6 +17,8 @@ static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
 static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
+static ngx_uint_t ngx_http_llm_gateway_model_allowed(
+    ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
     ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
 static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
@@ -208,9 +210,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_http_llm_gateway_json_pool(NULL);
 
-    /* a key may name either the alias it calls or the model it means */
-    allowed = llm_key_model_allowed((char *) ctx->key->models.data,
-                                    ctx->req.model, ctx->req.model_len);
+    /*
+     * The key and its tier must both allow the model; either may name the
+     * alias the client calls or the model it stands for.
+     */
+    allowed = ngx_http_llm_gateway_model_allowed(ctx);
 
     alias = ngx_http_llm_gateway_find_alias(llcf, ctx->req.model,
                                             ctx->req.model_len);
@@ -226,16 +230,14 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             return;
         }
 
-        allowed = allowed
-                  || llm_key_model_allowed((char *) ctx->key->models.data,
-                                           ctx->req.model,
-                                           ctx->req.model_len);
+        allowed = allowed || ngx_http_llm_gateway_model_allowed(ctx);
     }
 
     if (!allowed) {
         p = ngx_pnalloc(r->pool, ctx->req.model_len + 64);
         if (p != NULL) {
-            ngx_sprintf(p, "This API key may not call model \"%s\".%Z",
+            ngx_sprintf(p, "This API key or its tier may not call model "
+                        "\"%s\".%Z",
                         ctx->req.model);
         }
 
@@ -518,6 +520,16 @@ ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     }
 
     return NGX_OK;
+}
+
+
+static ngx_uint_t
+ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    return llm_key_model_allowed((char *) ctx->key->models.data,
+                                 ctx->req.model, ctx->req.model_len)
+           && llm_key_model_allowed((char *) ctx->tier->models,
+                                    ctx->req.model, ctx->req.model_len);
 }
 
 

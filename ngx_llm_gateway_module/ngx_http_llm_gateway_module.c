@@ -1075,7 +1075,21 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     tier->name = value[1];
 
+    tier->models = (u_char *) "*";
+
     for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
+            if (!llm_key_models_valid((char *) value[i].data + 7,
+                                      value[i].len - 7))
+            {
+                goto invalid;
+            }
+
+            /* NUL-terminated, as configuration strings are */
+            tier->models = value[i].data + 7;
+            continue;
+        }
 
         for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
             if (value[i].len > p->name.len

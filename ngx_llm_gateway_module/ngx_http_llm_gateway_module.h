@@ -33,6 +33,7 @@ typedef struct {
     llm_bucket_conf_t            tpm;
     int64_t                      max_tokens;
     int64_t                      default_max_tokens;
+    u_char                      *models;    /* as in a key: "*" or a list */
 } ngx_http_llm_gateway_tier_t;
 
 

@@ -23,12 +23,14 @@ my $ok = new_tenant(tier => 'pro');
 my $gone = new_tenant(tier => 'pro');
 my $brief = new_tenant(tier => 'pro', args => [ '--expires-in', '2s' ]);
 my $narrow = new_tenant(tier => 'pro', args => [ '--models', 'mock-a,mock-b' ]);
+my $basic = new_tenant(tier => 'basic');
 
 accountd('key', 'revoke', key_id($gone));
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=600000;
+    llm_gateway_tier  pro    tpm=600000;
+    llm_gateway_tier  basic  tpm=600000 models=mock-b,mock-a-2024;
 
     llm_gateway_alias   chat-default  mock-a-2024;
     llm_gateway_sunset  mock-a-2024   2027-01-31 deprecated=2026-10-01;
@@ -137,6 +139,20 @@ is_deeply([ @{ $j->{error} // {} }{qw(type code param)} ],
           'model_not_allowed');
 like($j->{error}{message} // '', qr/"mock-c"/, 'the message names the model');
 
+# A tier may limit its models too: the key and the tier must both allow.
+
+$r = ask('/v1/chat/completions', 'mock-b',
+         authorization => "Bearer $basic->{key}");
+is($r->{status}, 200, 'a model the tier allows: 200');
+
+$r = ask('/v1/chat/completions', 'mock-c',
+         authorization => "Bearer $basic->{key}");
+is($r->{status}, 403, 'a model the tier does not allow: 403');
+
+$r = ask('/v1/chat/completions', 'chat-default',
+         authorization => "Bearer $basic->{key}");
+is($r->{status}, 200, 'an alias whose model the tier allows: 200');
+
 # An alias: the upstream and the ledger see the pinned model, and the answer
 # says when that model goes away.
 
@@ -187,7 +203,7 @@ my $logs = join('', grep { !/\[debug\] .* http header: "/ }
                     map { split(/^/m, slurp($_)) }
                     glob($ng->dir() . '/*.log'),
                     "$s->{LLMGW_DIR}/accountd.log");
-for my $t ($ok, $gone, $brief, $narrow) {
+for my $t ($ok, $gone, $brief, $narrow, $basic) {
     unlike($logs, qr/\Q$t->{key}\E/, "$t->{name}'s key is in no log");
 }
 
