@@ -15,6 +15,13 @@
 static ngx_int_t ngx_http_llm_gateway_get_key(ngx_http_request_t *r,
     ngx_str_t *key);
 static void ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed);
+static ngx_http_llm_gateway_addr_t *ngx_http_llm_gateway_addr(
+    ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, u_char *addr,
+    size_t len, ngx_uint_t create);
+static void ngx_http_llm_gateway_addr_expire(ngx_http_llm_gateway_shctx_t *sh,
+    ngx_slab_pool_t *shpool, int64_t now, ngx_msec_t window, ngx_uint_t n);
 static ngx_uint_t ngx_http_llm_gateway_key_header(ngx_str_t *key);
 static ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_find_key(
     ngx_http_llm_gateway_main_conf_t *lmcf, u_char *hash);
@@ -31,6 +38,12 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    /* an address that sent too many bad keys gets no lookup at all */
+    if (ngx_http_llm_gateway_bad_keys(r, ctx, 0) != NGX_OK) {
+        ngx_http_llm_gateway_hide_keys(r);
+        return NGX_DECLINED;
+    }
 
     k = NULL;
 
@@ -54,6 +67,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
                                     "invalid_request_error",
                                     "invalid_api_key", NULL,
                                     "Invalid API key.");
+        (void) ngx_http_llm_gateway_bad_keys(r, ctx, 1);
         rc = NGX_DECLINED;
 
     } else {
@@ -62,6 +76,216 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     }
 
     return rc;
+}
+
+
+/*
+ * Bad keys per client address, in the location's zone: past
+ * llm_gateway_bad_keys within the window, 429 until the window ends.
+ * failed = 0 checks, failed = 1 counts one more.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed)
+{
+    u_char                           *addr;
+    size_t                            len;
+    int64_t                           now, left;
+    struct sockaddr_in               *sin;
+    ngx_http_llm_gateway_addr_t      *a;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+#if (NGX_HAVE_INET6)
+    struct sockaddr_in6              *sin6;
+#endif
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->bad_keys == 0) {
+        return NGX_OK;
+    }
+
+    switch (r->connection->sockaddr->sa_family) {
+
+    case AF_INET:
+        sin = (struct sockaddr_in *) r->connection->sockaddr;
+        addr = (u_char *) &sin->sin_addr;
+        len = 4;
+        break;
+
+#if (NGX_HAVE_INET6)
+    case AF_INET6:
+        sin6 = (struct sockaddr_in6 *) r->connection->sockaddr;
+        addr = sin6->sin6_addr.s6_addr;
+        len = 16;
+        break;
+#endif
+
+    default: /* a unix socket has no address to hold to account */
+        return NGX_OK;
+    }
+
+    zone = llcf->shm_zone->data;
+    now = ngx_http_llm_gateway_now_ms();
+    left = 0;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (failed) {
+        ngx_http_llm_gateway_addr_expire(zone->sh, zone->shpool, now,
+                                         llcf->bad_keys_window, 2);
+    }
+
+    a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, failed);
+
+    if (a != NULL) {
+        if (now - a->start_ms >= (int64_t) llcf->bad_keys_window) {
+            a->start_ms = now;
+            a->failures = 0;
+        }
+
+        a->failures += failed;
+
+        if (!failed && a->failures >= llcf->bad_keys) {
+            left = a->start_ms + llcf->bad_keys_window - now;
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (left == 0) {
+        return NGX_OK;
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                "invalid_request_error", "too_many_bad_keys",
+                                NULL, "Too many requests with invalid API "
+                                "keys from this address.");
+    ctx->retry_after = llm_bucket_seconds(left);
+
+    return NGX_DECLINED;
+}
+
+
+static ngx_http_llm_gateway_addr_t *
+ngx_http_llm_gateway_addr(ngx_http_llm_gateway_shctx_t *sh,
+    ngx_slab_pool_t *shpool, u_char *addr, size_t len, ngx_uint_t create)
+{
+    uint32_t                      hash;
+    ngx_int_t                     rc;
+    ngx_rbtree_node_t            *node, *sentinel;
+    ngx_http_llm_gateway_addr_t  *a;
+
+    hash = ngx_crc32_short(addr, len);
+
+    node = sh->addrs.root;
+    sentinel = sh->addrs.sentinel;
+
+    while (node != sentinel) {
+
+        if (hash != node->key) {
+            node = (hash < node->key) ? node->left : node->right;
+            continue;
+        }
+
+        a = (ngx_http_llm_gateway_addr_t *) node;
+
+        rc = ngx_memn2cmp(addr, a->addr, len, a->len);
+
+        if (rc == 0) {
+            ngx_queue_remove(&a->queue);
+            ngx_queue_insert_head(&sh->addrs_queue, &a->queue);
+            return a;
+        }
+
+        node = (rc < 0) ? node->left : node->right;
+    }
+
+    if (!create) {
+        return NULL;
+    }
+
+    a = ngx_slab_alloc_locked(shpool, sizeof(ngx_http_llm_gateway_addr_t));
+
+    /* a full zone counts nothing rather than refuse anyone */
+    if (a == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(a, sizeof(ngx_http_llm_gateway_addr_t));
+
+    a->node.key = hash;
+    a->len = (u_short) len;
+    ngx_memcpy(a->addr, addr, len);
+
+    ngx_rbtree_insert(&sh->addrs, &a->node);
+    ngx_queue_insert_head(&sh->addrs_queue, &a->queue);
+
+    return a;
+}
+
+
+/* the least recently seen addresses whose window has passed go */
+
+static void
+ngx_http_llm_gateway_addr_expire(ngx_http_llm_gateway_shctx_t *sh,
+    ngx_slab_pool_t *shpool, int64_t now, ngx_msec_t window, ngx_uint_t n)
+{
+    ngx_queue_t                  *q;
+    ngx_http_llm_gateway_addr_t  *a;
+
+    while (n-- && !ngx_queue_empty(&sh->addrs_queue)) {
+        q = ngx_queue_last(&sh->addrs_queue);
+        a = ngx_queue_data(q, ngx_http_llm_gateway_addr_t, queue);
+
+        if (now - a->start_ms < (int64_t) window) {
+            return;
+        }
+
+        ngx_queue_remove(q);
+        ngx_rbtree_delete(&sh->addrs, &a->node);
+        ngx_slab_free_locked(shpool, a);
+    }
+}
+
+
+void
+ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
+{
+    ngx_rbtree_node_t            **p;
+    ngx_http_llm_gateway_addr_t   *a, *at;
+
+    for ( ;; ) {
+
+        if (node->key < temp->key) {
+            p = &temp->left;
+
+        } else if (node->key > temp->key) {
+            p = &temp->right;
+
+        } else { /* node->key == temp->key */
+
+            a = (ngx_http_llm_gateway_addr_t *) node;
+            at = (ngx_http_llm_gateway_addr_t *) temp;
+
+            p = (ngx_memn2cmp(a->addr, at->addr, a->len, at->len) < 0)
+                ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
 }
 
 

@@ -44,6 +44,8 @@ static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static time_t ngx_http_llm_gateway_parse_date(u_char *p, size_t len);
@@ -136,6 +138,13 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
     { ngx_string("llm_gateway_sunset"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
       ngx_http_llm_gateway_sunset,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_bad_keys"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_llm_gateway_bad_keys,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -427,14 +436,14 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     if (ozone) {
         zone->sh = ozone->sh;
         zone->shpool = ozone->shpool;
-        return NGX_OK;
+        goto version;
     }
 
     zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
     if (shm_zone->shm.exists) {
         zone->sh = zone->shpool->data;
-        return NGX_OK;
+        goto version;
     }
 
     zone->sh = ngx_slab_alloc(zone->shpool,
@@ -450,6 +459,13 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     ngx_queue_init(&zone->sh->queue);
 
+    ngx_rbtree_init(&zone->sh->addrs, &zone->sh->addrs_sentinel,
+                    ngx_http_llm_gateway_addr_rbtree_insert_value);
+
+    ngx_queue_init(&zone->sh->addrs_queue);
+
+    zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
+
     len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
 
     zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
@@ -462,6 +478,19 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     /* a full zone is handled: expiry, then a 503 */
     zone->shpool->log_nomem = 0;
+
+    return NGX_OK;
+
+version:
+
+    /* a reload into a module built with another layout cannot reuse it */
+    if (zone->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "llm_gateway_zone \"%V\" was made by another version "
+                      "of the module: restart nginx, or rename or resize "
+                      "the zone", &shm_zone->shm.name);
+        return NGX_ERROR;
+    }
 
     return NGX_OK;
 }
@@ -522,6 +551,8 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
     conf->sunsets = NGX_CONF_UNSET_PTR;
     conf->response_buffer = NGX_CONF_UNSET_SIZE;
     conf->reject_log_level = NGX_CONF_UNSET_UINT;
+    conf->bad_keys = NGX_CONF_UNSET_UINT;
+    conf->bad_keys_window = NGX_CONF_UNSET_MSEC;
 
     return conf;
 }
@@ -556,6 +587,9 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               1024 * 1024);
     ngx_conf_merge_uint_value(conf->reject_log_level, prev->reject_log_level,
                               NGX_LOG_ERR);
+    ngx_conf_merge_uint_value(conf->bad_keys, prev->bad_keys, 20);
+    ngx_conf_merge_msec_value(conf->bad_keys_window, prev->bad_keys_window,
+                              60000);
 
     if (!conf->enable) {
         return NGX_CONF_OK;
@@ -1144,6 +1178,59 @@ invalid:
                        "invalid parameter \"%V\" of tier \"%V\"",
                        &value[i], &value[1]);
     return NGX_CONF_ERROR;
+}
+
+
+static char *
+ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    ngx_int_t   n;
+    ngx_str_t  *value, s;
+
+    if (llcf->bad_keys != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "off") == 0) {
+        llcf->bad_keys = 0;
+        return NGX_CONF_OK;
+    }
+
+    n = ngx_atoi(value[1].data, value[1].len);
+    if (n <= 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    llcf->bad_keys = n;
+
+    if (cf->args->nelts == 3) {
+        if (ngx_strncmp(value[2].data, "window=", 7) != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        s.data = value[2].data + 7;
+        s.len = value[2].len - 7;
+
+        llcf->bad_keys_window = ngx_parse_time(&s, 0);
+
+        if (llcf->bad_keys_window == (ngx_msec_t) NGX_ERROR
+            || llcf->bad_keys_window == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid window \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
 }
 
 

@@ -74,10 +74,29 @@ typedef struct {
 } ngx_http_llm_gateway_node_t;
 
 
+/* a client address that sent bad keys, in the same zone */
 typedef struct {
+    ngx_rbtree_node_t            node;      /* key: crc32 of the address */
+    ngx_queue_t                  queue;     /* LRU, for expiry */
+    int64_t                      start_ms;  /* the window began */
+    ngx_uint_t                   failures;
+    u_short                      len;
+    u_char                       addr[16];
+} ngx_http_llm_gateway_addr_t;
+
+
+/* bumped whenever the layout of the zone changes */
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  2
+
+
+typedef struct {
+    ngx_uint_t                   version;
     ngx_rbtree_t                 rbtree;
     ngx_rbtree_node_t            sentinel;
     ngx_queue_t                  queue;
+    ngx_rbtree_t                 addrs;
+    ngx_rbtree_node_t            addrs_sentinel;
+    ngx_queue_t                  addrs_queue;
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -113,6 +132,8 @@ typedef struct {
     ngx_array_t                 *sunsets;   /* ngx_http_llm_gateway_sunset_t */
     size_t                       response_buffer;
     ngx_uint_t                   reject_log_level;
+    ngx_uint_t                   bad_keys;  /* 0: no limit */
+    ngx_msec_t                   bad_keys_window;
 } ngx_http_llm_gateway_loc_conf_t;
 
 
@@ -163,6 +184,8 @@ typedef struct {
 
 ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
 

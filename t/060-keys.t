@@ -32,6 +32,8 @@ my $ng = nginx(http => <<'EOF')->run();
     llm_gateway_tier  pro    tpm=600000;
     llm_gateway_tier  basic  tpm=600000 models=mock-b,mock-a-2024;
 
+    llm_gateway_zone    zone=strict:1m;
+
     llm_gateway_alias   chat-default  mock-a-2024;
     llm_gateway_sunset  mock-a-2024   2027-01-31 deprecated=2026-10-01;
 
@@ -48,6 +50,13 @@ my $ng = nginx(http => <<'EOF')->run();
         location = /v1/chat/completions {
             llm_gateway  zone=llm;
             proxy_pass   http://127.0.0.1:%%MOCK%%;
+        }
+
+        # few bad keys allowed, counted in a zone of its own
+        location = /v1/strict {
+            llm_gateway           zone=strict;
+            llm_gateway_bad_keys  3 window=60s;
+            proxy_pass            http://127.0.0.1:%%MOCK%%/v1/chat/completions;
         }
 
         # what an upstream would see of the client's credentials
@@ -111,7 +120,7 @@ my @bad = (
     [ 'an expired key', [ 'x-api-key' => $brief->{key} ] ],
 );
 
-my %bodies;
+my (%bodies, $r);
 
 for my $c (@bad) {
     my ($name, $h) = @$c;
@@ -123,10 +132,27 @@ for my $c (@bad) {
 is(scalar(keys %bodies), 1, 'every 401 has the byte-identical body');
 like((keys %bodies)[0], qr/"code":"invalid_api_key"/, 'invalid_api_key');
 
+# Bad keys from one address: past the limit, 429 before any lookup, for
+# good keys too, until the window ends.
+
+for my $i (1 .. 3) {
+    $r = ask('/v1/strict', undef, authorization => 'Bearer ' . forge());
+    is($r->{status}, 401, "bad key $i of 3: 401");
+}
+
+for my $key (forge(), $ok->{key}) {
+    $r = ask('/v1/strict', undef, authorization => "Bearer $key");
+    is($r->{status}, 429, 'past the limit: 429');
+    is((json_body($r) // {})->{error}{code}, 'too_many_bad_keys',
+       'too_many_bad_keys');
+    my $ra = $r->{headers}{'retry-after'} // 0;
+    ok($ra >= 1 && $ra <= 60, "Retry-After within the window ($ra)");
+}
+
 # Models a key may call.
 
-my $r = ask('/v1/chat/completions', 'mock-b',
-            authorization => "Bearer $narrow->{key}");
+$r = ask('/v1/chat/completions', 'mock-b',
+         authorization => "Bearer $narrow->{key}");
 is($r->{status}, 200, 'an allowed model: 200');
 
 $r = ask('/v1/chat/completions', 'mock-c',
