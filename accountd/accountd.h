@@ -9,11 +9,13 @@
  *     main.c      arguments, daemon set-up, the event loop, signals
  *     config.c    the configuration file and its table
  *     log.c       log lines, gated by verbosity
- *     listener.c  the Unix socket, client connections, frames, ACKs
+ *     listener.c  the Unix socket, client connections, frames, ACKs,
+ *                 the key set sent to each connection
  *     queue.c     records received and not yet committed
  *     db.c        asynchronous libpq: batches, LISTEN for key changes,
  *                 the key snapshot query
  *     snapshot.c  writing the key snapshot file
+ *     keyset.c    the key set pushed to the workers, built once a rewrite
  *     cli.c       the subcommands (blocking libpq)
  */
 
@@ -134,6 +136,7 @@ void listener_release(acd_client_t *c);
 void listener_flush(void);
 void listener_reap(void);
 int listener_idle(void);
+void listener_keyset(void);
 
 
 /* queue.c */
@@ -158,6 +161,7 @@ int db_init(void);
 void db_start(int snapshot_written);
 void db_kick(void);
 void db_snapshot_request(void);
+void db_snapshot_soon(void);
 void db_conf_changed(const acd_conf_t *old);
 int64_t db_timer_at(void);
 void db_timer(int64_t now);
@@ -190,7 +194,25 @@ PGconn *db_connect_blocking(const char *url, int timeout);
 int snapshot_lock(const char *path, int wait);
 void snapshot_unlock(int fd);
 int snapshot_write(const char *path, PGresult *res, int64_t *next_expiry);
-int snapshot_blocking(PGconn *conn, const char *path);
+int snapshot_blocking(PGconn *conn, const char *path, int publish);
+int snapshot_entry(PGresult *res, int row, llm_key_entry_t *e);
+
+
+/* keyset.c */
+
+typedef struct {
+    uint64_t   generation;
+    uint32_t   count;
+    unsigned   refs;
+    size_t     len;
+    uint8_t   *data;           /* BEGIN, count KEY frames, END */
+} acd_keyset_t;
+
+int keyset_publish(PGresult *res);
+acd_keyset_t *keyset_newest(void);
+void keyset_ref(acd_keyset_t *ks);
+void keyset_unref(acd_keyset_t *ks);
+void keyset_done(void);
 
 
 /* cli.c */

@@ -658,6 +658,9 @@ db_done(PGresult *res)
             db_snapshot_at(acd_now() + DB_SNAPSHOT_RETRY);
         }
 
+        /* the workers need the keys even if the disk refused the file */
+        (void) keyset_publish(res);
+
         snapshot_unlock(db.snapshot_fd);
         db.snapshot_fd = -1;
 
@@ -922,6 +925,24 @@ db_send_snapshot(void)
     if (db_send(SNAPSHOT_QUERY, 0) != 0) {
         db.snapshot_wanted = 1;
     }
+}
+
+
+/*
+ * A worker connected.  It read the snapshot file when nginx loaded its
+ * configuration, perhaps newer than the last set built (the CLI writes the
+ * file at once, the set follows the notification): it gets a set built
+ * after it came, never an older one.
+ */
+
+void
+db_snapshot_soon(void)
+{
+    int64_t  at;
+
+    at = db.snapshot_sent + DB_SNAPSHOT_DEBOUNCE;
+
+    db_snapshot_at(at > acd_now() ? at : acd_now());
 }
 
 

@@ -10,6 +10,17 @@
  * A closed connection stays allocated while records that came from it are
  * still queued, and is freed at the end of the loop iteration, never
  * while an epoll event may still point to it.
+ *
+ * The other way, the key set goes out on every connection as soon as it
+ * is accepted and again after each rewrite.  A set once started is sent
+ * to its END before anything else (the worker applies only whole sets),
+ * then the ACKs that waited, then the newest set if there is a newer
+ * one: sets in between are skipped.  The set's bytes are shared, see
+ * keyset.c; ACK frames and the set's frames meet only at frame
+ * boundaries, so the ACK frame that is being sent is tracked (out_frame).
+ *
+ * A failed send() ends the sending only: what the client sent before it
+ * went away is still read to its end and written to the database.
  */
 
 
@@ -46,10 +57,18 @@ struct acd_client_s {
     size_t           out_pos;
     size_t           out_len;
     size_t           out_cap;
+    /* the first ACK frame boundary at or after out_pos */
+    size_t           out_frame;
+
+    acd_keyset_t    *set;              /* the set being sent */
+    size_t           set_pos;
+    uint64_t         set_gen;          /* the last set started */
 
     unsigned         eof:1;
     unsigned         closed:1;
     unsigned         dirty:1;
+    unsigned         acks_first:1;
+    unsigned         write_failed:1;
 
     acd_client_t    *next;
     acd_client_t    *prev;
@@ -66,7 +85,10 @@ static void client_handler(acd_event_t *ev, uint32_t events);
 static void client_read(acd_client_t *c);
 static void client_process(acd_client_t *c);
 static void client_write(acd_client_t *c);
+static int client_set_waiting(acd_client_t *c);
+static void client_write_failed(acd_client_t *c);
 static void client_update(acd_client_t *c);
+static void client_dirty(acd_client_t *c);
 static void client_close(acd_client_t *c);
 
 
@@ -302,7 +324,7 @@ listener_ack(acd_client_t *c, const llm_record_t *rec)
     uint8_t       *p;
     llm_record_t   ack;
 
-    if (c->closed) {
+    if (c->closed || c->write_failed) {
         return;
     }
 
@@ -311,6 +333,7 @@ listener_ack(acd_client_t *c, const llm_record_t *rec)
         if (c->out_pos) {
             memmove(c->out, c->out + c->out_pos, c->out_len - c->out_pos);
             c->out_len -= c->out_pos;
+            c->out_frame -= c->out_pos;
             c->out_pos = 0;
         }
 
@@ -338,11 +361,7 @@ listener_ack(acd_client_t *c, const llm_record_t *rec)
     n = llm_record_encode(&ack, c->out + c->out_len, c->out_cap - c->out_len);
     c->out_len += n;
 
-    if (!c->dirty) {
-        c->dirty = 1;
-        c->dirty_next = dirty;
-        dirty = c;
-    }
+    client_dirty(c);
 }
 
 
@@ -403,6 +422,21 @@ listener_reap(void)
         zombies = c->zombie_next;
         free(c->out);
         free(c);
+    }
+}
+
+
+/* a new key set: every connection not in the middle of one starts it */
+
+void
+listener_keyset(void)
+{
+    acd_client_t  *c;
+
+    for (c = clients; c; c = c->next) {
+        if (c->set == NULL && !c->write_failed) {
+            client_dirty(c);
+        }
     }
 }
 
@@ -479,6 +513,13 @@ listener_accept(acd_event_t *ev, uint32_t events)
         clients = c;
 
         client_update(c);
+
+        /*
+         * Only a set built after it came: the worker's table, from the
+         * snapshot file, may be newer than the last set.  One is built soon.
+         */
+        c->set_gen = keyset_newest() ? keyset_newest()->generation : 0;
+        db_snapshot_soon();
 
         log_debug("client #%llu connected (pid %d)",
                   (unsigned long long) c->id, (int) c->pid);
@@ -654,11 +695,46 @@ client_process(acd_client_t *c)
 static void
 client_write(acd_client_t *c)
 {
-    ssize_t  n;
+    size_t          len;
+    ssize_t         n;
+    const uint8_t  *p;
+    acd_keyset_t   *ks;
 
-    while (c->out_pos < c->out_len) {
-        n = send(c->ev.fd, c->out + c->out_pos, c->out_len - c->out_pos,
-                 MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (c->write_failed) {
+        return;
+    }
+
+    for ( ;; ) {
+
+        if (c->set == NULL && client_set_waiting(c)
+            && c->out_pos == c->out_frame
+            && !(c->acks_first && c->out_pos < c->out_len))
+        {
+            ks = keyset_newest();
+            keyset_ref(ks);
+            c->set = ks;
+            c->set_pos = 0;
+            c->set_gen = ks->generation;
+            c->acks_first = 0;
+        }
+
+        if (c->set != NULL) {
+            p = c->set->data + c->set_pos;
+            len = c->set->len - c->set_pos;
+
+        } else if (c->out_pos < c->out_len) {
+            p = c->out + c->out_pos;
+
+            /* a set waits: only to the end of this ACK frame */
+            len = (client_set_waiting(c) && !c->acks_first ? c->out_frame
+                                                          : c->out_len)
+                  - c->out_pos;
+
+        } else {
+            break;
+        }
+
+        n = send(c->ev.fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
         if (n == -1) {
             if (errno == EAGAIN) {
@@ -669,19 +745,43 @@ client_write(acd_client_t *c)
                 continue;
             }
 
-            log_info("client #%llu (pid %d): send() failed: %s, closing",
-                     (unsigned long long) c->id, (int) c->pid,
-                     strerror(errno));
-            client_close(c);
+            client_write_failed(c);
             return;
         }
 
-        c->out_pos += (size_t) n;
+        if (c->set == NULL) {
+            c->out_pos += (size_t) n;
+            c->acks_first = 0;
+
+            while (c->out_frame < c->out_pos) {
+                p = c->out + c->out_frame;
+                c->out_frame += 4 + ((size_t) p[0] << 24 | (size_t) p[1] << 16
+                                     | (size_t) p[2] << 8 | p[3]);
+            }
+
+            continue;
+        }
+
+        c->set_pos += (size_t) n;
+
+        if (c->set_pos == c->set->len) {
+            log_debug("client #%llu (pid %d): key set %llu sent, %u keys",
+                      (unsigned long long) c->id, (int) c->pid,
+                      (unsigned long long) c->set->generation,
+                      (unsigned) c->set->count);
+
+            keyset_unref(c->set);
+            c->set = NULL;
+
+            /* the ACKs that waited for this set go before the next one */
+            c->acks_first = 1;
+        }
     }
 
     if (c->out_pos == c->out_len) {
         c->out_pos = 0;
         c->out_len = 0;
+        c->out_frame = 0;
 
         /* a burst of ACKs once is no reason to keep a large buffer */
         if (c->out_cap > CLIENT_OUT_KEEP) {
@@ -700,6 +800,58 @@ client_write(acd_client_t *c)
 }
 
 
+/*
+ * Nothing more is sent, and the connection is closed once what the client
+ * sent has been read: a worker that sent records and closed at once must
+ * not lose them because its key set could not be sent.
+ */
+
+static void
+client_write_failed(acd_client_t *c)
+{
+    log_info("client #%llu (pid %d): send() failed: %s, closing once "
+             "what it sent is read", (unsigned long long) c->id,
+             (int) c->pid, strerror(errno));
+
+    c->write_failed = 1;
+
+    if (c->set != NULL) {
+        keyset_unref(c->set);
+        c->set = NULL;
+    }
+
+    if (c->out_len > c->out_pos) {
+        log_info("client #%llu (pid %d): %zu bytes of ACKs not sent",
+                 (unsigned long long) c->id, (int) c->pid,
+                 c->out_len - c->out_pos);
+    }
+
+    c->out_pos = 0;
+    c->out_len = 0;
+    c->out_frame = 0;
+
+    if (c->eof && c->pending == 0) {
+        client_close(c);
+        return;
+    }
+
+    client_update(c);
+}
+
+
+/* a set newer than the last one started is there */
+
+static int
+client_set_waiting(acd_client_t *c)
+{
+    acd_keyset_t  *ks;
+
+    ks = keyset_newest();
+
+    return ks != NULL && ks->generation > c->set_gen;
+}
+
+
 static void
 client_update(acd_client_t *c)
 {
@@ -714,12 +866,28 @@ client_update(acd_client_t *c)
         events |= EPOLLIN;
     }
 
-    if (c->out_len > c->out_pos) {
+    if (!c->write_failed
+        && (c->out_len > c->out_pos || c->set != NULL
+            || client_set_waiting(c)))
+    {
         events |= EPOLLOUT;
     }
 
     if (event_set(&c->ev, events) != 0) {
         client_close(c);
+    }
+}
+
+
+/* written at the end of the iteration, by listener_flush() */
+
+static void
+client_dirty(acd_client_t *c)
+{
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->dirty_next = dirty;
+        dirty = c;
     }
 }
 
@@ -754,6 +922,15 @@ client_close(acd_client_t *c)
         log_info("client #%llu (pid %d) closed with %zu bytes of ACKs "
                  "unsent", (unsigned long long) c->id, (int) c->pid,
                  c->out_len - c->out_pos);
+    }
+
+    if (c->set != NULL) {
+        log_debug("client #%llu (pid %d) closed while key set %llu was "
+                  "being sent", (unsigned long long) c->id, (int) c->pid,
+                  (unsigned long long) c->set->generation);
+
+        keyset_unref(c->set);
+        c->set = NULL;
     }
 
     if (c->pending) {

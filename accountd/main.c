@@ -182,7 +182,8 @@ main(int argc, char **argv)
         conn = db_connect_blocking(acd_cf.database_url, MAIN_START_TIMEOUT);
 
         if (conn != NULL) {
-            written = snapshot_blocking(conn, acd_cf.key_snapshot) == 0;
+            written = snapshot_blocking(conn, acd_cf.key_snapshot, 1)
+                      == 0;
             PQfinish(conn);
         }
 
@@ -205,6 +206,7 @@ main(int argc, char **argv)
 
     db_close();
     listener_close();
+    keyset_done();
     pidfile_remove();
 
     log_info("accountd stopped");

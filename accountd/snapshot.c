@@ -30,7 +30,6 @@
 
 static int snapshot_path(char *buf, size_t cap, const char *path,
     const char *suffix);
-static int snapshot_entry(PGresult *res, int row, llm_key_entry_t *e);
 static int snapshot_hex(const char *s, uint8_t *out, size_t n);
 static void snapshot_sync_dir(const char *path);
 
@@ -190,10 +189,13 @@ snapshot_write(const char *path, PGresult *res, int64_t *next_expiry)
 }
 
 
-/* the command line and start-up: one blocking query */
+/*
+ * The command line and start-up: one blocking query.  The daemon also
+ * publishes the key set (publish), the commands do not.
+ */
 
 int
-snapshot_blocking(PGconn *conn, const char *path)
+snapshot_blocking(PGconn *conn, const char *path, int publish)
 {
     int        fd, rc;
     int64_t    next;
@@ -223,6 +225,10 @@ snapshot_blocking(PGconn *conn, const char *path)
 
     rc = snapshot_write(path, res, &next);
 
+    if (publish) {
+        (void) keyset_publish(res);
+    }
+
     PQclear(res);
     snapshot_unlock(fd);
 
@@ -246,7 +252,9 @@ snapshot_path(char *buf, size_t cap, const char *path, const char *suffix)
 }
 
 
-static int
+/* one row of SNAPSHOT_QUERY; -1 if it does not fit the format */
+
+int
 snapshot_entry(PGresult *res, int row, llm_key_entry_t *e)
 {
     char        *end;

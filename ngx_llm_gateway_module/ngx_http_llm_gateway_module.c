@@ -1584,12 +1584,28 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
 {
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
     /* the cache manager and loader serve no requests */
     if (ngx_process != NGX_PROCESS_WORKER
         && ngx_process != NGX_PROCESS_SINGLE)
     {
         return NGX_OK;
     }
+
+    if (ngx_http_cycle_get_module_main_conf(cycle, ngx_http_core_module)
+        == NULL)
+    {
+        return NGX_OK;
+    }
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_llm_gateway_module);
+    if (lmcf == NULL) {
+        return NGX_OK;
+    }
+
+    ngx_http_llm_gateway_keys_init(lmcf);
 
     return ngx_http_llm_gateway_accountd_init(cycle);
 }

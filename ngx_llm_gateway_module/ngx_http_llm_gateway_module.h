@@ -64,6 +64,22 @@ typedef struct {
 } ngx_http_llm_gateway_key_t;
 
 
+/*
+ * The worker's key table: the snapshot read with the configuration, then
+ * each whole set accountd pushes.  A request holds a reference to the
+ * table its key came from; a replaced table goes when the last one ends.
+ */
+typedef struct {
+    ngx_pool_t                  *pool;      /* NULL: the configuration's */
+    ngx_http_llm_gateway_key_t  *keys;      /* sorted by hash */
+    ngx_uint_t                   nkeys;
+    ngx_uint_t                   expected;  /* while it is received */
+    ngx_uint_t                   refs;
+    uint64_t                     generation;
+    unsigned                     retired:1;
+} ngx_http_llm_gateway_table_t;
+
+
 /* a tenant's state in the zone, shared by all workers */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: tenant_id */
@@ -111,6 +127,7 @@ typedef struct ngx_http_llm_gateway_peer_s  ngx_http_llm_gateway_peer_t;
 
 typedef struct {
     ngx_array_t                  keys;      /* ngx_http_llm_gateway_key_t */
+    ngx_http_llm_gateway_table_t table;     /* over keys */
     u_char                       secret[LLM_KEY_SECRET_MAX];
     size_t                       secret_len;
     ngx_str_t                    keys_file;
@@ -143,6 +160,7 @@ typedef struct {
 
     ngx_str_t                    request_id;
     ngx_http_llm_gateway_key_t  *key;
+    ngx_http_llm_gateway_table_t *table;   /* holds key alive */
     ngx_http_llm_gateway_tier_t *tier;
     ngx_http_llm_gateway_zone_t *zone;
 
@@ -186,6 +204,14 @@ ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+void ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf);
+void ngx_http_llm_gateway_keys_release(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_keys_begin(uint64_t generation,
+    uint32_t count, ngx_log_t *log);
+ngx_int_t ngx_http_llm_gateway_keys_add(llm_key_entry_t *e);
+ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
+    ngx_log_t *log);
+void ngx_http_llm_gateway_keys_abort(void);
 ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
 

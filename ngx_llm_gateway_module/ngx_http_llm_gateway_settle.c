@@ -33,7 +33,7 @@ typedef struct {
     u_char                      *pos;
     u_char                      *last;
 
-    u_char                       in[LLM_RECORD_MAX_FRAME];
+    u_char                       in[LLM_KEY_FRAME_MAX];
     size_t                       in_len;
 
     ngx_event_t                  reconnect;
@@ -51,6 +51,8 @@ static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
 static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_ack(
     ngx_http_llm_gateway_accountd_t *ad, llm_record_t *ack);
+static int ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad,
+    size_t *used);
 static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
@@ -81,6 +83,7 @@ ngx_http_llm_gateway_cleanup(void *data)
     ngx_http_llm_gateway_ctx_t  *ctx = data;
 
     ngx_http_llm_gateway_settle(ctx);
+    ngx_http_llm_gateway_keys_release(ctx);
 }
 
 
@@ -510,7 +513,6 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
     int                               rc;
     size_t                            used;
     ssize_t                           n;
-    llm_record_t                      ack;
     ngx_connection_t                 *c;
     ngx_http_llm_gateway_accountd_t  *ad;
 
@@ -543,15 +545,13 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
         ad->in_len += n;
 
         for ( ;; ) {
-            rc = llm_record_decode(ad->in, ad->in_len, &ack, &used);
+            rc = ngx_http_llm_gateway_frame(ad, &used);
 
             if (rc == 0) {
                 break;
             }
 
-            if (rc < 0 || ack.type != LLM_REC_ACK
-                || ngx_http_llm_gateway_ack(ad, &ack) != NGX_OK)
-            {
+            if (rc < 0) {
                 ngx_log_error(NGX_LOG_ERR, ad->log, 0,
                               "llm gateway: unexpected frame from accountd, "
                               "reconnecting");
@@ -566,9 +566,72 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
 }
 
 
+/*
+ * One frame from accountd: an acknowledgement, or part of a key set.
+ * 1 and *used when one was handled, 0 when more bytes are needed, -1 when
+ * the stream is broken.
+ */
+
+static int
+ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, size_t *used)
+{
+    int              rc, type;
+    uint32_t         count;
+    uint64_t         generation;
+    llm_record_t     ack;
+    llm_key_entry_t  e;
+
+    switch (llm_key_frame_type(ad->in, ad->in_len)) {
+
+    case -1:
+        return 0;
+
+    case LLM_REC_ACK:
+        rc = llm_record_decode(ad->in, ad->in_len, &ack, used);
+
+        if (rc == 1 && ngx_http_llm_gateway_ack(ad, &ack) != NGX_OK) {
+            return -1;
+        }
+
+        return rc;
+
+    case LLM_REC_KEYS_BEGIN:
+    case LLM_REC_KEYS_END:
+        rc = llm_key_decode_begin(ad->in, ad->in_len, &type, &generation,
+                                  &count, used);
+        if (rc != 1) {
+            return rc;
+        }
+
+        if (type == LLM_REC_KEYS_BEGIN) {
+            rc = ngx_http_llm_gateway_keys_begin(generation, count, ad->log);
+
+        } else {
+            rc = ngx_http_llm_gateway_keys_end(generation, count, ad->log);
+        }
+
+        return rc == NGX_OK ? 1 : -1;
+
+    case LLM_REC_KEY:
+        rc = llm_key_decode_entry(ad->in, ad->in_len, &e, used);
+        if (rc != 1) {
+            return rc;
+        }
+
+        return ngx_http_llm_gateway_keys_add(&e) == NGX_OK ? 1 : -1;
+
+    default:
+        return -1;
+    }
+}
+
+
 static void
 ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad)
 {
+    /* a set half received is worth nothing: accountd sends it again */
+    ngx_http_llm_gateway_keys_abort();
+
     if (ad->peer.connection) {
         ngx_close_connection(ad->peer.connection);
         ad->peer.connection = NULL;

@@ -451,13 +451,20 @@ sub read_frame {
     my ($s) = @_;
     my $deadline = time + 5;
 
-    my $len = read_exactly($s, 4, $deadline) // return undef;
-    my $p = read_exactly($s, unpack('N', $len), $deadline) // return undef;
+    for ( ;; ) {
+        my $len = read_exactly($s, 4, $deadline) // return undef;
+        my $p = read_exactly($s, unpack('N', $len), $deadline)
+            // return undef;
 
-    my ($version, $type) = unpack 'C C', $p;
-    my ($id) = unpack 'C/a', substr($p, 65);
+        my ($version, $type) = unpack 'C C', $p;
 
-    return { version => $version, type => $type, request_id => $id };
+        # the key set (llm_key.h) comes on every connection: not tested here
+        next if $type >= 3 && $type <= 5;
+
+        my ($id) = unpack 'C/a', substr($p, 65);
+
+        return { version => $version, type => $type, request_id => $id };
+    }
 }
 
 

@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "llm_key.h"
+#include "llm_record.h"
 
 
 #define LLM_KEY_FIELDS            7
@@ -584,4 +585,267 @@ llm_key_put_id(char *p, int64_t v)
     }
 
     return n;
+}
+
+
+/*
+ * The key-set frames.  Integers are big-endian, as in llm_record.c; the
+ * payload starts after the u32 length with the version and the type.
+ */
+
+#define LLM_KEY_BEGIN_LEN         (2 + 8 + 4)
+
+
+static uint8_t *
+llm_key_put_u64(uint8_t *p, uint64_t v)
+{
+    int  i;
+
+    for (i = 7; i >= 0; i--) {
+        *p++ = (uint8_t) (v >> (8 * i));
+    }
+
+    return p;
+}
+
+
+static uint64_t
+llm_key_get_u64(const uint8_t *p)
+{
+    int       i;
+    uint64_t  v;
+
+    v = 0;
+
+    for (i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+
+    return v;
+}
+
+
+static void
+llm_key_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t) (v >> 24);
+    p[1] = (uint8_t) (v >> 16);
+    p[2] = (uint8_t) (v >> 8);
+    p[3] = (uint8_t) v;
+}
+
+
+static uint32_t
+llm_key_get_u32(const uint8_t *p)
+{
+    return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16
+           | (uint32_t) p[2] << 8 | p[3];
+}
+
+
+int
+llm_key_frame_type(const uint8_t *buf, size_t len)
+{
+    return len < 6 ? -1 : buf[5];
+}
+
+
+size_t
+llm_key_encode_begin(uint8_t *buf, size_t cap, int type, uint64_t generation,
+    uint32_t count)
+{
+    uint8_t  *p;
+
+    if (cap < 4 + LLM_KEY_BEGIN_LEN
+        || (type != LLM_REC_KEYS_BEGIN && type != LLM_REC_KEYS_END))
+    {
+        return 0;
+    }
+
+    llm_key_put_u32(buf, LLM_KEY_BEGIN_LEN);
+
+    p = buf + 4;
+    *p++ = LLM_RECORD_VERSION;
+    *p++ = (uint8_t) type;
+    p = llm_key_put_u64(p, generation);
+    llm_key_put_u32(p, count);
+
+    return 4 + LLM_KEY_BEGIN_LEN;
+}
+
+
+size_t
+llm_key_encode_entry(uint8_t *buf, size_t cap, const llm_key_entry_t *e)
+{
+    size_t    tier_len, tenant_len, models_len, len;
+    uint8_t  *p;
+
+    tier_len = strnlen(e->tier, LLM_KEY_TIER_MAX);
+    tenant_len = strnlen(e->tenant, LLM_KEY_TENANT_MAX);
+    models_len = strnlen(e->models, LLM_KEY_MODELS_MAX);
+
+    if (!llm_key_name_valid(e->tier, tier_len, LLM_KEY_TIER_MAX)
+        || !llm_key_name_valid(e->tenant, tenant_len, LLM_KEY_TENANT_MAX)
+        || !llm_key_models_valid(e->models, models_len)
+        || e->key_id <= 0 || e->tenant_id <= 0 || e->expires < 0)
+    {
+        return 0;
+    }
+
+    len = 2 + LLM_KEY_HASH_LEN + 3 * 8 + 1 + tier_len + 1 + tenant_len
+          + 2 + models_len;
+
+    if (cap < 4 + len) {
+        return 0;
+    }
+
+    llm_key_put_u32(buf, (uint32_t) len);
+
+    p = buf + 4;
+    *p++ = LLM_RECORD_VERSION;
+    *p++ = LLM_REC_KEY;
+    memcpy(p, e->hash, LLM_KEY_HASH_LEN);
+    p += LLM_KEY_HASH_LEN;
+    p = llm_key_put_u64(p, (uint64_t) e->key_id);
+    p = llm_key_put_u64(p, (uint64_t) e->tenant_id);
+    p = llm_key_put_u64(p, (uint64_t) e->expires);
+    *p++ = (uint8_t) tier_len;
+    memcpy(p, e->tier, tier_len);
+    p += tier_len;
+    *p++ = (uint8_t) tenant_len;
+    memcpy(p, e->tenant, tenant_len);
+    p += tenant_len;
+    *p++ = (uint8_t) (models_len >> 8);
+    *p++ = (uint8_t) models_len;
+    memcpy(p, e->models, models_len);
+
+    return 4 + len;
+}
+
+
+/* the frame's whole length if it is all there, 0 if not, -1 if too long */
+
+static int
+llm_key_frame_len(const uint8_t *buf, size_t len, size_t *frame)
+{
+    uint32_t  n;
+
+    if (len < 4) {
+        return 0;
+    }
+
+    n = llm_key_get_u32(buf);
+
+    if (n < 2 || n > LLM_KEY_FRAME_MAX - 4) {
+        return -1;
+    }
+
+    if (len < 4 + (size_t) n) {
+        return 0;
+    }
+
+    *frame = 4 + (size_t) n;
+
+    return 1;
+}
+
+
+int
+llm_key_decode_begin(const uint8_t *buf, size_t len, int *type,
+    uint64_t *generation, uint32_t *count, size_t *consumed)
+{
+    int     rc;
+    size_t  frame;
+
+    rc = llm_key_frame_len(buf, len, &frame);
+    if (rc != 1) {
+        return rc;
+    }
+
+    if (frame != 4 + LLM_KEY_BEGIN_LEN || buf[4] != LLM_RECORD_VERSION
+        || (buf[5] != LLM_REC_KEYS_BEGIN && buf[5] != LLM_REC_KEYS_END))
+    {
+        return -1;
+    }
+
+    *type = buf[5];
+    *generation = llm_key_get_u64(buf + 6);
+    *count = llm_key_get_u32(buf + 14);
+    *consumed = frame;
+
+    return 1;
+}
+
+
+int
+llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
+    size_t *consumed)
+{
+    int             rc;
+    size_t          frame, n;
+    const uint8_t  *p, *last;
+
+    rc = llm_key_frame_len(buf, len, &frame);
+    if (rc != 1) {
+        return rc;
+    }
+
+    if (buf[4] != LLM_RECORD_VERSION || buf[5] != LLM_REC_KEY
+        || frame < 6 + LLM_KEY_HASH_LEN + 3 * 8 + 1 + 1 + 2)
+    {
+        return -1;
+    }
+
+    memset(e, 0, sizeof(llm_key_entry_t));
+
+    p = buf + 6;
+    last = buf + frame;
+
+    memcpy(e->hash, p, LLM_KEY_HASH_LEN);
+    p += LLM_KEY_HASH_LEN;
+    e->key_id = (int64_t) llm_key_get_u64(p);
+    e->tenant_id = (int64_t) llm_key_get_u64(p + 8);
+    e->expires = (int64_t) llm_key_get_u64(p + 16);
+    p += 24;
+
+    if (e->key_id <= 0 || e->tenant_id <= 0 || e->expires < 0) {
+        return -1;
+    }
+
+    n = *p++;
+    if (n >= LLM_KEY_TIER_MAX || (size_t) (last - p) < n + 1) {
+        return -1;
+    }
+
+    memcpy(e->tier, p, n);
+    p += n;
+
+    n = *p++;
+    if (n >= LLM_KEY_TENANT_MAX || (size_t) (last - p) < n + 2) {
+        return -1;
+    }
+
+    memcpy(e->tenant, p, n);
+    p += n;
+
+    n = (size_t) p[0] << 8 | p[1];
+    p += 2;
+
+    if (n >= LLM_KEY_MODELS_MAX || (size_t) (last - p) != n) {
+        return -1;
+    }
+
+    memcpy(e->models, p, n);
+
+    if (!llm_key_name_valid(e->tier, strlen(e->tier), LLM_KEY_TIER_MAX)
+        || !llm_key_name_valid(e->tenant, strlen(e->tenant),
+                               LLM_KEY_TENANT_MAX)
+        || !llm_key_models_valid(e->models, n))
+    {
+        return -1;
+    }
+
+    *consumed = frame;
+
+    return 1;
 }

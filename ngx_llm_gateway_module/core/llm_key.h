@@ -113,4 +113,45 @@ int llm_key_models_valid(const char *s, size_t len);
 int llm_key_model_allowed(const char *models, const char *model, size_t len);
 
 
+/*
+ * The key set, pushed by accountd to every nginx worker over the records
+ * socket after each snapshot rewrite and on each new connection, so that a
+ * change reaches running workers without a reload.  Frames share the record
+ * framing (llm_record.h): u32 length, u8 version, u8 type, then:
+ *
+ *     LLM_REC_KEYS_BEGIN   u64 generation, u32 count
+ *     LLM_REC_KEY          32 bytes hash, i64 key_id, i64 tenant_id,
+ *                          i64 expires, u8 tier length + tier,
+ *                          u8 tenant length + tenant,
+ *                          u16 models length + models
+ *     LLM_REC_KEYS_END     u64 generation, u32 count
+ *
+ * A set is BEGIN, count KEY frames in ascending memcmp order of their hash,
+ * and END; only a whole set replaces the worker's table.
+ */
+
+#define LLM_KEY_FRAME_MAX         (4 + 2 + LLM_KEY_HASH_LEN + 3 * 8           \
+                                   + 1 + LLM_KEY_TIER_MAX                     \
+                                   + 1 + LLM_KEY_TENANT_MAX                   \
+                                   + 2 + LLM_KEY_MODELS_MAX)
+
+
+/* the frame's type, or -1 if fewer than 6 bytes are there */
+int llm_key_frame_type(const uint8_t *buf, size_t len);
+
+size_t llm_key_encode_begin(uint8_t *buf, size_t cap, int type,
+    uint64_t generation, uint32_t count);
+size_t llm_key_encode_entry(uint8_t *buf, size_t cap,
+    const llm_key_entry_t *e);
+
+/*
+ * As llm_record_decode: 1 and *consumed for a whole frame, 0 for more
+ * bytes, -1 for a malformed one (names and models are validated).
+ */
+int llm_key_decode_begin(const uint8_t *buf, size_t len, int *type,
+    uint64_t *generation, uint32_t *count, size_t *consumed);
+int llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
+    size_t *consumed);
+
+
 #endif /* _LLM_KEY_H_INCLUDED_ */

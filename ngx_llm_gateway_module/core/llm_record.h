@@ -52,7 +52,12 @@
 
 typedef enum {
     LLM_REC_SETTLE = 1,
-    LLM_REC_ACK = 2
+    LLM_REC_ACK = 2,
+
+    /* the key set, accountd to nginx: see llm_key.h */
+    LLM_REC_KEYS_BEGIN = 3,
+    LLM_REC_KEY = 4,
+    LLM_REC_KEYS_END = 5
 } llm_record_type_e;
 
 

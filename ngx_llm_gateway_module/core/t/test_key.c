@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "llm_key.h"
+#include "llm_record.h"
 #include "tap.h"
 
 
@@ -23,6 +24,7 @@ static void test_parse(void);
 static void test_format(void);
 static void test_names(void);
 static void test_models(void);
+static void test_frames(void);
 static int test_parse_str(const char *line, llm_key_entry_t *e);
 static void test_model_list(char *out, size_t len);
 
@@ -63,6 +65,7 @@ main(void)
     test_format();
     test_names();
     test_models();
+    test_frames();
 
     return tap_done();
 }
@@ -679,4 +682,93 @@ test_models(void)
     tap_ok(!llm_key_model_allowed(list, "", 0), "an empty model");
     tap_ok(!llm_key_model_allowed(list, "*", 1), "* is no name");
     tap_ok(!llm_key_model_allowed("a", "a\0", 2), "a NUL in the model");
+}
+
+
+static void
+test_frames(void)
+{
+    int              type, bad;
+    size_t           n, m, used, i;
+    uint8_t          buf[LLM_KEY_FRAME_MAX + 8], copy[LLM_KEY_FRAME_MAX + 8];
+    uint32_t         count;
+    uint64_t         gen;
+    llm_key_entry_t  e, back;
+
+    n = llm_key_encode_begin(buf, sizeof(buf), LLM_REC_KEYS_BEGIN,
+                             1795968000123ULL, 42);
+    tap_is(llm_key_frame_type(buf, n), LLM_REC_KEYS_BEGIN, "a begin frame");
+    tap_is(llm_key_decode_begin(buf, n, &type, &gen, &count, &used), 1,
+           "decodes");
+    tap_ok(type == LLM_REC_KEYS_BEGIN && gen == 1795968000123ULL
+           && count == 42 && used == n, "generation and count");
+    tap_is(llm_key_decode_begin(buf, n - 1, &type, &gen, &count, &used), 0,
+           "one byte short: more needed");
+    tap_is(llm_key_encode_begin(buf, sizeof(buf), LLM_REC_KEY, 1, 1), 0,
+           "begin refuses another type");
+
+    n = llm_key_encode_begin(buf, sizeof(buf), LLM_REC_KEYS_END, 7, 3);
+    tap_ok(llm_key_decode_begin(buf, n, &type, &gen, &count, &used) == 1
+           && type == LLM_REC_KEYS_END && gen == 7 && count == 3,
+           "an end frame");
+
+    test_parse_str(TEST_HASH " 123 45 silver tenant_1 1790000000"
+                   " gpt-4o,o1:2024/x+y", &e);
+
+    n = llm_key_encode_entry(buf, sizeof(buf), &e);
+    tap_ok(n > 0 && llm_key_frame_type(buf, n) == LLM_REC_KEY,
+           "a key frame");
+    tap_is(llm_key_decode_entry(buf, n, &back, &used), 1, "decodes");
+    tap_ok(used == n && memcmp(&e, &back, sizeof(e)) == 0,
+           "the entry round trips");
+
+    bad = 0;
+
+    for (i = 0; i < n; i++) {
+        if (llm_key_decode_entry(buf, i, &back, &used) != 0) {
+            bad++;
+        }
+    }
+
+    tap_is(bad, 0, "every truncation asks for more");
+
+    /* every byte of the frame changed to every value: never a crash, and
+     * what decodes is valid */
+
+    bad = 0;
+
+    for (i = 0; i < n; i++) {
+        for (m = 0; m < 256; m++) {
+            memcpy(copy, buf, n);
+            copy[i] = (uint8_t) m;
+
+            if (llm_key_decode_entry(copy, n, &back, &used) == 1
+                && (!llm_key_models_valid(back.models, strlen(back.models))
+                    || back.key_id <= 0 || used > n))
+            {
+                bad++;
+            }
+        }
+    }
+
+    tap_is(bad, 0, "corrupted frames never decode into invalid entries");
+
+    memset(&e, 0, sizeof(e));
+    memset(e.hash, 0xff, sizeof(e.hash));
+    e.key_id = INT64_MAX;
+    e.tenant_id = INT64_MAX;
+    e.expires = INT64_MAX;
+    memset(e.tier, 'T', LLM_KEY_TIER_MAX - 1);
+    memset(e.tenant, '-', LLM_KEY_TENANT_MAX - 1);
+    test_model_list(e.models, LLM_KEY_MODELS_MAX - 1);
+
+    n = llm_key_encode_entry(buf, sizeof(buf), &e);
+    tap_ok(n > 0 && n <= LLM_KEY_FRAME_MAX, "the largest entry fits");
+    tap_ok(llm_key_decode_entry(buf, n, &back, &used) == 1
+           && memcmp(&e, &back, sizeof(e)) == 0, "and round trips");
+    tap_is(llm_key_encode_entry(buf, n - 1, &e), 0, "a short buffer: 0");
+
+    strcpy(e.models, "a,,b");
+    tap_is(llm_key_encode_entry(buf, sizeof(buf), &e), 0,
+           "invalid models are not encoded");
 }
