@@ -161,12 +161,14 @@ static void
 ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    int64_t                           cost, wait;
+    int64_t                           cost;
     u_char                           *p;
     ngx_int_t                         rc;
     ngx_uint_t                        allowed;
     ngx_http_llm_gateway_alias_t     *alias;
     ngx_str_t                         body;
+    int64_t                           now;
+    llm_admit_t                       adm;
     llm_inspect_conf_t                icf;
     llm_bucket_rc_e                   brc;
     ngx_http_llm_gateway_node_t      *node;
@@ -271,19 +273,22 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    if (node->tpm.last_ms == -1) {
-        llm_bucket_init(&node->tpm, &tier->tpm, ngx_http_llm_gateway_now_ms());
+    now = ngx_http_llm_gateway_now_ms();
+
+    if (node->state.tpm.last_ms == -1) {
+        llm_tenant_init(&node->state, &tier->limits, now);
     }
 
-    brc = llm_bucket_reserve(&node->tpm, &tier->tpm, cost,
-                             ngx_http_llm_gateway_now_ms(), &wait);
+    brc = llm_admit(&node->state, &tier->limits, cost, now, &adm);
 
-    if (brc == LLM_BUCKET_OK) {
-        node->inflight++;
+    ctx->remaining = llm_bucket_available(&node->state.tpm);
+    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &tier->limits.tpm);
+
+    if (tier->limits.rpm.rate) {
+        ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
+        ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
+                                                    &tier->limits.rpm);
     }
-
-    ctx->remaining = llm_bucket_available(&node->tpm);
-    ctx->reset_ms = llm_bucket_full_in(&node->tpm, &tier->tpm);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
@@ -293,7 +298,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_sprintf(p, "Request too large: %L tokens (prompt about %L + "
                         "max_tokens %L) exceed this tier's capacity of %L "
                         "tokens.%Z", cost, ctx->req.prompt_tokens,
-                        ctx->req.max_tokens, tier->tpm.burst);
+                        ctx->req.max_tokens, tier->limits.tpm.burst);
         }
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
@@ -304,17 +309,42 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     if (brc == LLM_BUCKET_WAIT) {
-        ctx->retry_after = llm_bucket_seconds(wait);
+        ctx->retry_after = llm_bucket_seconds(adm.wait_ms);
 
-        p = ngx_pnalloc(r->pool, 160);
-        if (p != NULL) {
-            ngx_sprintf(p, "Rate limit reached for tokens per min (TPM): "
-                        "limit %L, requested %L. Please try again in %Ls.%Z",
-                        tier->tpm.rate, cost, ctx->retry_after);
+        p = ngx_pnalloc(r->pool, 200);
+        if (p == NULL) {
+            return;
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
-                                    "rate_limit_exceeded", NULL, (char *) p);
+        switch (adm.limit) {
+
+        case LLM_LIMIT_REQUESTS:
+            ngx_sprintf(p, "Rate limit reached for requests per min (RPM): "
+                        "limit %L. Please try again in %Ls.%Z",
+                        tier->limits.rpm.rate, ctx->retry_after);
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                        "requests", "rate_limit_exceeded",
+                                        NULL, (char *) p);
+            break;
+
+        case LLM_LIMIT_CONCURRENCY:
+            ngx_sprintf(p, "Too many requests in flight: limit %L. Please "
+                        "retry shortly.%Z", tier->limits.concurrency);
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                        "requests",
+                                        "concurrency_limit_exceeded", NULL,
+                                        (char *) p);
+            break;
+
+        default: /* LLM_LIMIT_TOKENS */
+            ngx_sprintf(p, "Rate limit reached for tokens per min (TPM): "
+                        "limit %L, requested %L. Please try again in %Ls.%Z",
+                        tier->limits.tpm.rate, cost, ctx->retry_after);
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                        "tokens", "rate_limit_exceeded",
+                                        NULL, (char *) p);
+        }
+
         return;
     }
 
@@ -703,7 +733,7 @@ ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     }
 
     v.data = p;
-    v.len = ngx_sprintf(p, "%L", ctx->tier->tpm.rate) - p;
+    v.len = ngx_sprintf(p, "%L", ctx->tier->limits.tpm.rate) - p;
 
     if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-limit-tokens", &v)
         != NGX_OK)
@@ -725,7 +755,47 @@ ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     v.data = p;
     v.len = ngx_http_llm_gateway_duration(p, ctx->reset_ms) - p;
 
-    return ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-tokens", &v);
+    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-tokens", &v)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (ctx->tier->limits.rpm.rate == 0) {
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, 3 * NGX_INT64_LEN + 16);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v.data = p;
+    v.len = ngx_sprintf(p, "%L", ctx->tier->limits.rpm.rate) - p;
+
+    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-limit-requests", &v)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p += v.len;
+    v.data = p;
+    v.len = ngx_sprintf(p, "%L", ctx->remaining_requests) - p;
+
+    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-remaining-requests",
+                                        &v)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    p += v.len;
+    v.data = p;
+    v.len = ngx_http_llm_gateway_duration(p, ctx->reset_requests_ms) - p;
+
+    return ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-requests",
+                                           &v);
 }
 
 

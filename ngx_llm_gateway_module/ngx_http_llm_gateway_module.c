@@ -76,9 +76,13 @@ typedef struct {
 
 static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
     { ngx_string("tpm="),
-      offsetof(ngx_http_llm_gateway_tier_t, tpm.rate) },
+      offsetof(ngx_http_llm_gateway_tier_t, limits.tpm.rate) },
     { ngx_string("burst="),
-      offsetof(ngx_http_llm_gateway_tier_t, tpm.burst) },
+      offsetof(ngx_http_llm_gateway_tier_t, limits.tpm.burst) },
+    { ngx_string("rpm="),
+      offsetof(ngx_http_llm_gateway_tier_t, limits.rpm.rate) },
+    { ngx_string("concurrency="),
+      offsetof(ngx_http_llm_gateway_tier_t, limits.concurrency) },
     { ngx_string("max_tokens="),
       offsetof(ngx_http_llm_gateway_tier_t, max_tokens) },
     { ngx_string("default_max_tokens="),
@@ -343,7 +347,7 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
     ln->tenant_id = tenant_id;
 
     /* the bucket is filled by the caller, who knows the tier */
-    ln->tpm.last_ms = -1;
+    ln->state.tpm.last_ms = -1;
 
     ngx_rbtree_insert(&zone->sh->rbtree, &ln->node);
     ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
@@ -373,7 +377,7 @@ ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
 
         ln = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
 
-        if (ln->inflight) {
+        if (ln->state.inflight) {
             continue;
         }
 
@@ -1143,7 +1147,7 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
     }
 
-    if (tier->tpm.rate == 0) {
+    if (tier->limits.tpm.rate == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "tier \"%V\" must have \"tpm\" parameter",
                            &value[1]);
@@ -1151,12 +1155,15 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     /* the seeds' walkthrough: a burst of 1.5 minutes' worth */
-    if (tier->tpm.burst == 0) {
-        tier->tpm.burst = tier->tpm.rate + tier->tpm.rate / 2;
+    if (tier->limits.tpm.burst == 0) {
+        tier->limits.tpm.burst = tier->limits.tpm.rate + tier->limits.tpm.rate / 2;
     }
 
+    /* a minute's worth of requests may come at once */
+    tier->limits.rpm.burst = tier->limits.rpm.rate;
+
     if (tier->max_tokens == 0) {
-        tier->max_tokens = ngx_min(tier->tpm.burst, 1000000);
+        tier->max_tokens = ngx_min(tier->limits.tpm.burst, 1000000);
     }
 
     if (tier->default_max_tokens == 0) {

@@ -30,7 +30,7 @@
 
 typedef struct {
     ngx_str_t                    name;
-    llm_bucket_conf_t            tpm;
+    llm_limits_t                 limits;    /* rpm, tpm, concurrency */
     int64_t                      max_tokens;
     int64_t                      default_max_tokens;
     u_char                      *models;    /* as in a key: "*" or a list */
@@ -85,8 +85,7 @@ typedef struct {
     ngx_rbtree_node_t            node;      /* key: tenant_id */
     ngx_queue_t                  queue;     /* LRU, for expiry */
     int64_t                      tenant_id;
-    llm_bucket_t                 tpm;
-    ngx_uint_t                   inflight;
+    llm_tenant_t                 state;
 } ngx_http_llm_gateway_node_t;
 
 
@@ -102,7 +101,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  2
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  3
 
 
 typedef struct {
@@ -174,6 +173,8 @@ typedef struct {
     /* for the x-ratelimit-* headers, read under the zone lock */
     int64_t                      remaining;
     int64_t                      reset_ms;
+    int64_t                      remaining_requests;
+    int64_t                      reset_requests_ms;
 
     /* a refusal waiting to be sent */
     ngx_uint_t                   err_status;

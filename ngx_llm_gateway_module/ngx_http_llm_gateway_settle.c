@@ -163,17 +163,13 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
 
     if (node != NULL) {
-        if (node->tpm.last_ms == -1) {
-            llm_bucket_init(&node->tpm, &ctx->tier->tpm,
+        if (node->state.tpm.last_ms == -1) {
+            llm_tenant_init(&node->state, &ctx->tier->limits,
                             ngx_http_llm_gateway_now_ms());
         }
 
-        llm_bucket_settle(&node->tpm, &ctx->tier->tpm, ctx->reserved,
-                          in + out, ngx_http_llm_gateway_now_ms());
-
-        if (node->inflight) {
-            node->inflight--;
-        }
+        llm_release(&node->state, &ctx->tier->limits, ctx->reserved,
+                    in + out, ngx_http_llm_gateway_now_ms());
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);

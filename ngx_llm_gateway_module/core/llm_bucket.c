@@ -128,3 +128,95 @@ llm_bucket_seconds(int64_t ms)
 {
     return ms > 0 ? (ms + 999) / 1000 : 0;
 }
+
+
+void
+llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms)
+{
+    if (l->rpm.rate) {
+        llm_bucket_init(&t->rpm, &l->rpm, now_ms);
+
+    } else {
+        t->rpm.level = 0;
+        t->rpm.last_ms = now_ms;
+    }
+
+    llm_bucket_init(&t->tpm, &l->tpm, now_ms);
+    t->inflight = 0;
+}
+
+
+/* how long until the bucket holds cost, without taking it; 0: it does */
+
+static int64_t
+llm_bucket_wait(llm_bucket_t *b, const llm_bucket_conf_t *cf, int64_t cost,
+    int64_t now_ms)
+{
+    int64_t  scaled;
+
+    llm_bucket_refill(b, cf, now_ms);
+
+    scaled = cost * LLM_BUCKET_SCALE;
+
+    if (b->level >= scaled) {
+        return 0;
+    }
+
+    return (scaled - b->level + cf->rate - 1) / cf->rate;
+}
+
+
+llm_bucket_rc_e
+llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
+    int64_t now_ms, llm_admit_t *out)
+{
+    int64_t  wr, wt;
+
+    out->rc = LLM_BUCKET_OK;
+    out->limit = LLM_LIMIT_NONE;
+    out->wait_ms = 0;
+
+    if (cost > l->tpm.burst) {
+        out->rc = LLM_BUCKET_NEVER;
+        out->limit = LLM_LIMIT_TOKENS;
+        return out->rc;
+    }
+
+    wr = l->rpm.rate ? llm_bucket_wait(&t->rpm, &l->rpm, 1, now_ms) : 0;
+    wt = llm_bucket_wait(&t->tpm, &l->tpm, cost, now_ms);
+
+    if (wr || wt) {
+        out->rc = LLM_BUCKET_WAIT;
+        out->limit = (wr > wt) ? LLM_LIMIT_REQUESTS : LLM_LIMIT_TOKENS;
+        out->wait_ms = (wr > wt) ? wr : wt;
+        return out->rc;
+    }
+
+    if (l->concurrency && t->inflight >= l->concurrency) {
+        out->rc = LLM_BUCKET_WAIT;
+        out->limit = LLM_LIMIT_CONCURRENCY;
+        out->wait_ms = 1000;
+        return out->rc;
+    }
+
+    if (l->rpm.rate) {
+        t->rpm.level -= LLM_BUCKET_SCALE;
+    }
+
+    t->tpm.level -= cost * LLM_BUCKET_SCALE;
+    t->inflight++;
+
+    return LLM_BUCKET_OK;
+}
+
+
+void
+llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
+    int64_t used, int64_t now_ms)
+{
+    llm_bucket_settle(&t->tpm, &l->tpm, reserved, used, now_ms);
+
+    if (t->inflight > 0) {
+        t->inflight--;
+    }
+}

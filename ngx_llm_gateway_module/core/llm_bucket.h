@@ -82,4 +82,54 @@ int64_t llm_bucket_full_in(const llm_bucket_t *b, const llm_bucket_conf_t *cf);
 int64_t llm_bucket_seconds(int64_t ms);
 
 
+/*
+ * A tenant's admission state: requests per minute, tokens per minute and
+ * requests in flight, reserved all at once or not at all.
+ */
+
+typedef enum {
+    LLM_LIMIT_NONE = 0,
+    LLM_LIMIT_REQUESTS,
+    LLM_LIMIT_TOKENS,
+    LLM_LIMIT_CONCURRENCY
+} llm_limit_e;
+
+
+typedef struct {
+    llm_bucket_conf_t  rpm;      /* rate 0: no limit on requests */
+    llm_bucket_conf_t  tpm;
+    int64_t            concurrency;   /* 0: no limit */
+} llm_limits_t;
+
+
+typedef struct {
+    llm_bucket_t       rpm;
+    llm_bucket_t       tpm;
+    int64_t            inflight;
+} llm_tenant_t;
+
+
+typedef struct {
+    llm_bucket_rc_e    rc;
+    llm_limit_e        limit;    /* the limit that refused */
+    int64_t            wait_ms;  /* until every limit would admit it */
+} llm_admit_t;
+
+
+/* a new tenant: full buckets, nothing in flight */
+void llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms);
+
+/*
+ * Admits a request of cost tokens if every limit allows it, taking one
+ * request, cost tokens and a concurrency slot; else takes nothing.  A
+ * concurrency refusal has no exact wait: wait_ms is 1000, "retry shortly".
+ */
+llm_bucket_rc_e llm_admit(llm_tenant_t *t, const llm_limits_t *l,
+    int64_t cost, int64_t now_ms, llm_admit_t *out);
+
+/* the request ended: its slot back, tokens settled; its request stays used */
+void llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
+    int64_t used, int64_t now_ms);
+
+
 #endif /* _LLM_BUCKET_H_INCLUDED_ */

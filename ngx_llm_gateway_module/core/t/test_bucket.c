@@ -124,12 +124,85 @@ test_settle(void)
 }
 
 
+/* RPM 500 and TPM 60,000 cross at 120 tokens a request (000, 7.2.4) */
+
+static void
+test_admit(void)
+{
+    int            i, ok;
+    int64_t        now;
+    llm_admit_t    a;
+    llm_tenant_t   t;
+    llm_limits_t   l = { { 500, 500 }, { 60000, 60000 }, 0 };
+
+    now = 0;
+    llm_tenant_init(&t, &l, now);
+
+    /* small requests: requests per minute bind first */
+    ok = 0;
+    for (i = 0; i < 600; i++) {
+        ok += llm_admit(&t, &l, 100, now, &a) == LLM_BUCKET_OK;
+    }
+
+    tap_is(ok, 500, "100-token requests: RPM binds at 500");
+    tap_is(a.limit, LLM_LIMIT_REQUESTS, "the refusal names requests");
+    tap_is(a.wait_ms, 120, "one request refills in 120 ms");
+    tap_is(llm_bucket_available(&t.tpm), 10000, "refused requests took no "
+           "tokens");
+
+    llm_tenant_init(&t, &l, now);
+
+    /* large requests: tokens per minute bind first */
+    ok = 0;
+    for (i = 0; i < 600; i++) {
+        ok += llm_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
+    }
+
+    tap_is(ok, 60, "1,000-token requests: TPM binds at 60");
+    tap_is(a.limit, LLM_LIMIT_TOKENS, "the refusal names tokens");
+    tap_is(a.wait_ms, 1000, "1,000 tokens refill in 1 s");
+    tap_is(llm_bucket_available(&t.rpm), 440, "refused requests took no "
+           "request");
+
+    tap_is(llm_admit(&t, &l, 60001, now, &a), LLM_BUCKET_NEVER,
+           "above the capacity: never");
+
+    /* concurrency: slots come back at release */
+    l.concurrency = 2;
+    llm_tenant_init(&t, &l, now);
+
+    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 1");
+    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 2");
+    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_WAIT, "no slot 3");
+    tap_is(a.limit, LLM_LIMIT_CONCURRENCY, "the refusal names concurrency");
+    tap_is(llm_bucket_available(&t.tpm), 59980, "and took nothing");
+
+    llm_release(&t, &l, 10, 4, now);
+    tap_is(t.inflight, 1, "a release frees a slot");
+    tap_is(llm_bucket_available(&t.tpm), 59986, "and refunds 6 tokens");
+    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 2 again");
+
+    /* no RPM limit at all */
+    l.rpm.rate = 0;
+    l.concurrency = 0;
+    llm_tenant_init(&t, &l, now);
+
+    ok = 0;
+    for (i = 0; i < 1000; i++) {
+        ok += llm_admit(&t, &l, 1, now, &a) == LLM_BUCKET_OK;
+    }
+
+    tap_is(ok, 1000, "rpm 0: requests are not counted");
+}
+
+
 int
 main(void)
 {
     test_walkthrough();
     test_edges();
     test_settle();
+    test_admit();
 
     return tap_done();
 }
