@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -62,6 +63,12 @@ main(int argc, char **argv)
     int          c, daemonize, written;
     char        *conf, *path;
     PGconn      *conn;
+
+    /*
+     * The daemon holds the HMAC secret and the CLI prints new keys: neither
+     * may leave a core dump with them in it.
+     */
+    (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
     conf = NULL;
     daemonize = 0;
