@@ -193,7 +193,9 @@ PGconn *db_connect_blocking(const char *url, int timeout);
 
 int snapshot_lock(const char *path, int wait);
 void snapshot_unlock(int fd);
-int snapshot_write(const char *path, PGresult *res, int64_t *next_expiry);
+int snapshot_write(const char *path, PGresult *res, uint64_t generation,
+    int64_t *next_expiry);
+uint64_t snapshot_generation(void);
 int snapshot_blocking(PGconn *conn, const char *path, int publish);
 int snapshot_entry(PGresult *res, int row, llm_key_entry_t *e);
 
@@ -208,7 +210,7 @@ typedef struct {
     uint8_t   *data;           /* BEGIN, count KEY frames, END */
 } acd_keyset_t;
 
-int keyset_publish(PGresult *res);
+int keyset_publish(PGresult *res, uint64_t generation);
 acd_keyset_t *keyset_newest(void);
 void keyset_ref(acd_keyset_t *ks);
 void keyset_unref(acd_keyset_t *ks);

@@ -87,6 +87,7 @@ typedef struct {
     int64_t         backoff;
     int64_t         snapshot_at;
     int64_t         snapshot_sent;
+    uint64_t        snapshot_gen;      /* its wall-clock time, for sets */
     int             snapshot_fd;
 
     PGresult       *result;
@@ -648,7 +649,9 @@ db_done(PGresult *res)
         break;
 
     case DB_Q_SNAPSHOT:
-        if (snapshot_write(acd_cf.key_snapshot, res, &next) == 0) {
+        if (snapshot_write(acd_cf.key_snapshot, res, db.snapshot_gen, &next)
+            == 0)
+        {
             if (next >= 0) {
                 /* a second late rather than a hair early, and no spin */
                 db_snapshot_at(acd_now() + next + 1000);
@@ -659,7 +662,7 @@ db_done(PGresult *res)
         }
 
         /* the workers need the keys even if the disk refused the file */
-        (void) keyset_publish(res);
+        (void) keyset_publish(res, db.snapshot_gen);
 
         snapshot_unlock(db.snapshot_fd);
         db.snapshot_fd = -1;
@@ -921,6 +924,7 @@ db_send_snapshot(void)
 
     db.query = DB_Q_SNAPSHOT;
     db.snapshot_sent = acd_now();
+    db.snapshot_gen = snapshot_generation();
 
     if (db_send(SNAPSHOT_QUERY, 0) != 0) {
         db.snapshot_wanted = 1;

@@ -46,16 +46,14 @@ static uint64_t       keyset_generation;
  */
 
 int
-keyset_publish(PGresult *res)
+keyset_publish(PGresult *res, uint64_t generation)
 {
     int                rows, i;
     size_t             n, k, cap, keys, begin;
     uint8_t            frame[LLM_KEY_FRAME_MAX];
-    uint64_t           now;
     acd_keyset_t      *ks;
     keyset_row_t      *idx;
     llm_key_entry_t    e;
-    struct timespec    ts;
 
     rows = PQntuples(res);
 
@@ -92,10 +90,9 @@ keyset_publish(PGresult *res)
         goto nomem;
     }
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    now = (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-
-    ks->generation = now > keyset_generation ? now : keyset_generation + 1;
+    /* a clock that steps back must not make a newer set look older */
+    ks->generation = generation > keyset_generation ? generation
+                                                    : keyset_generation + 1;
     ks->refs = 1;
 
     /* BEGIN is written again once the count is known */
@@ -121,6 +118,20 @@ keyset_publish(PGresult *res)
         }
 
         ks->count++;
+    }
+
+    /*
+     * Rows but no key: the rows, not the keys, are wrong (a schema the
+     * daemon does not understand).  An empty set would lock every client
+     * out; the workers keep the keys they have.
+     */
+    if (keys > 0 && ks->count == 0) {
+        log_error("none of the %zu keys fits a key set, none published",
+                  keys);
+        free(idx);
+        free(ks->data);
+        free(ks);
+        return -1;
     }
 
     n = llm_key_encode_begin(frame, sizeof(frame), LLM_REC_KEYS_END,

@@ -515,10 +515,13 @@ listener_accept(acd_event_t *ev, uint32_t events)
         client_update(c);
 
         /*
-         * Only a set built after it came: the worker's table, from the
-         * snapshot file, may be newer than the last set.  One is built soon.
+         * The newest set at once (a worker that read a newer snapshot file
+         * ignores it: generations tell), and a fresh one soon, to everyone.
          */
-        c->set_gen = keyset_newest() ? keyset_newest()->generation : 0;
+        if (keyset_newest() != NULL) {
+            client_dirty(c);
+        }
+
         db_snapshot_soon();
 
         log_debug("client #%llu connected (pid %d)",

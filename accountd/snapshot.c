@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,7 +93,8 @@ snapshot_unlock(int fd)
  */
 
 int
-snapshot_write(const char *path, PGresult *res, int64_t *next_expiry)
+snapshot_write(const char *path, PGresult *res, uint64_t generation,
+    int64_t *next_expiry)
 {
     int              fd, i, rows, keys;
     char             tmp[4096], line[LLM_KEY_LINE_MAX + 2];
@@ -129,6 +131,7 @@ snapshot_write(const char *path, PGresult *res, int64_t *next_expiry)
     }
 
     fputs(LLM_KEY_SNAPSHOT_HEADER "\n", f);
+    fprintf(f, LLM_KEY_GENERATION "%llu\n", (unsigned long long) generation);
 
     rows = PQntuples(res);
     keys = 0;
@@ -199,6 +202,7 @@ snapshot_blocking(PGconn *conn, const char *path, int publish)
 {
     int        fd, rc;
     int64_t    next;
+    uint64_t   generation;
     PGresult  *res;
 
     if (path == NULL || path[0] == '\0') {
@@ -210,6 +214,8 @@ snapshot_blocking(PGconn *conn, const char *path, int publish)
     if (fd == -1) {
         return -1;
     }
+
+    generation = snapshot_generation();
 
     res = PQexecParams(conn, SNAPSHOT_QUERY, 0, NULL, NULL, NULL, NULL, 0);
 
@@ -223,16 +229,34 @@ snapshot_blocking(PGconn *conn, const char *path, int publish)
         return -1;
     }
 
-    rc = snapshot_write(path, res, &next);
+    rc = snapshot_write(path, res, generation, &next);
 
     if (publish) {
-        (void) keyset_publish(res);
+        (void) keyset_publish(res, generation);
     }
 
     PQclear(res);
     snapshot_unlock(fd);
 
     return rc;
+}
+
+
+/*
+ * The generation of a key set: the wall-clock time, in milliseconds, at
+ * which its query was sent.  A set whose query went later holds at least
+ * what an earlier one held, so a worker takes a set only if its generation
+ * is above that of its table, whether that came from the file or a set.
+ */
+
+uint64_t
+snapshot_generation(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+
+    return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 

@@ -489,6 +489,7 @@ ngx_http_llm_gateway_find_key(ngx_http_llm_gateway_table_t *t, u_char *hash)
 void
 ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf)
 {
+    /* the generation was read with the file */
     lmcf->table.pool = NULL;
     lmcf->table.keys = lmcf->keys.elts;
     lmcf->table.nkeys = lmcf->keys.nelts;
@@ -527,6 +528,14 @@ ngx_http_llm_gateway_keys_begin(uint64_t generation, uint32_t count,
     ngx_http_llm_gateway_table_t  *t;
 
     ngx_http_llm_gateway_keys_abort();
+
+    /* accountd is trusted, but a wrong count must not ask for gigabytes */
+    if (count > NGX_HTTP_LLM_GATEWAY_KEYS_MAX) {
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "llm gateway: key set of %uD keys refused, the most "
+                      "is %d", count, NGX_HTTP_LLM_GATEWAY_KEYS_MAX);
+        return NGX_ERROR;
+    }
 
     pool = ngx_create_pool(16384, log);
     if (pool == NULL) {
@@ -629,6 +638,16 @@ ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
     ngx_http_llm_gateway_building = NULL;
 
     old = ngx_http_llm_gateway_active;
+
+    /* older than the table (the file the worker started with, say) */
+    if (old != NULL && generation <= old->generation) {
+        ngx_log_error(NGX_LOG_INFO, log, 0,
+                      "llm gateway: key set %uL from accountd is not newer "
+                      "than %uL, ignored", generation, old->generation);
+        ngx_http_llm_gateway_keys_free(t);
+        return NGX_OK;
+    }
+
     ngx_http_llm_gateway_active = t;
 
     if (old != NULL && old->pool != NULL) {

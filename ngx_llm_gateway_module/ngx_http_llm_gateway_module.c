@@ -746,6 +746,7 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret)
 {
     int                          n;
+    off_t                        gen;
     u_char                      *text, *p, *last, *eol;
     size_t                       len;
     ngx_uint_t                   line, i;
@@ -796,6 +797,24 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
                                "must be \"%s\"", &lmcf->keys_file,
                                LLM_KEY_SNAPSHOT_HEADER);
             return NGX_ERROR;
+        }
+
+        if ((size_t) (eol - p) > sizeof(LLM_KEY_GENERATION) - 1
+            && ngx_strncmp(p, LLM_KEY_GENERATION,
+                           sizeof(LLM_KEY_GENERATION) - 1)
+               == 0)
+        {
+            gen = ngx_atoof(p + sizeof(LLM_KEY_GENERATION) - 1,
+                            eol - p - (sizeof(LLM_KEY_GENERATION) - 1));
+            if (gen == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid generation in \"%V\"",
+                                   &lmcf->keys_file);
+                return NGX_ERROR;
+            }
+
+            lmcf->table.generation = (uint64_t) gen;
+            continue;
         }
 
         n = llm_key_parse_line((char *) p, eol - p, &e);

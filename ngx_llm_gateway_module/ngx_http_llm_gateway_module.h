@@ -64,6 +64,10 @@ typedef struct {
 } ngx_http_llm_gateway_key_t;
 
 
+/* a key set larger than this is refused: about 200 MB per worker */
+#define NGX_HTTP_LLM_GATEWAY_KEYS_MAX      2000000
+
+
 /*
  * The worker's key table: the snapshot read with the configuration, then
  * each whole set accountd pushes.  A request holds a reference to the

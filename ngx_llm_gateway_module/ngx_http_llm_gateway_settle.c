@@ -33,7 +33,8 @@ typedef struct {
     u_char                      *pos;
     u_char                      *last;
 
-    u_char                       in[LLM_KEY_FRAME_MAX];
+    /* many key frames a read when a set comes */
+    u_char                       in[65536];
     size_t                       in_len;
 
     ngx_event_t                  reconnect;
@@ -52,7 +53,7 @@ static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_ack(
     ngx_http_llm_gateway_accountd_t *ad, llm_record_t *ack);
 static int ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad,
-    size_t *used);
+    u_char *buf, size_t len, size_t *used);
 static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
@@ -507,7 +508,7 @@ static void
 ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
 {
     int                               rc;
-    size_t                            used;
+    size_t                            used, pos;
     ssize_t                           n;
     ngx_connection_t                 *c;
     ngx_http_llm_gateway_accountd_t  *ad;
@@ -539,9 +540,11 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
         }
 
         ad->in_len += n;
+        pos = 0;
 
         for ( ;; ) {
-            rc = ngx_http_llm_gateway_frame(ad, &used);
+            rc = ngx_http_llm_gateway_frame(ad, ad->in + pos,
+                                            ad->in_len - pos, &used);
 
             if (rc == 0) {
                 break;
@@ -555,9 +558,12 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
                 return;
             }
 
-            ngx_memmove(ad->in, ad->in + used, ad->in_len - used);
-            ad->in_len -= used;
+            pos += used;
         }
+
+        /* what is left is the start of a frame */
+        ngx_memmove(ad->in, ad->in + pos, ad->in_len - pos);
+        ad->in_len -= pos;
     }
 }
 
@@ -569,7 +575,8 @@ ngx_http_llm_gateway_read_handler(ngx_event_t *ev)
  */
 
 static int
-ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, size_t *used)
+ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, u_char *buf,
+    size_t len, size_t *used)
 {
     int              rc, type;
     uint32_t         count;
@@ -577,13 +584,13 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, size_t *used)
     llm_record_t     ack;
     llm_key_entry_t  e;
 
-    switch (llm_key_frame_type(ad->in, ad->in_len)) {
+    switch (llm_key_frame_type(buf, len)) {
 
     case -1:
         return 0;
 
     case LLM_REC_ACK:
-        rc = llm_record_decode(ad->in, ad->in_len, &ack, used);
+        rc = llm_record_decode(buf, len, &ack, used);
 
         if (rc == 1 && ngx_http_llm_gateway_ack(ad, &ack) != NGX_OK) {
             return -1;
@@ -593,7 +600,7 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, size_t *used)
 
     case LLM_REC_KEYS_BEGIN:
     case LLM_REC_KEYS_END:
-        rc = llm_key_decode_begin(ad->in, ad->in_len, &type, &generation,
+        rc = llm_key_decode_begin(buf, len, &type, &generation,
                                   &count, used);
         if (rc != 1) {
             return rc;
@@ -609,7 +616,7 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, size_t *used)
         return rc == NGX_OK ? 1 : -1;
 
     case LLM_REC_KEY:
-        rc = llm_key_decode_entry(ad->in, ad->in_len, &e, used);
+        rc = llm_key_decode_entry(buf, len, &e, used);
         if (rc != 1) {
             return rc;
         }

@@ -187,7 +187,9 @@ is_deeply [ sort map { $_->{request_id} } @{$c4->{acks}} ],
     [ "$tag-r1", "$tag-r2", "$tag-r3" ], 'for each record';
 ok !grep({ $_->{sets_before} == 0 } @{$c4->{acks}}),
     'the ACKs waited for the end of the set that was being sent';
-is scalar @{$c4->{sets}}, 2, 'two sets: the first one whole, then the newest';
+# a connection also asks for a fresh set: two or three, never one cut short
+ok @{$c4->{sets}} >= 2 && @{$c4->{sets}} <= 3,
+    'the first set whole, then the newer ones';
 no_errors($c4, 'the client that sent records');
 
 

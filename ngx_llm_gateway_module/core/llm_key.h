@@ -58,6 +58,8 @@
 #define LLM_KEY_MODEL_MAX         128       /* one name, with its NUL */
 
 #define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 2"
+/* the second line: "# generation <ms>", when the rows were read */
+#define LLM_KEY_GENERATION        "# generation "
 /* the longest snapshot line, without its newline */
 #define LLM_KEY_LINE_MAX          (64 + 1 + 20 + 1 + 20 + 1                  \
                                    + LLM_KEY_TIER_MAX + LLM_KEY_TENANT_MAX    \
