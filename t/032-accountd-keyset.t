@@ -11,6 +11,10 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use LLMGW::Accountd;
 use Test::More;
 use IO::Select;
 use IO::Socket::UNIX;
@@ -535,99 +539,6 @@ sub wait_for {
 }
 
 
-# --- the stack, as in t/030-accountd.t ------------------------------------
-
-sub read_env {
-    my ($file) = @_;
-    my %e;
-
-    open my $fh, '<', $file or die "$file: $!\n";
-
-    while (<$fh>) {
-        chomp;
-        next if /^\s*(#|$)/;
-        my ($k, $v) = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/
-            or next;
-        $v =~ s/^'(.*)'$/$1/ or $v =~ s/^"(.*)"$/$1/;
-        $e{$k} = $v;
-    }
-
-    return %e;
-}
-
-
-sub read_secret {
-    my ($v) = @_;
-
-    if (-f $v) {
-        open my $fh, '<', $v or die "$v: $!";
-        local $/;
-        $v = <$fh>;
-    }
-
-    $v =~ s/\s+//g;
-
-    return pack 'H*', $v;
-}
-
-
-sub accountd_log {
-    my ($file) = @_;
-
-    open my $fh, '<', $file or die "$file: $!";
-
-    while (<$fh>) {
-        next unless /^\s*logfile\s*=\s*(\S.*?)\s*$/;
-        my $path = $1;
-        (my $cdir = $file) =~ s{/[^/]*$}{};
-        return $path =~ m{^/} ? $path : "$cdir/$path";
-    }
-
-    return '';
-}
-
-
-sub dbi_dsn {
-    my ($url) = @_;
-
-    return "dbi:Pg:$url" unless $url =~ m{^postgres(?:ql)?://};
-
-    my ($auth, $hostport, $db, $query) = $url =~ m{
-        ^postgres(?:ql)?://
-        (?:([^@/]*)@)?
-        ([^/?]*)
-        (?:/([^?]*))?
-        (?:\?(.*))?$
-    }x;
-
-    my %p;
-    if (defined $auth) {
-        my ($u, $pw) = split /:/, $auth, 2;
-        $p{user} = uri_unescape($u);
-        $p{password} = uri_unescape($pw) if defined $pw;
-    }
-
-    my ($h, $port) = $hostport =~ /^(\[.*\]|[^:]*)(?::(\d+))?$/;
-    $p{host} = uri_unescape($h) if defined $h && length $h;
-    $p{port} = $port if defined $port;
-    $p{dbname} = uri_unescape($db) if defined $db && length $db;
-
-    for (split /&/, $query // '') {
-        my ($k, $v) = split /=/, $_, 2;
-        $p{$k} = uri_unescape($v // '');
-    }
-
-    return 'dbi:Pg:' . join ';', map { "$_=$p{$_}" } sort keys %p;
-}
-
-
-sub uri_unescape {
-    my ($s) = @_;
-    $s =~ s/%([0-9A-Fa-f]{2})/chr hex $1/ge;
-    return $s;
-}
-
-
 sub run {
     my @args = @_;
 
@@ -644,17 +555,4 @@ sub run {
     close $fh;
 
     return ($out, $? >> 8);
-}
-
-
-sub log_since {
-    my ($file, $off) = @_;
-
-    open my $fh, '<', $file or return '';
-    seek $fh, $off, 0;
-    local $/;
-    my $text = <$fh> // '';
-    close $fh;
-
-    return $text;
 }

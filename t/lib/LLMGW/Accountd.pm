@@ -1,0 +1,122 @@
+package LLMGW::Accountd;
+
+# Helpers of the accountd tests (t/03x): the stack's environment file, the
+# key secret, accountd's log, and a DBI data source from a libpq URL.
+
+use strict;
+use warnings;
+
+use Exporter qw(import);
+
+our @EXPORT = qw(read_env read_secret accountd_log dbi_dsn log_since);
+
+
+sub read_env {
+    my ($file) = @_;
+    my %e;
+
+    open my $fh, '<', $file or die "$file: $!\n";
+
+    while (<$fh>) {
+        chomp;
+        next if /^\s*(#|$)/;
+        my ($k, $v) = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$/
+            or next;
+        $v =~ s/^'(.*)'$/$1/ or $v =~ s/^"(.*)"$/$1/;
+        $e{$k} = $v;
+    }
+
+    return %e;
+}
+
+
+# LLMGW_KEY_SECRET is the secret file, or the secret itself, as hex
+
+sub read_secret {
+    my ($v) = @_;
+
+    if (-f $v) {
+        open my $fh, '<', $v or die "$v: $!";
+        local $/;
+        $v = <$fh>;
+    }
+
+    $v =~ s/\s+//g;
+
+    return pack 'H*', $v;
+}
+
+
+sub accountd_log {
+    my ($file) = @_;
+
+    open my $fh, '<', $file or die "$file: $!";
+
+    while (<$fh>) {
+        next unless /^\s*logfile\s*=\s*(\S.*?)\s*$/;
+        my $path = $1;
+        (my $cdir = $file) =~ s{/[^/]*$}{};
+        return $path =~ m{^/} ? $path : "$cdir/$path";
+    }
+
+    return '';
+}
+
+
+# postgresql://user:pass@host:port/db?host=/socket/dir
+
+sub dbi_dsn {
+    my ($url) = @_;
+
+    return "dbi:Pg:$url" unless $url =~ m{^postgres(?:ql)?://};
+
+    my ($auth, $hostport, $db, $query) = $url =~ m{
+        ^postgres(?:ql)?://
+        (?:([^@/]*)@)?          # user and password
+        ([^/?]*)                # host and port
+        (?:/([^?]*))?           # database
+        (?:\?(.*))?$            # parameters
+    }x;
+
+    my %p;
+    if (defined $auth) {
+        my ($u, $pw) = split /:/, $auth, 2;
+        $p{user} = uri_unescape($u);
+        $p{password} = uri_unescape($pw) if defined $pw;
+    }
+
+    my ($h, $port) = $hostport =~ /^(\[.*\]|[^:]*)(?::(\d+))?$/;
+    $p{host} = uri_unescape($h) if defined $h && length $h;
+    $p{port} = $port if defined $port;
+    $p{dbname} = uri_unescape($db) if defined $db && length $db;
+
+    for (split /&/, $query // '') {
+        my ($k, $v) = split /=/, $_, 2;
+        $p{$k} = uri_unescape($v // '');
+    }
+
+    return 'dbi:Pg:' . join ';', map { "$_=$p{$_}" } sort keys %p;
+}
+
+
+sub uri_unescape {
+    my ($s) = @_;
+    $s =~ s/%([0-9A-Fa-f]{2})/chr hex $1/ge;
+    return $s;
+}
+
+
+sub log_since {
+    my ($file, $off) = @_;
+
+    open my $fh, '<', $file or return '';
+    seek $fh, $off, 0;
+    local $/;
+    my $text = <$fh> // '';
+    close $fh;
+
+    return $text;
+}
+
+
+1;
