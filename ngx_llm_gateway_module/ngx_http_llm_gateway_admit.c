@@ -270,6 +270,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                     NULL, "The gateway is overloaded; "
                                     "retry shortly.");
         ctx->retry_after = 1;
+        ctx->retry_after_ms = 1000;
         return;
     }
 
@@ -310,6 +311,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     if (brc == LLM_BUCKET_WAIT) {
         ctx->retry_after = llm_bucket_seconds(adm.wait_ms);
+        ctx->retry_after_ms = adm.wait_ms;
 
         p = ngx_pnalloc(r->pool, 200);
         if (p == NULL) {
@@ -677,7 +679,7 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     r->headers_out.content_type_lowcase = NULL;
 
     if (ctx->retry_after) {
-        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        p = ngx_pnalloc(r->pool, 2 * NGX_INT64_LEN);
         if (p == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
@@ -686,6 +688,17 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
         v.len = ngx_sprintf(p, "%L", ctx->retry_after) - p;
 
         if (ngx_http_llm_gateway_add_header(r, "Retry-After", &v) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        /* the exact wait, which the official SDKs prefer when it is there */
+        p += v.len;
+        v.data = p;
+        v.len = ngx_sprintf(p, "%L", ctx->retry_after_ms) - p;
+
+        if (ngx_http_llm_gateway_add_header(r, "retry-after-ms", &v)
+            != NGX_OK)
+        {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
     }

@@ -175,6 +175,7 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
                                 NULL, "Too many requests with invalid API "
                                 "keys from this address.");
     ctx->retry_after = llm_bucket_seconds(left);
+    ctx->retry_after_ms = left;
 
     return NGX_DECLINED;
 }

@@ -186,7 +186,8 @@ typedef struct {
     const char                  *err_code;
     const char                  *err_param;
     u_char                      *err_message;
-    int64_t                      retry_after;
+    int64_t                      retry_after;     /* seconds, rounded up */
+    int64_t                      retry_after_ms;
 
     llm_sse_t                    sse;
     u_char                      *json;      /* non-streaming body copy */

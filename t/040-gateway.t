@@ -277,6 +277,9 @@ ok($ra == ceil(($cost - $left) / 100) || $ra == ceil(($cost - $left - 1) / 100),
    "exhausted bucket: Retry-After is ceil((c - b) / r) = $ra");
 like($r->{headers}{'x-ratelimit-reset-tokens'} // '', qr/^\d+s$|^\d+m[\d.]+s$/,
      'exhausted bucket: x-ratelimit-reset-tokens');
+my $ms = $r->{headers}{'retry-after-ms'} // -1;
+ok($ms > 1000 * ($ra - 1) && $ms <= 1000 * $ra,
+   "exhausted bucket: retry-after-ms is the exact wait ($ms)");
 
 # A client that goes away mid-stream still leaves its row: the stream was
 # cut (flag 2) before any usage came (flag 1), and the prompt estimate and
