@@ -20,14 +20,20 @@ plan(skip_all => 'the SDKs are not installed (make sdk)') unless -f $clients;
 
 my $pro = new_tenant(tier => 'pro');
 my $tiny = new_tenant(tier => 'tiny');
+my $tight = new_tenant(tier => 'tight');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     llm_gateway_tier  pro   tpm=600000;
     llm_gateway_tier  tiny  tpm=1000  burst=1000  max_tokens=4096;
+    llm_gateway_tier  tight tpm=6000  burst=100;
+
+    log_format  retry  '$status $llm_tenant $msec $sent_http_retry_after_ms';
 
     server {
         listen  127.0.0.1:%%PORT%%;
+
+        access_log  %%NGINX%%/retry.log retry;
 
         location = /v1/chat/completions {
             llm_gateway  zone=llm api=openai;
@@ -82,10 +88,32 @@ is_deeply([ @$e{qw(status code name)} ],
           [ 429, 'request_too_large', 'RateLimitError' ],
           'a request that can never fit: RateLimitError');
 
-open(my $fh, '<', $ng->dir() . '/access.log') or die;
-my @tries = grep { / 429 / } <$fh>;
+open(my $fh, '<', $ng->dir() . '/retry.log') or die;
+my @tries = grep { /^429 \Q$tiny->{name}\E / } <$fh>;
 close($fh);
 is(scalar(@tries), 1, 'and the SDK did not retry it (x-should-retry: false)');
+
+# The SDK's own retry: a bucket of 100 tokens refilled at 100 a second;
+# each request takes 59 (9 in, 50 out).  The second finds 41 and is told
+# to come back when 59 are there; the client waits as told and succeeds.
+
+my $got = client('openai-retry', LLMGW_KEY => $tight->{key},
+                 MOCK_TOKENS => 50);
+is($got->{output}, 50, 'after a 429 the SDK retried and got its answer');
+ok(usage_row($got->{id} // ''), 'one ledger row for the retried request');
+
+open($fh, '<', $ng->dir() . '/retry.log') or die;
+my @lines = grep { / \Q$tight->{name}\E / } <$fh>;
+close($fh);
+
+is_deeply([ map { (split)[0] } @lines ], [ 200, 429, 200 ],
+          'the access log: 200, then 429, then the retry\'s 200');
+
+# the client never retries sooner than it was told ($msec is to the ms)
+my @t = map { (split)[2] } @lines;
+my $told = (split(' ', $lines[1] // ''))[3] // 0;
+ok($told > 0 && ($t[2] - $t[1]) * 1000 >= $told - 1,
+   "the retry came after the advertised wait ($told ms)");
 
 $ng->no_alerts();
 

@@ -73,6 +73,23 @@ const scenarios = {
                      name: e.constructor.name };
         }
     },
+
+    // Two requests that each use most of a small bucket: the second meets
+    // a 429 and the client, with its default retries, waits and succeeds.
+    async 'openai-retry'() {
+        const ask = () => openai.chat.completions.create({
+            model: 'mock-gpt-4o-mini', messages, max_tokens: 50,
+        }).withResponse();
+
+        await ask();
+
+        const start = Date.now();
+        const { data, response } = await ask();
+
+        return { output: data.usage.completion_tokens,
+                 id: response.headers.get('x-request-id'),
+                 elapsed_ms: Date.now() - start };
+    },
 };
 
 const result = await scenarios[process.argv[2]]();
