@@ -17,6 +17,7 @@ static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
 static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
+static void ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_uint_t ngx_http_llm_gateway_model_allowed(
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
@@ -100,6 +101,13 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
                                             "This API key's tier is not "
                                             "served at this endpoint.");
             }
+        }
+
+        /* a body announced too large is refused before it is read */
+        if (ctx->err_status == 0
+            && r->headers_in.content_length_n > (off_t) llcf->max_body)
+        {
+            ngx_http_llm_gateway_too_large(ctx);
         }
 
         if (ctx->err_status == 0) {
@@ -192,8 +200,16 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
+    /* a chunked body announces no length */
+    if (body.len > llcf->max_body) {
+        ngx_http_llm_gateway_too_large(ctx);
+        return;
+    }
+
     icf.default_max_tokens = tier->default_max_tokens;
     icf.max_tokens_limit = tier->max_tokens;
+    icf.max_depth = llcf->max_depth;
+    icf.max_string = llcf->max_string;
 
     ngx_http_llm_gateway_json_pool(r->pool);
 
@@ -434,12 +450,7 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
     }
 
     if (r->request_body->temp_file) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
-                                    "invalid_request_error",
-                                    "request_too_large", NULL,
-                                    "The request body is larger than "
-                                    "this endpoint inspects "
-                                    "(client_body_buffer_size).");
+        ngx_http_llm_gateway_too_large(ctx);
         return NGX_DECLINED;
     }
 
@@ -471,6 +482,21 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * 413: above llm_gateway_max_body, or spooled to a file because it is
+ * above client_body_buffer_size (the gateway reads bodies in memory only).
+ */
+
+static void
+ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                "invalid_request_error", "request_too_large",
+                                NULL, "The request body is larger than this "
+                                "endpoint accepts.");
 }
 
 

@@ -153,6 +153,27 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       0,
       NULL },
 
+    { ngx_string("llm_gateway_max_body"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, max_body),
+      NULL },
+
+    { ngx_string("llm_gateway_max_depth"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, max_depth),
+      NULL },
+
+    { ngx_string("llm_gateway_max_string"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, max_string),
+      NULL },
+
     { ngx_string("llm_gateway_response_buffer"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -554,6 +575,9 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
     conf->aliases = NGX_CONF_UNSET_PTR;
     conf->sunsets = NGX_CONF_UNSET_PTR;
     conf->response_buffer = NGX_CONF_UNSET_SIZE;
+    conf->max_body = NGX_CONF_UNSET_SIZE;
+    conf->max_string = NGX_CONF_UNSET_SIZE;
+    conf->max_depth = NGX_CONF_UNSET_UINT;
     conf->reject_log_level = NGX_CONF_UNSET_UINT;
     conf->bad_keys = NGX_CONF_UNSET_UINT;
     conf->bad_keys_window = NGX_CONF_UNSET_MSEC;
@@ -589,6 +613,10 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     ngx_conf_merge_size_value(conf->response_buffer, prev->response_buffer,
                               1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_body, prev->max_body, 1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_string, prev->max_string,
+                              conf->max_body);
+    ngx_conf_merge_uint_value(conf->max_depth, prev->max_depth, 64);
     ngx_conf_merge_uint_value(conf->reject_log_level, prev->reject_log_level,
                               NGX_LOG_ERR);
     ngx_conf_merge_uint_value(conf->bad_keys, prev->bad_keys, 20);

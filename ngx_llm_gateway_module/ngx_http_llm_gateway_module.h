@@ -151,6 +151,9 @@ typedef struct {
     ngx_array_t                 *aliases;   /* ngx_http_llm_gateway_alias_t */
     ngx_array_t                 *sunsets;   /* ngx_http_llm_gateway_sunset_t */
     size_t                       response_buffer;
+    size_t                       max_body;
+    size_t                       max_string;
+    ngx_uint_t                   max_depth;
     ngx_uint_t                   reject_log_level;
     ngx_uint_t                   bad_keys;  /* 0: no limit */
     ngx_msec_t                   bad_keys_window;

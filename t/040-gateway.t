@@ -54,6 +54,15 @@ my $ng = nginx(http => <<'EOF')->run();
             proxy_pass   http://mock;
         }
 
+        # small limits on what a body may be
+        location = /v1/small {
+            llm_gateway             zone=llm api=openai;
+            llm_gateway_max_body    2k;
+            llm_gateway_max_depth   8;
+            llm_gateway_max_string  100;
+            proxy_pass              http://mock/v1/chat/completions;
+        }
+
         # the mock without the gateway, to compare bytes
         location /direct/ {
             proxy_pass  http://mock/;
@@ -238,6 +247,28 @@ for my $c (@refused) {
 
     my $id = $r->{headers}{'x-request-id'} // '';
     is(scalar(@{ usage_rows($id, 0) }), 0, "$name: no ledger row");
+}
+
+# Limits on the body, before any parse: [ name, body, status, message ]
+
+my @limits = (
+    [ 'within every limit', ask(max_tokens => 5), 200, undef ],
+    [ 'a body over llm_gateway_max_body', '{"model":"m","messages":[],"x":"'
+      . ('y' x 3000) . '"}', 413, qr/larger than this endpoint accepts/ ],
+    [ 'nested deeper than llm_gateway_max_depth', '{"model":"m",'
+      . '"messages":[],"x":' . ('[' x 9) . (']' x 9) . '}', 400,
+      qr/nested too deeply/ ],
+    [ 'a string over llm_gateway_max_string', '{"model":"m","messages":[],'
+      . '"x":"' . ('y' x 101) . '"}', 400, qr/string .* too long/ ],
+);
+
+for my $c (@limits) {
+    my ($name, $body, $status, $msg) = @$c;
+
+    my $r = http_post($ng->url('/v1/small'), $body, %$auth);
+    is($r->{status}, $status, "$name: $status");
+    like((json_body($r) // {})->{error}{message} // '', $msg,
+         "$name: says why") if $msg;
 }
 
 my $r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 2000),

@@ -48,6 +48,12 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
     memset(req, 0, sizeof(llm_request_t));
     req->api = api;
 
+    if (llm_inspect_scan(body, len, cf->max_depth, cf->max_string, &name)
+        != 0)
+    {
+        return llm_inspect_fail(req, NULL, name);
+    }
+
     root = cJSON_ParseWithLength(body, len);
     if (root == NULL) {
         return llm_inspect_fail(req, NULL,
@@ -189,6 +195,73 @@ llm_inspect_fail(llm_request_t *req, const char *param, const char *message)
     req->message = message;
 
     return -1;
+}
+
+
+int
+llm_inspect_scan(const char *body, size_t len, size_t max_depth,
+    size_t max_string, const char **what)
+{
+    size_t                depth, slen;
+    unsigned              in_string, escaped;
+    const unsigned char  *p, *last;
+
+    depth = 0;
+    slen = 0;
+    in_string = 0;
+    escaped = 0;
+
+    last = (const unsigned char *) body + len;
+
+    for (p = (const unsigned char *) body; p < last; p++) {
+
+        if (in_string) {
+            if (escaped) {
+                escaped = 0;
+
+            } else if (*p == '\\') {
+                escaped = 1;
+
+            } else if (*p == '"') {
+                in_string = 0;
+                continue;
+            }
+
+            if (++slen > max_string) {
+                *what = "a string in the request body is too long";
+                return -1;
+            }
+
+            continue;
+        }
+
+        switch (*p) {
+
+        case '"':
+            in_string = 1;
+            slen = 0;
+            break;
+
+        case '{':
+        case '[':
+            if (++depth > max_depth) {
+                *what = "the request body is nested too deeply";
+                return -1;
+            }
+
+            break;
+
+        case '}':
+        case ']':
+            if (depth) {
+                depth--;
+            }
+
+            break;
+        }
+    }
+
+    return 0;
 }
 
 

@@ -29,6 +29,8 @@
 typedef struct {
     int64_t    default_max_tokens;   /* used when the body has none */
     int64_t    max_tokens_limit;     /* the largest accepted */
+    size_t     max_depth;            /* of nested objects and arrays */
+    size_t     max_string;           /* bytes of one string, as sent */
 } llm_inspect_conf_t;
 
 
@@ -58,7 +60,16 @@ typedef struct {
 
 
 /*
+ * A look at the raw bytes before any parse: the deepest nesting and the
+ * longest string, so that a hostile body costs no more than its length.
+ * 0 if within the limits, else -1 and *what says which.
+ */
+int llm_inspect_scan(const char *body, size_t len, size_t max_depth,
+    size_t max_string, const char **what);
+
+/*
  * 0 if the body is acceptable, -1 with req->param and req->message if not.
+ * It is scanned first (llm_inspect_scan).
  * A body that repeats a member the gateway reads is refused.
  */
 int llm_inspect(llm_api_e api, const char *body, size_t len,

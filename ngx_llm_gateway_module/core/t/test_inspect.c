@@ -13,7 +13,7 @@
 #include "tap.h"
 
 
-static const llm_inspect_conf_t  conf = { 256, 4096 };
+static const llm_inspect_conf_t  conf = { 256, 4096, 8, 64 };
 
 
 static const struct {
@@ -210,9 +210,43 @@ test_rewrite(void)
 }
 
 
+static void
+test_scan(void)
+{
+    char         b[256];
+    const char  *what;
+
+    tap_is(llm_inspect_scan("[[[[[[[[]]]]]]]]", 16, 8, 64, &what), 0,
+           "8 levels deep: within 8");
+    tap_is(llm_inspect_scan("[[[[[[[[[]]]]]]]]]", 18, 8, 64, &what), -1,
+           "9 levels deep: refused");
+    tap_ok(strstr(what, "nested") != NULL, "  says so");
+
+    /* brackets inside strings, escaped quotes, are not structure */
+    tap_is(llm_inspect_scan("[\"[[[[[[[[[[\\\"{{{{{{\"]", 22, 1, 64, &what),
+           0, "brackets and escaped quotes inside a string");
+
+    memset(b, 'a', sizeof(b));
+    b[0] = '"';
+    b[65] = '"';
+    tap_is(llm_inspect_scan(b, 66, 8, 64, &what), 0,
+           "a string of 64 bytes");
+    b[65] = 'a';
+    b[66] = '"';
+    tap_is(llm_inspect_scan(b, 67, 8, 64, &what), -1,
+           "a string of 65 bytes: refused");
+    tap_ok(strstr(what, "string") != NULL, "  says so");
+
+    snprintf(b, sizeof(b), "{\"model\":\"m\",\"messages\":[[[[[[[[[]]]]]]]]]}");
+    tap_is(llm_inspect_scan(b, strlen(b), 8, 64, &what), -1,
+           "a deep body");
+}
+
+
 int
 main(void)
 {
+    test_scan();
     test_refusals();
     test_estimate();
     test_rewrite();
