@@ -45,6 +45,22 @@ typedef struct mockllm_conn_s  mockllm_conn_t;
 
 
 /*
+ * Requests in flight per tenant, named by the x-mock-tenant header (the
+ * gateway under test sends it), and the most ever seen at once: what a
+ * concurrency limit must never let pass.  GET /stats/NAME.
+ */
+#define MOCKLLM_TENANT_LEN   64
+#define MOCKLLM_TENANTS      256
+
+typedef struct {
+    char                 name[MOCKLLM_TENANT_LEN];
+    size_t               len;
+    int64_t              inflight;
+    int64_t              max;
+} mockllm_tenant_t;
+
+
+/*
  * A growable byte buffer.  A failed allocation sets oom and turns every
  * later append into a no-op, so that a whole response is built without
  * a check after each piece and is checked once at the end.
@@ -83,6 +99,8 @@ typedef struct {
 
     size_t               request_id_len;
     char                 request_id[MOCKLLM_REQUEST_ID_LEN];
+    size_t               tenant_len;
+    char                 tenant[MOCKLLM_TENANT_LEN];
 } mockllm_req_t;
 
 
@@ -90,6 +108,7 @@ typedef struct {
 typedef struct {
     int                  kind;
     int                  api;
+    mockllm_tenant_t    *stats;          /* GET /stats: which tenant */
     int                  phase;
     int                  status;
     const char          *err_type;
@@ -144,6 +163,8 @@ struct mockllm_conn_s {
     uint64_t             timer_at;       /* kept after it fires */
     size_t               timer_idx;
 
+    mockllm_tenant_t    *tenant;         /* counted in flight, if named */
+
     unsigned             busy:1;         /* a response is in progress */
     unsigned             done:1;         /* all of it is in out */
     unsigned             close:1;        /* close once out is sent */
@@ -156,6 +177,9 @@ struct mockllm_conn_s {
 
 /* mockllm.c */
 extern volatile int  mockllm_failed;
+
+mockllm_tenant_t *mockllm_tenant(const char *name, size_t len);
+void mockllm_tenant_end(mockllm_conn_t *c);
 
 void mockllm_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));

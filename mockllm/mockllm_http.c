@@ -31,6 +31,7 @@ enum {
     MOCKLLM_H_CONNECTION,
     MOCKLLM_H_EXPECT,
     MOCKLLM_H_REQUEST_ID,
+    MOCKLLM_H_TENANT,
     MOCKLLM_H_TOKENS,
     MOCKLLM_H_PROMPT_TOKENS,
     MOCKLLM_H_CACHED_TOKENS,
@@ -59,6 +60,7 @@ static const mockllm_http_header_t  mockllm_http_headers[] = {
     mockllm_http_h("connection", MOCKLLM_H_CONNECTION),
     mockllm_http_h("expect", MOCKLLM_H_EXPECT),
     mockllm_http_h("x-request-id", MOCKLLM_H_REQUEST_ID),
+    mockllm_http_h("x-mock-tenant", MOCKLLM_H_TENANT),
     mockllm_http_h("x-mock-tokens", MOCKLLM_H_TOKENS),
     mockllm_http_h("x-mock-prompt-tokens", MOCKLLM_H_PROMPT_TOKENS),
     mockllm_http_h("x-mock-cached-tokens", MOCKLLM_H_CACHED_TOKENS),
@@ -431,6 +433,15 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
         r->request_id_len = n;
         return MOCKLLM_OK;
 
+    case MOCKLLM_H_TENANT:
+        if (n > sizeof(r->tenant)) {
+            n = sizeof(r->tenant);
+        }
+
+        memcpy(r->tenant, v, n);
+        r->tenant_len = n;
+        return MOCKLLM_OK;
+
     case MOCKLLM_H_NO_USAGE:
         r->no_usage = mockllm_http_flag(v, n);
         return MOCKLLM_OK;
@@ -744,6 +755,8 @@ void
 mockllm_http_finish(mockllm_conn_t *c)
 {
     size_t  rest;
+
+    mockllm_tenant_end(c);
 
     rest = c->in.len - c->req_len;
 

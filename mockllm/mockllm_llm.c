@@ -14,6 +14,7 @@
 
 enum {
     MOCKLLM_R_HEALTH = 0,
+    MOCKLLM_R_STATS,
     MOCKLLM_R_ERROR,
     MOCKLLM_R_COMPLETION
 };
@@ -35,6 +36,7 @@ enum {
     ((n) == sizeof(s) - 1 && memcmp(p, s, sizeof(s) - 1) == 0)
 
 
+static void mockllm_llm_count(mockllm_conn_t *c);
 static void mockllm_llm_route(mockllm_conn_t *c);
 static void mockllm_llm_parse(mockllm_conn_t *c);
 static int64_t mockllm_llm_text_tokens(cJSON *item);
@@ -78,6 +80,10 @@ mockllm_handle(mockllm_conn_t *c)
     c->close = q->conn_close || (q->http10 && !q->keepalive);
 
     mockllm_llm_route(c);
+
+    if (r->kind == MOCKLLM_R_COMPLETION && q->tenant_len) {
+        mockllm_llm_count(c);
+    }
 
     if (r->kind == MOCKLLM_R_COMPLETION) {
         if (q->bad_header) {
@@ -150,6 +156,34 @@ mockllm_advance(mockllm_conn_t *c)
 }
 
 
+/* one more of the tenant's requests in flight, and the most so far */
+
+static void
+mockllm_llm_count(mockllm_conn_t *c)
+{
+    int64_t            n, max;
+    mockllm_tenant_t  *t;
+
+    t = mockllm_tenant(c->req.tenant, c->req.tenant_len);
+    if (t == NULL) {
+        return;
+    }
+
+    c->tenant = t;
+
+    n = __atomic_add_fetch(&t->inflight, 1, __ATOMIC_RELAXED);
+    max = __atomic_load_n(&t->max, __ATOMIC_RELAXED);
+
+    while (n > max
+           && !__atomic_compare_exchange_n(&t->max, &max, n, 0,
+                                           __ATOMIC_RELAXED,
+                                           __ATOMIC_RELAXED))
+    {
+        /* max was reloaded: try again */
+    }
+}
+
+
 static void
 mockllm_llm_route(mockllm_conn_t *c)
 {
@@ -182,6 +216,15 @@ mockllm_llm_route(mockllm_conn_t *c)
                && mockllm_str_eq(path, n, "/health"))
     {
         r->kind = MOCKLLM_R_HEALTH;
+        return;
+
+    } else if (q->method == MOCKLLM_METHOD_GET
+               && n > sizeof("/stats/") - 1
+               && memcmp(path, "/stats/", sizeof("/stats/") - 1) == 0)
+    {
+        r->kind = MOCKLLM_R_STATS;
+        r->stats = mockllm_tenant(path + sizeof("/stats/") - 1,
+                                  n - (sizeof("/stats/") - 1));
         return;
     }
 
@@ -475,6 +518,20 @@ mockllm_llm_respond(mockllm_conn_t *c)
     case MOCKLLM_R_HEALTH:
         mockllm_http_head(c, 200, "text/plain", 2);
         mockllm_buf_adds(&c->out, "ok");
+        mockllm_llm_done(c);
+        return;
+
+    case MOCKLLM_R_STATS:
+        c->tmp.len = 0;
+        mockllm_buf_adds(&c->tmp, "{\"inflight\":");
+        mockllm_buf_add_num(&c->tmp, r->stats ? __atomic_load_n(
+                            &r->stats->inflight, __ATOMIC_RELAXED) : 0);
+        mockllm_buf_adds(&c->tmp, ",\"max_inflight\":");
+        mockllm_buf_add_num(&c->tmp, r->stats ? __atomic_load_n(
+                            &r->stats->max, __ATOMIC_RELAXED) : 0);
+        mockllm_buf_adds(&c->tmp, "}");
+        mockllm_http_head(c, 200, "application/json", c->tmp.len);
+        mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
         mockllm_llm_done(c);
         return;
 

@@ -162,6 +162,7 @@ EOF
 
     my $module = "$s->{LLMGW_BUILD}/ngx_http_llm_gateway_module.so";
     my $workers = $o{workers} // 2;
+    my $level = $o{log_level} // 'debug';
 
     my $conf = <<"EOF";
 load_module $module;
@@ -169,7 +170,7 @@ load_module $module;
 worker_processes  $workers;
 user              nobody nogroup;
 pid               $dir/nginx.pid;
-error_log         $dir/error.log debug;
+error_log         $dir/error.log $level;
 
 events {
     worker_connections  1024;
