@@ -10,7 +10,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA qw(sha256);
 use LLMGW;
 use Test::More;
 use Time::HiRes qw(sleep);
@@ -85,17 +84,6 @@ sub ask {
                      'x-mock-tokens' => 3, %h);
 }
 
-# A well-formed key that was never issued: the checksum is the first four
-# bytes of SHA-256 over the rest, as six base62 digits.
-sub forge {
-    my @b62 = ('0' .. '9', 'A' .. 'Z', 'a' .. 'z');
-    my $body = 'llmgw_live_' . join('', map { $b62[rand 62] } 1 .. 32);
-    my $n = unpack('N', substr(sha256($body), 0, 4));
-    my $sum = '';
-    for (1 .. 6) { $sum = $b62[$n % 62] . $sum; $n = int($n / 62); }
-    return $body . $sum;
-}
-
 # [ header style ]
 for my $h ([ authorization => "Bearer $ok->{key}" ],
            [ 'x-api-key' => $ok->{key} ],
@@ -115,7 +103,7 @@ my @bad = (
     [ 'no key', [] ],
     [ 'not a Bearer credential', [ authorization => 'Basic dXNlcjpwYXNz' ] ],
     [ 'a wrong checksum', [ authorization => "Bearer $malformed" ] ],
-    [ 'a key never issued', [ authorization => 'Bearer ' . forge() ] ],
+    [ 'a key never issued', [ authorization => 'Bearer ' . forge_key() ] ],
     [ 'a revoked key', [ authorization => "Bearer $gone->{key}" ] ],
     [ 'an expired key', [ 'x-api-key' => $brief->{key} ] ],
 );
@@ -136,11 +124,11 @@ like((keys %bodies)[0], qr/"code":"invalid_api_key"/, 'invalid_api_key');
 # good keys too, until the window ends.
 
 for my $i (1 .. 3) {
-    $r = ask('/v1/strict', undef, authorization => 'Bearer ' . forge());
+    $r = ask('/v1/strict', undef, authorization => 'Bearer ' . forge_key());
     is($r->{status}, 401, "bad key $i of 3: 401");
 }
 
-for my $key (forge(), $ok->{key}) {
+for my $key (forge_key(), $ok->{key}) {
     $r = ask('/v1/strict', undef, authorization => "Bearer $key");
     is($r->{status}, 429, 'past the limit: 429');
     is((json_body($r) // {})->{error}{code}, 'too_many_bad_keys',

@@ -17,7 +17,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd new_tenant nginx http_post json_body
-                 usage_row usage_rows db);
+                 usage_row usage_rows db forge_key);
 
 my %stack;
 my $tenants = 0;
@@ -64,6 +64,18 @@ sub new_tenant {
         'SELECT tenant_id FROM llm.tenants WHERE name = ?', undef, $name);
 
     return { name => $name, key => $lines[-1], id => $id, tier => $tier };
+}
+
+# A well-formed key that accountd never issued: the checksum is the first
+# four bytes of SHA-256 over the rest, as six base62 digits.
+sub forge_key {
+    require Digest::SHA;
+    my @b62 = ('0' .. '9', 'A' .. 'Z', 'a' .. 'z');
+    my $body = 'llmgw_live_' . join('', map { $b62[rand 62] } 1 .. 32);
+    my $n = unpack('N', substr(Digest::SHA::sha256($body), 0, 4));
+    my $sum = '';
+    for (1 .. 6) { $sum = $b62[$n % 62] . $sum; $n = int($n / 62); }
+    return $body . $sum;
 }
 
 my $dbh;
