@@ -22,6 +22,8 @@ static ngx_uint_t ngx_http_llm_gateway_model_allowed(
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
     ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
+static ngx_int_t ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r,
+    ngx_str_t *names, int64_t limit, int64_t remaining, int64_t reset_ms);
 static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
     ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
 static ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r,
@@ -759,82 +761,77 @@ ngx_int_t
 ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char     *p;
-    ngx_str_t   v;
+    static ngx_str_t  tokens[] = {
+        ngx_string("x-ratelimit-limit-tokens"),
+        ngx_string("x-ratelimit-remaining-tokens"),
+        ngx_string("x-ratelimit-reset-tokens")
+    };
+
+    static ngx_str_t  requests[] = {
+        ngx_string("x-ratelimit-limit-requests"),
+        ngx_string("x-ratelimit-remaining-requests"),
+        ngx_string("x-ratelimit-reset-requests")
+    };
 
     if (ctx->tier == NULL || ctx->zone == NULL) {
         return NGX_OK;
     }
 
-    p = ngx_pnalloc(r->pool, 3 * NGX_INT64_LEN + 16);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    v.data = p;
-    v.len = ngx_sprintf(p, "%L", ctx->tier->limits.tpm.rate) - p;
-
-    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-limit-tokens", &v)
+    if (ngx_http_llm_gateway_limit_headers(r, tokens,
+                                           ctx->tier->limits.tpm.rate,
+                                           ctx->remaining, ctx->reset_ms)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    p += v.len;
-    v.data = p;
-    v.len = ngx_sprintf(p, "%L", ctx->remaining) - p;
-
-    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-remaining-tokens", &v)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    p += v.len;
-    v.data = p;
-    v.len = ngx_http_llm_gateway_duration(p, ctx->reset_ms) - p;
-
-    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-tokens", &v)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
+    /* a tier without a request limit has none to report */
     if (ctx->tier->limits.rpm.rate == 0) {
         return NGX_OK;
     }
 
+    return ngx_http_llm_gateway_limit_headers(r, requests,
+                                              ctx->tier->limits.rpm.rate,
+                                              ctx->remaining_requests,
+                                              ctx->reset_requests_ms);
+}
+
+
+/* one limit's three headers: its size, what is left, when it is full */
+
+static ngx_int_t
+ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r, ngx_str_t *names,
+    int64_t limit, int64_t remaining, int64_t reset_ms)
+{
+    u_char      *p;
+    ngx_str_t    v[3];
+    ngx_uint_t   i;
+
     p = ngx_pnalloc(r->pool, 3 * NGX_INT64_LEN + 16);
     if (p == NULL) {
         return NGX_ERROR;
     }
 
-    v.data = p;
-    v.len = ngx_sprintf(p, "%L", ctx->tier->limits.rpm.rate) - p;
+    v[0].data = p;
+    v[0].len = ngx_sprintf(p, "%L", limit) - p;
+    p += v[0].len;
 
-    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-limit-requests", &v)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
+    v[1].data = p;
+    v[1].len = ngx_sprintf(p, "%L", remaining) - p;
+    p += v[1].len;
+
+    v[2].data = p;
+    v[2].len = ngx_http_llm_gateway_duration(p, reset_ms) - p;
+
+    for (i = 0; i < 3; i++) {
+        if (ngx_http_llm_gateway_add_header(r, (char *) names[i].data, &v[i])
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
-    p += v.len;
-    v.data = p;
-    v.len = ngx_sprintf(p, "%L", ctx->remaining_requests) - p;
-
-    if (ngx_http_llm_gateway_add_header(r, "x-ratelimit-remaining-requests",
-                                        &v)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    p += v.len;
-    v.data = p;
-    v.len = ngx_http_llm_gateway_duration(p, ctx->reset_requests_ms) - p;
-
-    return ngx_http_llm_gateway_add_header(r, "x-ratelimit-reset-requests",
-                                           &v);
+    return NGX_OK;
 }
 
 

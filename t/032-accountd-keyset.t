@@ -22,29 +22,14 @@ use Socket qw(SOCK_STREAM);
 use Digest::SHA qw(hmac_sha256 hmac_sha256_hex);
 use Time::HiRes qw(time sleep);
 
-my $dir = $ENV{LLMGW_TEST_DIR}
-    or plan skip_all => 'LLMGW_TEST_DIR is not set: no running stack';
+my $st = accountd_stack();
 
-require DBI;
-
-my %env = read_env("$dir/stack.env");
-
-for my $k (qw(LLMGW_DATABASE_URL LLMGW_ACCOUNTD_CONF LLMGW_ACCOUNTD_SOCKET
-              LLMGW_KEY_SECRET LLMGW_BUILD))
-{
-    defined $env{$k} or die "$k is missing from $dir/stack.env\n";
-}
-
-$ENV{LLMGW_DATABASE_URL} = $env{LLMGW_DATABASE_URL};
-
-my $accountd = "$env{LLMGW_BUILD}/accountd";
-my $conf = $env{LLMGW_ACCOUNTD_CONF};
-my $socket = $env{LLMGW_ACCOUNTD_SOCKET};
-my $secret = read_secret($env{LLMGW_KEY_SECRET});
-my $log = accountd_log($conf);
-
-my $dbh = DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
-                       { RaiseError => 1, PrintError => 0, AutoCommit => 1 });
+my $accountd = $st->{accountd};
+my $conf = $st->{LLMGW_ACCOUNTD_CONF};
+my $socket = $st->{LLMGW_ACCOUNTD_SOCKET};
+my $secret = $st->{secret};
+my $log = $st->{log};
+my $dbh = $st->{dbh};
 
 # unique across runs and across tests sharing the database
 my $tag = sprintf 't032-%d-%d', $$, time % 1000000;

@@ -7,8 +7,41 @@ use strict;
 use warnings;
 
 use Exporter qw(import);
+use Test::More;
 
-our @EXPORT = qw(read_env read_secret accountd_log dbi_dsn log_since);
+our @EXPORT = qw(accountd_stack read_env read_secret accountd_log dbi_dsn
+                 log_since);
+
+
+# The running stack the tests share: its settings (stack.env), what they
+# name (accountd, its configuration, the secret, the log) and a DBI handle.
+# Skips the whole test when make test did not start one.
+sub accountd_stack {
+    my $dir = $ENV{LLMGW_TEST_DIR}
+        or plan skip_all => 'LLMGW_TEST_DIR is not set: no running stack';
+
+    require DBI;
+
+    my %env = read_env("$dir/stack.env");
+
+    for my $k (qw(LLMGW_DATABASE_URL LLMGW_ACCOUNTD_CONF LLMGW_ACCOUNTD_SOCKET
+                  LLMGW_KEY_SNAPSHOT LLMGW_KEY_SECRET LLMGW_BUILD))
+    {
+        defined $env{$k} or die "$k is missing from $dir/stack.env\n";
+    }
+
+    $ENV{LLMGW_DATABASE_URL} = $env{LLMGW_DATABASE_URL};
+
+    return {
+        %env,
+        accountd => "$env{LLMGW_BUILD}/accountd",
+        secret => read_secret($env{LLMGW_KEY_SECRET}),
+        log => accountd_log($env{LLMGW_ACCOUNTD_CONF}),
+        dbh => DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
+                            { RaiseError => 1, PrintError => 0,
+                              AutoCommit => 1 }),
+    };
+}
 
 
 sub read_env {
