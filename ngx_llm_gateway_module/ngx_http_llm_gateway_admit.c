@@ -157,7 +157,6 @@ ngx_http_llm_gateway_body_handler(ngx_http_request_t *r)
 
     ngx_http_llm_gateway_admit(r, ctx);
 
-    ctx->body_read = 1;
     ctx->status = NGX_DECLINED;
 
     r->preserve_body = 1;

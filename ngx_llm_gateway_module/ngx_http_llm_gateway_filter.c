@@ -114,7 +114,6 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
                                   sizeof("application/json") - 1)
                   == 0)
     {
-        ctx->json_mode = 1;
         ctx->metering = 1;
     }
 

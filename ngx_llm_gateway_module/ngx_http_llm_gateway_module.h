@@ -125,9 +125,6 @@ typedef struct {
 } ngx_http_llm_gateway_zone_t;
 
 
-typedef struct ngx_http_llm_gateway_peer_s  ngx_http_llm_gateway_peer_t;
-
-
 typedef struct {
     ngx_array_t                  keys;      /* ngx_http_llm_gateway_key_t */
     ngx_http_llm_gateway_table_t table;     /* over keys */
@@ -199,10 +196,8 @@ typedef struct {
 
     unsigned                     admitted:1;
     unsigned                     settled:1;
-    unsigned                     body_read:1;
     unsigned                     streaming:1;
     unsigned                     metering:1;
-    unsigned                     json_mode:1;
     unsigned                     json_overflow:1;
     unsigned                     response_done:1;
     unsigned                     never:1;   /* refusal can never succeed */
