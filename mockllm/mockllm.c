@@ -4,37 +4,83 @@
  *
  *     mockllm -l 127.0.0.1:PORT [-t THREADS]
  *
- * POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
- * GET /health.  Everything it answers is a function of the request, so that
- * tests can predict the usage to the token:
+ * POST /v1/chat/completions (OpenAI Chat Completions), POST /v1/responses
+ * (OpenAI Responses), POST /v1/messages (Anthropic), GET /health.
+ * Everything it answers is a function of the request, so that tests can
+ * predict the usage to the token:
  *
  *   prompt tokens   P = 3 + sum over messages of (3 + sum of ceil(bytes / 4)
  *                   over the message's text) + sum of ceil(bytes / 4) over
- *                   the Anthropic "system" text.  A message's text is its
- *                   "content" string, or the "text" string of every part
- *                   of an array content; "system" is a string or such an
- *                   array.  Bytes are those of the decoded UTF-8 string.
- *                   "x-mock-prompt-tokens: N" replaces P by N.
+ *                   the Anthropic "system" text or the Responses
+ *                   "instructions".  A message's text is its "content"
+ *                   string, or the "text" string of every part of an array
+ *                   content; "system" is a string or such an array.  The
+ *                   Responses "input" is a string, one message, or an array
+ *                   of items counted as messages.  Bytes are those of the
+ *                   decoded UTF-8 string.  "x-mock-prompt-tokens: N"
+ *                   replaces P by N.
  *
  *   output tokens   C = "x-mock-tokens: N" or 16, capped at max_tokens
- *                   (OpenAI: max_completion_tokens first), itself 64 when
- *                   absent.  When capped, the finish reason is "length"
- *                   (OpenAI) or "max_tokens" (Anthropic), otherwise "stop"
- *                   or "end_turn".
+ *                   (OpenAI: max_completion_tokens first; Responses:
+ *                   max_output_tokens), itself 64 when absent.  When
+ *                   capped, the finish reason is "length" (OpenAI),
+ *                   "max_tokens" (Anthropic), or the Responses status is
+ *                   "incomplete" with incomplete_details.reason
+ *                   "max_output_tokens"; otherwise "stop", "end_turn" or
+ *                   "completed".
  *
  *   the text        "tok1 tok2 ... tokC ": token i is "tok" i and a space.
  *
- *   cached tokens   K = "x-mock-cached-tokens: N" or 0, reported as they
- *                   are, beside P.
+ *   cached tokens   K = "x-mock-cached-tokens: N" or 0, at most P, reported
+ *                   beside P: OpenAI's P includes them, Anthropic's
+ *                   input_tokens leaves them out.
+ *
+ *   cache writes    W = "x-mock-cache-creation-tokens: N" or 0, at most
+ *                   P - K, Anthropic only: cache_creation_input_tokens,
+ *                   and left out of input_tokens, which is P - K - W.
+ *
+ *   reasoning       R = "x-mock-reasoning-tokens: N" or 0, at most C: part
+ *                   of C, not more; the text is the same.  Responses
+ *                   always report output_tokens_details.reasoning_tokens;
+ *                   Chat Completions add completion_tokens_details only
+ *                   when the header is given.
+ *
+ * A Responses stream is the real event sequence, each event "event: TYPE"
+ * and a data line with its type and sequence_number: response.created,
+ * response.in_progress, response.output_item.added,
+ * response.content_part.added, one response.output_text.delta per token,
+ * response.output_text.done, response.content_part.done,
+ * response.output_item.done, then response.completed (response.incomplete
+ * when capped) with the usage; no "data: [DONE]".
  *
  * Behaviour headers, all optional:
  *
  *   x-mock-ttfb-ms: N        wait N ms before the response headers
  *   x-mock-delay-ms: N       wait N ms before each streamed token
- *   x-mock-die-after: N      close after min(N, C) tokens, before the
- *                            finishing events; a whole response is cut
- *                            there, short of its Content-Length
- *   x-mock-no-usage: 1       no usage anywhere
+ *   x-mock-die-after: N      cut the response after min(N, C) tokens,
+ *                            before the finishing events; a whole response
+ *                            is cut there, short of its Content-Length
+ *   x-mock-die-how: HOW      how it is cut: "close" (the default), "reset"
+ *                            (an RST once what was sent is acknowledged,
+ *                            or after 2 s), "stall" (nothing more is sent,
+ *                            the connection stays open until the peer
+ *                            closes it)
+ *   x-mock-error-after: N    streams: after min(N, C) tokens, the
+ *                            provider's in-band error event, then a clean
+ *                            end without the finishing events or usage
+ *   x-mock-no-usage: 1       no usage anywhere (Responses: "usage":null)
+ *   x-mock-usage: JSON       a JSON object whose members replace or add
+ *                            to those of the final usage (Chat: the usage
+ *                            chunk or the body; Anthropic: message_delta or
+ *                            the body; Responses: response.completed or the
+ *                            body), written as they came: any value goes;
+ *                            400 if it is not an object
+ *   x-mock-usage-repeat: N   the event with the final usage (Chat: the
+ *                            usage chunk; Anthropic: message_delta;
+ *                            Responses: response.completed) sent N times,
+ *                            identical, 0 to 1000 (default 1)
+ *   x-mock-pad-bytes: N      streams: one SSE comment line, ": " and N
+ *                            "x", before the first token; N at most 16 MiB
  *   x-mock-malformed: 1      one data line of invalid JSON before the
  *                            finishing events; a whole response has its
  *                            JSON cut in half
@@ -67,8 +113,10 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "mockllm.h"
 
@@ -111,6 +159,7 @@ static int mockllm_conn_run(mockllm_conn_t *c);
 static int mockllm_conn_recv(mockllm_conn_t *c);
 static int mockllm_conn_flush(mockllm_conn_t *c);
 static int mockllm_conn_drain(mockllm_conn_t *c);
+static int mockllm_conn_reset(mockllm_conn_t *c);
 static void mockllm_conn_close(mockllm_conn_t *c);
 static void mockllm_timer_add(mockllm_conn_t *c, uint64_t at);
 static void mockllm_timer_del(mockllm_conn_t *c);
@@ -696,7 +745,7 @@ mockllm_conn_run(mockllm_conn_t *c)
 
     for ( ;; ) {
         if (c->in.oom || c->out.oom || c->tmp.oom || c->prefix.oom
-            || c->model.oom)
+            || c->model.oom || c->instr.oom)
         {
             mockllm_log("out of memory");
             return MOCKLLM_CLOSE;
@@ -722,6 +771,14 @@ mockllm_conn_run(mockllm_conn_t *c)
                     continue;
                 }
 
+                if (c->stall) {
+                    /*
+                     * Nothing more is ever sent; the input is read only
+                     * to see the peer's close, which ends the connection.
+                     */
+                    return mockllm_conn_drain(c);
+                }
+
                 return MOCKLLM_OK;
             }
 
@@ -734,6 +791,9 @@ mockllm_conn_run(mockllm_conn_t *c)
                 c->lingering = 1;
                 mockllm_timer_set(c, MOCKLLM_LINGER_MS);
                 return mockllm_conn_drain(c);
+
+            } else if (c->reset) {
+                return mockllm_conn_reset(c);
 
             } else {
                 return MOCKLLM_CLOSE;
@@ -892,6 +952,44 @@ mockllm_conn_drain(mockllm_conn_t *c)
 }
 
 
+/*
+ * x-mock-die-how: reset.  A reset drops what the peer has not yet
+ * acknowledged, so the ACKs are awaited first, polled on a short timer, for
+ * the peer to see exactly the tokens before the cut; one that does not read
+ * is reset anyway after MOCKLLM_LINGER_MS.
+ */
+
+static int
+mockllm_conn_reset(mockllm_conn_t *c)
+{
+    int              n;
+    struct linger    l;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    if (r->reset_at == 0) {
+        r->reset_at = c->loop->now + MOCKLLM_LINGER_MS;
+    }
+
+    if (ioctl(c->fd, SIOCOUTQ, &n) == 0 && n > 0
+        && c->loop->now < r->reset_at)
+    {
+        mockllm_timer_set(c, MOCKLLM_RESET_POLL_MS);
+        return MOCKLLM_OK;
+    }
+
+    l.l_onoff = 1;
+    l.l_linger = 0;
+
+    if (setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) == -1) {
+        mockllm_log("setsockopt(SO_LINGER) failed: %s", strerror(errno));
+    }
+
+    return MOCKLLM_CLOSE;
+}
+
+
 static void
 mockllm_conn_close(mockllm_conn_t *c)
 {
@@ -922,6 +1020,7 @@ mockllm_conn_close(mockllm_conn_t *c)
     mockllm_buf_free(&c->tmp);
     mockllm_buf_free(&c->prefix);
     mockllm_buf_free(&c->model);
+    mockllm_buf_free(&c->instr);
 
     free(c);
 }

@@ -29,6 +29,9 @@
 #define MOCKLLM_LINGER_MS       2000
 #define MOCKLLM_PUMP_SIZE       (64 * 1024)
 #define MOCKLLM_REQUEST_ID_LEN  256
+#define MOCKLLM_PAD_MAX         (16 * 1024 * 1024)
+#define MOCKLLM_REPEAT_MAX      1000
+#define MOCKLLM_RESET_POLL_MS   5
 
 #define MOCKLLM_NONE           -1
 
@@ -38,6 +41,12 @@
 
 #define MOCKLLM_API_OPENAI      0
 #define MOCKLLM_API_ANTHROPIC   1
+#define MOCKLLM_API_RESPONSES   2
+
+/* x-mock-die-how */
+#define MOCKLLM_DIE_CLOSE       0
+#define MOCKLLM_DIE_RESET       1
+#define MOCKLLM_DIE_STALL       2
 
 
 typedef struct mockllm_loop_s  mockllm_loop_t;
@@ -83,11 +92,20 @@ typedef struct {
     int64_t              tokens;
     int64_t              prompt_tokens;
     int64_t              cached_tokens;
+    int64_t              cache_creation_tokens;
+    int64_t              reasoning_tokens;
     int64_t              ttfb;
     int64_t              delay;
     int64_t              die_after;
+    int64_t              error_after;
+    int64_t              usage_repeat;
+    int64_t              pad_bytes;
     int64_t              status;
+    int                  die_how;
     const char          *bad_header;     /* a malformed x-mock- header */
+
+    size_t               usage_start;    /* x-mock-usage, an offset into */
+    size_t               usage_len;      /* the input buffer */
 
     unsigned             http10:1;
     unsigned             keepalive:1;
@@ -96,6 +114,7 @@ typedef struct {
     unsigned             expect:1;
     unsigned             no_usage:1;
     unsigned             malformed:1;
+    unsigned             usage_given:1;
 
     size_t               request_id_len;
     char                 request_id[MOCKLLM_REQUEST_ID_LEN];
@@ -119,10 +138,22 @@ typedef struct {
     int64_t              created;
     int64_t              prompt;
     int64_t              cached;
+    int64_t              cache_creation;
+    int64_t              reasoning;
     int64_t              n_out;
+    int64_t              max_out;        /* Responses: echoed, or NONE */
     int64_t              sent;           /* content tokens emitted */
     int64_t              die_after;      /* MOCKLLM_NONE: never */
+    int64_t              error_after;    /* MOCKLLM_NONE: never */
+    int64_t              repeat;         /* of the usage-carrying event */
+    int64_t              pad;
+    int64_t              seq;            /* Responses: sequence_number */
     int64_t              delay;
+    uint64_t             reset_at;       /* give up waiting for the ACKs */
+
+    uint32_t             usage_skip;     /* x-mock-usage: what it replaces */
+    const char          *usage_extra;    /* ... and its members, verbatim */
+    size_t               usage_extra_len;
 
     unsigned             stream:1;
     unsigned             usage:1;        /* report usage at all */
@@ -130,6 +161,8 @@ typedef struct {
     unsigned             capped:1;
     unsigned             malformed:1;
     unsigned             chunked:1;      /* chunked framing of the stream */
+    unsigned             details:1;      /* OpenAI completion_tokens_details */
+    unsigned             instructions:1; /* Responses: instr is set */
 } mockllm_resp_t;
 
 
@@ -153,6 +186,7 @@ struct mockllm_conn_s {
     mockllm_buf_t        tmp;            /* one event or body being built */
     mockllm_buf_t        prefix;         /* the constant start of an event */
     mockllm_buf_t        model;          /* JSON-escaped */
+    mockllm_buf_t        instr;          /* Responses instructions, too */
 
     mockllm_req_t        req;
     mockllm_resp_t       resp;
@@ -172,6 +206,8 @@ struct mockllm_conn_s {
     unsigned             lingering:1;
     unsigned             continued:1;    /* 100 Continue was queued */
     unsigned             pump:1;         /* more to write once out drains */
+    unsigned             reset:1;        /* close with an RST */
+    unsigned             stall:1;        /* never done: the peer closes */
 };
 
 

@@ -35,11 +35,18 @@ enum {
     MOCKLLM_H_TOKENS,
     MOCKLLM_H_PROMPT_TOKENS,
     MOCKLLM_H_CACHED_TOKENS,
+    MOCKLLM_H_CACHE_CREATION_TOKENS,
+    MOCKLLM_H_REASONING_TOKENS,
     MOCKLLM_H_TTFB,
     MOCKLLM_H_DELAY,
     MOCKLLM_H_DIE_AFTER,
+    MOCKLLM_H_DIE_HOW,
+    MOCKLLM_H_ERROR_AFTER,
     MOCKLLM_H_NO_USAGE,
     MOCKLLM_H_MALFORMED,
+    MOCKLLM_H_USAGE,
+    MOCKLLM_H_USAGE_REPEAT,
+    MOCKLLM_H_PAD_BYTES,
     MOCKLLM_H_STATUS
 };
 
@@ -64,11 +71,19 @@ static const mockllm_http_header_t  mockllm_http_headers[] = {
     mockllm_http_h("x-mock-tokens", MOCKLLM_H_TOKENS),
     mockllm_http_h("x-mock-prompt-tokens", MOCKLLM_H_PROMPT_TOKENS),
     mockllm_http_h("x-mock-cached-tokens", MOCKLLM_H_CACHED_TOKENS),
+    mockllm_http_h("x-mock-cache-creation-tokens",
+                   MOCKLLM_H_CACHE_CREATION_TOKENS),
+    mockllm_http_h("x-mock-reasoning-tokens", MOCKLLM_H_REASONING_TOKENS),
     mockllm_http_h("x-mock-ttfb-ms", MOCKLLM_H_TTFB),
     mockllm_http_h("x-mock-delay-ms", MOCKLLM_H_DELAY),
     mockllm_http_h("x-mock-die-after", MOCKLLM_H_DIE_AFTER),
+    mockllm_http_h("x-mock-die-how", MOCKLLM_H_DIE_HOW),
+    mockllm_http_h("x-mock-error-after", MOCKLLM_H_ERROR_AFTER),
     mockllm_http_h("x-mock-no-usage", MOCKLLM_H_NO_USAGE),
     mockllm_http_h("x-mock-malformed", MOCKLLM_H_MALFORMED),
+    mockllm_http_h("x-mock-usage", MOCKLLM_H_USAGE),
+    mockllm_http_h("x-mock-usage-repeat", MOCKLLM_H_USAGE_REPEAT),
+    mockllm_http_h("x-mock-pad-bytes", MOCKLLM_H_PAD_BYTES),
     mockllm_http_h("x-mock-status", MOCKLLM_H_STATUS)
 };
 
@@ -214,10 +229,16 @@ mockllm_http_parse_head(mockllm_conn_t *c)
     c->req.tokens = MOCKLLM_NONE;
     c->req.prompt_tokens = MOCKLLM_NONE;
     c->req.cached_tokens = 0;
+    c->req.cache_creation_tokens = 0;
+    c->req.reasoning_tokens = MOCKLLM_NONE;
     c->req.ttfb = 0;
     c->req.delay = 0;
     c->req.die_after = MOCKLLM_NONE;
+    c->req.error_after = MOCKLLM_NONE;
+    c->req.usage_repeat = 1;
+    c->req.pad_bytes = 0;
     c->req.status = 0;
+    c->req.die_how = MOCKLLM_DIE_CLOSE;
 
     p = c->in.data;
     end = p + c->hdr_len;
@@ -450,6 +471,32 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
         r->malformed = mockllm_http_flag(v, n);
         return MOCKLLM_OK;
 
+    case MOCKLLM_H_DIE_HOW:
+        if (n == 5 && strncasecmp(v, "close", 5) == 0) {
+            r->die_how = MOCKLLM_DIE_CLOSE;
+
+        } else if (n == 5 && strncasecmp(v, "reset", 5) == 0) {
+            r->die_how = MOCKLLM_DIE_RESET;
+
+        } else if (n == 5 && strncasecmp(v, "stall", 5) == 0) {
+            r->die_how = MOCKLLM_DIE_STALL;
+
+        } else {
+            r->bad_header = mockllm_http_headers[id].name;
+        }
+
+        return MOCKLLM_OK;
+
+    case MOCKLLM_H_USAGE:
+        /*
+         * An offset, not a pointer: the buffer may move while the body
+         * is read.  The JSON is checked when the request is handled.
+         */
+        r->usage_start = v - c->in.data;
+        r->usage_len = n;
+        r->usage_given = 1;
+        return MOCKLLM_OK;
+
     default:
         break;
     }
@@ -477,6 +524,16 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
         r->cached_tokens = val;
         break;
 
+    case MOCKLLM_H_CACHE_CREATION_TOKENS:
+        val = mockllm_http_number(v, n, INT32_MAX);
+        r->cache_creation_tokens = val;
+        break;
+
+    case MOCKLLM_H_REASONING_TOKENS:
+        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
+        r->reasoning_tokens = val;
+        break;
+
     case MOCKLLM_H_TTFB:
         val = mockllm_http_number(v, n, MOCKLLM_DELAY_MAX);
         r->ttfb = val;
@@ -490,6 +547,21 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
     case MOCKLLM_H_DIE_AFTER:
         val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
         r->die_after = val;
+        break;
+
+    case MOCKLLM_H_ERROR_AFTER:
+        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
+        r->error_after = val;
+        break;
+
+    case MOCKLLM_H_USAGE_REPEAT:
+        val = mockllm_http_number(v, n, MOCKLLM_REPEAT_MAX);
+        r->usage_repeat = val;
+        break;
+
+    case MOCKLLM_H_PAD_BYTES:
+        val = mockllm_http_number(v, n, MOCKLLM_PAD_MAX);
+        r->pad_bytes = val;
         break;
 
     default: /* MOCKLLM_H_STATUS */

@@ -1,8 +1,8 @@
 
 /*
- * The LLM endpoints: routing, the request JSON, and the OpenAI and
- * Anthropic responses, whole or streamed.  The formulas are at the top of
- * mockllm.c.
+ * The LLM endpoints: routing, the request JSON, and the OpenAI (Chat
+ * Completions and Responses) and Anthropic responses, whole or streamed.
+ * The formulas are at the top of mockllm.c.
  */
 
 
@@ -29,8 +29,44 @@ enum {
 };
 
 
+/* the usage members that x-mock-usage can replace, one bit each */
+enum {
+    MOCKLLM_U_PROMPT_TOKENS = 0,
+    MOCKLLM_U_COMPLETION_TOKENS,
+    MOCKLLM_U_TOTAL_TOKENS,
+    MOCKLLM_U_PROMPT_TOKENS_DETAILS,
+    MOCKLLM_U_COMPLETION_TOKENS_DETAILS,
+    MOCKLLM_U_INPUT_TOKENS,
+    MOCKLLM_U_INPUT_TOKENS_DETAILS,
+    MOCKLLM_U_OUTPUT_TOKENS,
+    MOCKLLM_U_OUTPUT_TOKENS_DETAILS,
+    MOCKLLM_U_CACHE_READ_INPUT_TOKENS,
+    MOCKLLM_U_CACHE_CREATION_INPUT_TOKENS,
+    MOCKLLM_U_N
+};
+
+
+/* in the order of the bits */
+static const char  *mockllm_llm_usage_keys[] = {
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "prompt_tokens_details",
+    "completion_tokens_details",
+    "input_tokens",
+    "input_tokens_details",
+    "output_tokens",
+    "output_tokens_details",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens"
+};
+
+
 #define MOCKLLM_DEFAULT_TOKENS      16
 #define MOCKLLM_DEFAULT_MAX_TOKENS  64
+
+#define MOCKLLM_OPENAI_ERROR                                                  \
+    "The server had an error while processing your request."
 
 #define mockllm_str_eq(p, n, s)                                               \
     ((n) == sizeof(s) - 1 && memcmp(p, s, sizeof(s) - 1) == 0)
@@ -38,6 +74,7 @@ enum {
 
 static void mockllm_llm_count(mockllm_conn_t *c);
 static void mockllm_llm_route(mockllm_conn_t *c);
+static int mockllm_llm_usage_header(mockllm_conn_t *c);
 static void mockllm_llm_parse(mockllm_conn_t *c);
 static int64_t mockllm_llm_text_tokens(cJSON *item);
 static void mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
@@ -48,11 +85,30 @@ static void mockllm_llm_error_body(mockllm_conn_t *c);
 static void mockllm_llm_complete(mockllm_conn_t *c);
 static size_t mockllm_llm_content(mockllm_conn_t *c, mockllm_buf_t *b);
 static void mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b);
+static void mockllm_llm_anthropic_usage(mockllm_conn_t *c, mockllm_buf_t *b,
+    int64_t output);
+static void mockllm_llm_responses_usage(mockllm_conn_t *c, mockllm_buf_t *b);
+static int mockllm_llm_usage_key(mockllm_conn_t *c, mockllm_buf_t *b, int key,
+    int *n);
+static void mockllm_llm_usage_num(mockllm_conn_t *c, mockllm_buf_t *b,
+    int key, int64_t v, int *n);
+static void mockllm_llm_usage_end(mockllm_conn_t *c, mockllm_buf_t *b, int n);
+static size_t mockllm_llm_resp_object(mockllm_conn_t *c, mockllm_buf_t *b,
+    int final);
+static size_t mockllm_llm_resp_item(mockllm_conn_t *c, mockllm_buf_t *b,
+    int final);
+static size_t mockllm_llm_resp_part(mockllm_conn_t *c, mockllm_buf_t *b,
+    int final);
+static void mockllm_llm_resp_event(mockllm_conn_t *c, const char *type);
+static void mockllm_llm_resp_item_id(mockllm_conn_t *c, mockllm_buf_t *b);
 static void mockllm_llm_stream_start(mockllm_conn_t *c);
 static void mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget);
 static void mockllm_llm_stream_token(mockllm_conn_t *c);
 static void mockllm_llm_stream_end(mockllm_conn_t *c);
+static void mockllm_llm_resp_stream_end(mockllm_conn_t *c);
+static void mockllm_llm_stream_error(mockllm_conn_t *c);
 static void mockllm_llm_event(mockllm_conn_t *c);
+static void mockllm_llm_event_n(mockllm_conn_t *c, int64_t n);
 static void mockllm_llm_done(mockllm_conn_t *c);
 static void mockllm_llm_die(mockllm_conn_t *c);
 
@@ -74,6 +130,7 @@ mockllm_handle(mockllm_conn_t *c)
 
     r->id = __atomic_add_fetch(&mockllm_requests, 1, __ATOMIC_RELAXED);
     r->die_after = MOCKLLM_NONE;
+    r->error_after = MOCKLLM_NONE;
     r->chunked = !q->http10;
 
     c->busy = 1;
@@ -89,6 +146,10 @@ mockllm_handle(mockllm_conn_t *c)
         if (q->bad_header) {
             mockllm_llm_error(c, 400, "invalid_request_error", NULL,
                               "invalid value in an x-mock- header");
+
+        } else if (mockllm_llm_usage_header(c) != MOCKLLM_OK) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "x-mock-usage must be a JSON object");
 
         } else if (q->status >= 400) {
             mockllm_llm_status(c, (int) q->status);
@@ -212,6 +273,12 @@ mockllm_llm_route(mockllm_conn_t *c)
             return;
         }
 
+        if (mockllm_str_eq(path, n, "/v1/responses")) {
+            r->kind = MOCKLLM_R_COMPLETION;
+            r->api = MOCKLLM_API_RESPONSES;
+            return;
+        }
+
     } else if (q->method == MOCKLLM_METHOD_GET
                && mockllm_str_eq(path, n, "/health"))
     {
@@ -233,11 +300,81 @@ mockllm_llm_route(mockllm_conn_t *c)
 }
 
 
+/*
+ * x-mock-usage: the JSON is checked here, once; the names of its members
+ * say which usage members are left out, and the text between its braces
+ * is written as it came, after the members that are kept.
+ */
+
+static int
+mockllm_llm_usage_header(mockllm_conn_t *c)
+{
+    char            *p;
+    cJSON           *root, *m;
+    size_t           i, n;
+    const char      *end;
+    mockllm_req_t   *q;
+    mockllm_resp_t  *r;
+
+    q = &c->req;
+    r = &c->resp;
+
+    if (!q->usage_given) {
+        return MOCKLLM_OK;
+    }
+
+    p = c->in.data + q->usage_start;
+    n = q->usage_len;
+
+    /* the braces are looked at too: cJSON skips a UTF-8 BOM */
+    if (n < 2 || p[0] != '{' || p[n - 1] != '}') {
+        return MOCKLLM_ERROR;
+    }
+
+    end = NULL;
+    root = cJSON_ParseWithLengthOpts(p, n, &end, 0);
+
+    if (!cJSON_IsObject(root) || end != p + n) {
+        cJSON_Delete(root);
+        return MOCKLLM_ERROR;
+    }
+
+    cJSON_ArrayForEach(m, root) {
+        for (i = 0; i < MOCKLLM_U_N; i++) {
+            if (strcmp(m->string, mockllm_llm_usage_keys[i]) == 0) {
+                r->usage_skip |= 1u << i;
+            }
+        }
+    }
+
+    cJSON_Delete(root);
+
+    /* the header's value is trimmed: only the inside can have blanks */
+    p++;
+    n -= 2;
+
+    while (n && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) {
+        n--;
+    }
+
+    r->usage_extra = p;
+    r->usage_extra_len = n;
+
+    return MOCKLLM_OK;
+}
+
+
 static void
 mockllm_llm_parse(mockllm_conn_t *c)
 {
     cJSON           *root, *item, *msg;
     int64_t          max, n;
+    const char      *max_err;
     mockllm_req_t   *q;
     mockllm_resp_t  *r;
 
@@ -265,28 +402,38 @@ mockllm_llm_parse(mockllm_conn_t *c)
     mockllm_buf_add_json(&c->model, item->valuestring,
                          strlen(item->valuestring));
 
-    item = NULL;
+    if (r->api == MOCKLLM_API_RESPONSES) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "max_output_tokens");
+        max_err = "max_output_tokens must be a positive integer";
 
-    if (r->api == MOCKLLM_API_OPENAI) {
-        item = cJSON_GetObjectItemCaseSensitive(root,
-                                                "max_completion_tokens");
-    }
+    } else {
+        item = NULL;
 
-    if (item == NULL || cJSON_IsNull(item)) {
-        item = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+        if (r->api == MOCKLLM_API_OPENAI) {
+            item = cJSON_GetObjectItemCaseSensitive(root,
+                                                    "max_completion_tokens");
+        }
+
+        if (item == NULL || cJSON_IsNull(item)) {
+            item = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+        }
+
+        max_err = "max_tokens must be a positive integer";
     }
 
     max = MOCKLLM_DEFAULT_MAX_TOKENS;
+    r->max_out = MOCKLLM_NONE;
 
     if (item != NULL && !cJSON_IsNull(item)) {
         if (!cJSON_IsNumber(item) || !(item->valuedouble >= 1)) {
             mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              "max_tokens must be a positive integer");
+                              max_err);
             goto done;
         }
 
         max = item->valuedouble < MOCKLLM_TOKENS_MAX
               ? (int64_t) item->valuedouble : MOCKLLM_TOKENS_MAX;
+        r->max_out = max;
     }
 
     item = cJSON_GetObjectItemCaseSensitive(root, "stream");
@@ -307,15 +454,33 @@ mockllm_llm_parse(mockllm_conn_t *c)
         r->usage_chunk = cJSON_IsTrue(item);
     }
 
-    item = cJSON_GetObjectItemCaseSensitive(root, "messages");
-
-    if (item != NULL && !cJSON_IsArray(item) && !cJSON_IsNull(item)) {
-        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                          "messages must be an array");
-        goto done;
-    }
-
     n = 3;
+
+    if (r->api == MOCKLLM_API_RESPONSES) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "input");
+
+        if (cJSON_IsString(item)) {
+            /* a string input is one user message */
+            n += 3 + mockllm_llm_text_tokens(item);
+            item = NULL;
+
+        } else if (item != NULL && !cJSON_IsArray(item)
+                   && !cJSON_IsNull(item))
+        {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "input must be a string or an array");
+            goto done;
+        }
+
+    } else {
+        item = cJSON_GetObjectItemCaseSensitive(root, "messages");
+
+        if (item != NULL && !cJSON_IsArray(item) && !cJSON_IsNull(item)) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "messages must be an array");
+            goto done;
+        }
+    }
 
     cJSON_ArrayForEach(msg, item) {
         n += 3;
@@ -331,10 +496,38 @@ mockllm_llm_parse(mockllm_conn_t *c)
                  cJSON_GetObjectItemCaseSensitive(root, "system"));
     }
 
+    if (r->api == MOCKLLM_API_RESPONSES) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "instructions");
+
+        if (item != NULL && !cJSON_IsString(item) && !cJSON_IsNull(item)) {
+            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
+                              "instructions must be a string");
+            goto done;
+        }
+
+        c->instr.len = 0;
+
+        if (cJSON_IsString(item)) {
+            /* counted as Anthropic's system is, and echoed */
+            n += mockllm_llm_text_tokens(item);
+
+            mockllm_buf_add_json(&c->instr, item->valuestring,
+                                 strlen(item->valuestring));
+            r->instructions = 1;
+        }
+    }
+
     r->prompt = q->prompt_tokens >= 0 ? q->prompt_tokens : n;
 
     /* cached tokens are part of the prompt, as with the real providers */
     r->cached = q->cached_tokens < r->prompt ? q->cached_tokens : r->prompt;
+
+    /* so are Anthropic's cache writes, beside the cache reads */
+    if (r->api == MOCKLLM_API_ANTHROPIC) {
+        r->cache_creation = q->cache_creation_tokens < r->prompt - r->cached
+                            ? q->cache_creation_tokens
+                            : r->prompt - r->cached;
+    }
 
     r->n_out = q->tokens >= 0 ? q->tokens : MOCKLLM_DEFAULT_TOKENS;
 
@@ -343,13 +536,27 @@ mockllm_llm_parse(mockllm_conn_t *c)
         r->capped = 1;
     }
 
+    /* reasoning tokens are part of the output, as with the real providers */
+    if (q->reasoning_tokens >= 0) {
+        r->reasoning = q->reasoning_tokens < r->n_out ? q->reasoning_tokens
+                                                      : r->n_out;
+        r->details = 1;
+    }
+
     if (q->die_after >= 0) {
         r->die_after = q->die_after < r->n_out ? q->die_after : r->n_out;
+    }
+
+    if (q->error_after >= 0 && r->stream) {
+        r->error_after = q->error_after < r->n_out ? q->error_after
+                                                   : r->n_out;
     }
 
     r->usage = !q->no_usage;
     r->usage_chunk &= r->usage;
     r->malformed = q->malformed;
+    r->repeat = q->usage_repeat;
+    r->pad = r->stream ? q->pad_bytes : 0;
     r->delay = q->delay;
     r->created = time(NULL);
 
@@ -411,7 +618,7 @@ mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
 static void
 mockllm_llm_status(mockllm_conn_t *c, int status)
 {
-    if (c->resp.api == MOCKLLM_API_OPENAI) {
+    if (c->resp.api != MOCKLLM_API_ANTHROPIC) {
 
         switch (status) {
 
@@ -629,6 +836,9 @@ mockllm_llm_complete(mockllm_conn_t *c)
 
         mockllm_buf_adds(b, "}");
 
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        cut = mockllm_llm_resp_object(c, b, 1);
+
     } else {
         mockllm_buf_adds(b, "{\"id\":\"msg_mock_");
         mockllm_buf_add_num(b, r->id);
@@ -649,14 +859,8 @@ mockllm_llm_complete(mockllm_conn_t *c)
         mockllm_buf_adds(b, ",\"stop_sequence\":null");
 
         if (r->usage) {
-            /* Anthropic's input_tokens leaves the cache reads out */
-            mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
-            mockllm_buf_add_num(b, r->prompt - r->cached);
-            mockllm_buf_adds(b, ",\"output_tokens\":");
-            mockllm_buf_add_num(b, r->n_out);
-            mockllm_buf_adds(b, ",\"cache_read_input_tokens\":");
-            mockllm_buf_add_num(b, r->cached);
-            mockllm_buf_adds(b, ",\"cache_creation_input_tokens\":0}");
+            mockllm_buf_adds(b, ",\"usage\":");
+            mockllm_llm_anthropic_usage(c, b, r->n_out);
         }
 
         mockllm_buf_adds(b, "}");
@@ -710,22 +914,334 @@ mockllm_llm_content(mockllm_conn_t *c, mockllm_buf_t *b)
 }
 
 
+/*
+ * The usage objects.  The members are written one by one, each unless
+ * x-mock-usage replaces it, and then x-mock-usage's own: without that
+ * header the bytes are those of a fixed format.
+ */
+
 static void
 mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    int              n;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    n = 0;
+
+    mockllm_buf_adds(b, "{");
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_PROMPT_TOKENS, r->prompt, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_COMPLETION_TOKENS, r->n_out, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS, r->prompt + r->n_out,
+                          &n);
+
+    if (mockllm_llm_usage_key(c, b, MOCKLLM_U_PROMPT_TOKENS_DETAILS, &n)) {
+        mockllm_buf_adds(b, "{\"cached_tokens\":");
+        mockllm_buf_add_num(b, r->cached);
+        mockllm_buf_adds(b, "}");
+    }
+
+    /* only on x-mock-reasoning-tokens: the bytes stay as they were */
+    if (r->details
+        && mockllm_llm_usage_key(c, b, MOCKLLM_U_COMPLETION_TOKENS_DETAILS,
+                                 &n))
+    {
+        mockllm_buf_adds(b, "{\"reasoning_tokens\":");
+        mockllm_buf_add_num(b, r->reasoning);
+        mockllm_buf_adds(b, ",\"audio_tokens\":0,"
+                            "\"accepted_prediction_tokens\":0,"
+                            "\"rejected_prediction_tokens\":0}");
+    }
+
+    mockllm_llm_usage_end(c, b, n);
+}
+
+
+/* Anthropic's input_tokens leaves the cache reads and writes out */
+
+static void
+mockllm_llm_anthropic_usage(mockllm_conn_t *c, mockllm_buf_t *b,
+    int64_t output)
+{
+    int              n;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    n = 0;
+
+    mockllm_buf_adds(b, "{");
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_INPUT_TOKENS,
+                          r->prompt - r->cached - r->cache_creation, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_OUTPUT_TOKENS, output, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_CACHE_READ_INPUT_TOKENS, r->cached,
+                          &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_CACHE_CREATION_INPUT_TOKENS,
+                          r->cache_creation, &n);
+
+    mockllm_llm_usage_end(c, b, n);
+}
+
+
+static void
+mockllm_llm_responses_usage(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    int              n;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    n = 0;
+
+    mockllm_buf_adds(b, "{");
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_INPUT_TOKENS, r->prompt, &n);
+
+    if (mockllm_llm_usage_key(c, b, MOCKLLM_U_INPUT_TOKENS_DETAILS, &n)) {
+        mockllm_buf_adds(b, "{\"cached_tokens\":");
+        mockllm_buf_add_num(b, r->cached);
+        mockllm_buf_adds(b, "}");
+    }
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_OUTPUT_TOKENS, r->n_out, &n);
+
+    if (mockllm_llm_usage_key(c, b, MOCKLLM_U_OUTPUT_TOKENS_DETAILS, &n)) {
+        mockllm_buf_adds(b, "{\"reasoning_tokens\":");
+        mockllm_buf_add_num(b, r->reasoning);
+        mockllm_buf_adds(b, "}");
+    }
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS, r->prompt + r->n_out,
+                          &n);
+
+    mockllm_llm_usage_end(c, b, n);
+}
+
+
+/* starts the member, or says that x-mock-usage replaces it */
+
+static int
+mockllm_llm_usage_key(mockllm_conn_t *c, mockllm_buf_t *b, int key, int *n)
+{
+    if (c->resp.usage_skip & (1u << key)) {
+        return 0;
+    }
+
+    if ((*n)++) {
+        mockllm_buf_adds(b, ",");
+    }
+
+    mockllm_buf_adds(b, "\"");
+    mockllm_buf_addz(b, mockllm_llm_usage_keys[key]);
+    mockllm_buf_adds(b, "\":");
+
+    return 1;
+}
+
+
+static void
+mockllm_llm_usage_num(mockllm_conn_t *c, mockllm_buf_t *b, int key,
+    int64_t v, int *n)
+{
+    if (mockllm_llm_usage_key(c, b, key, n)) {
+        mockllm_buf_add_num(b, v);
+    }
+}
+
+
+static void
+mockllm_llm_usage_end(mockllm_conn_t *c, mockllm_buf_t *b, int n)
 {
     mockllm_resp_t  *r;
 
     r = &c->resp;
 
-    mockllm_buf_adds(b, "{\"prompt_tokens\":");
-    mockllm_buf_add_num(b, r->prompt);
-    mockllm_buf_adds(b, ",\"completion_tokens\":");
-    mockllm_buf_add_num(b, r->n_out);
-    mockllm_buf_adds(b, ",\"total_tokens\":");
-    mockllm_buf_add_num(b, r->prompt + r->n_out);
-    mockllm_buf_adds(b, ",\"prompt_tokens_details\":{\"cached_tokens\":");
-    mockllm_buf_add_num(b, r->cached);
-    mockllm_buf_adds(b, "}}");
+    if (r->usage_extra_len) {
+        if (n) {
+            mockllm_buf_adds(b, ",");
+        }
+
+        mockllm_buf_add(b, r->usage_extra, r->usage_extra_len);
+    }
+
+    mockllm_buf_adds(b, "}");
+}
+
+
+/*
+ * The Responses object, as response.created and response.in_progress
+ * carry it (not final: no output, no usage yet), or as the whole body and
+ * response.completed do.  Returns where x-mock-die-after cuts it.
+ */
+
+static size_t
+mockllm_llm_resp_object(mockllm_conn_t *c, mockllm_buf_t *b, int final)
+{
+    size_t           cut;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    mockllm_buf_adds(b, "{\"id\":\"resp_mock_");
+    mockllm_buf_add_num(b, r->id);
+    mockllm_buf_adds(b, "\",\"object\":\"response\",\"created_at\":");
+    mockllm_buf_add_num(b, r->created);
+
+    if (!final) {
+        mockllm_buf_adds(b, ",\"status\":\"in_progress\"");
+
+    } else if (r->capped) {
+        mockllm_buf_adds(b, ",\"status\":\"incomplete\"");
+
+    } else {
+        mockllm_buf_adds(b, ",\"status\":\"completed\"");
+    }
+
+    mockllm_buf_adds(b, ",\"model\":\"");
+    mockllm_buf_add(b, c->model.data, c->model.len);
+    mockllm_buf_adds(b, "\",\"output\":[");
+
+    cut = b->len;
+
+    if (final) {
+        cut = mockllm_llm_resp_item(c, b, 1);
+    }
+
+    mockllm_buf_adds(b, "],\"usage\":");
+
+    if (final && r->usage) {
+        mockllm_llm_responses_usage(c, b);
+
+    } else {
+        mockllm_buf_adds(b, "null");
+    }
+
+    mockllm_buf_adds(b, ",\"error\":null,\"incomplete_details\":");
+
+    if (final && r->capped) {
+        mockllm_buf_adds(b, "{\"reason\":\"max_output_tokens\"}");
+
+    } else {
+        mockllm_buf_adds(b, "null");
+    }
+
+    mockllm_buf_adds(b, ",\"instructions\":");
+
+    if (r->instructions) {
+        mockllm_buf_adds(b, "\"");
+        mockllm_buf_add(b, c->instr.data, c->instr.len);
+        mockllm_buf_adds(b, "\"");
+
+    } else {
+        mockllm_buf_adds(b, "null");
+    }
+
+    mockllm_buf_adds(b, ",\"max_output_tokens\":");
+
+    if (r->max_out >= 0) {
+        mockllm_buf_add_num(b, r->max_out);
+
+    } else {
+        mockllm_buf_adds(b, "null");
+    }
+
+    mockllm_buf_adds(b, ",\"parallel_tool_calls\":true,"
+                        "\"previous_response_id\":null,"
+                        "\"reasoning\":{\"effort\":null,\"summary\":null},"
+                        "\"store\":true,\"temperature\":1.0,"
+                        "\"text\":{\"format\":{\"type\":\"text\"}},"
+                        "\"tool_choice\":\"auto\",\"tools\":[],"
+                        "\"top_p\":1.0,\"truncation\":\"disabled\","
+                        "\"user\":null,\"metadata\":{}}");
+
+    return cut;
+}
+
+
+/* the one output item, a message: empty, or with the whole text */
+
+static size_t
+mockllm_llm_resp_item(mockllm_conn_t *c, mockllm_buf_t *b, int final)
+{
+    size_t           cut;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    mockllm_buf_adds(b, "{\"type\":\"message\",\"id\":\"msg_mock_");
+    mockllm_buf_add_num(b, r->id);
+
+    if (!final) {
+        mockllm_buf_adds(b, "\",\"status\":\"in_progress\"");
+
+    } else if (r->capped) {
+        mockllm_buf_adds(b, "\",\"status\":\"incomplete\"");
+
+    } else {
+        mockllm_buf_adds(b, "\",\"status\":\"completed\"");
+    }
+
+    mockllm_buf_adds(b, ",\"role\":\"assistant\",\"content\":[");
+
+    cut = b->len;
+
+    if (final) {
+        cut = mockllm_llm_resp_part(c, b, 1);
+    }
+
+    mockllm_buf_adds(b, "]}");
+
+    return cut;
+}
+
+
+/* the one content part, output_text: empty, or with the whole text */
+
+static size_t
+mockllm_llm_resp_part(mockllm_conn_t *c, mockllm_buf_t *b, int final)
+{
+    size_t  cut;
+
+    mockllm_buf_adds(b, "{\"type\":\"output_text\",\"text\":\"");
+
+    cut = b->len;
+
+    if (final) {
+        cut = mockllm_llm_content(c, b);
+    }
+
+    mockllm_buf_adds(b, "\",\"annotations\":[]}");
+
+    return cut;
+}
+
+
+/* starts a Responses event in tmp: its name, type and sequence_number */
+
+static void
+mockllm_llm_resp_event(mockllm_conn_t *c, const char *type)
+{
+    mockllm_buf_t  *b;
+
+    b = &c->tmp;
+
+    mockllm_buf_adds(b, "event: ");
+    mockllm_buf_addz(b, type);
+    mockllm_buf_adds(b, "\ndata: {\"type\":\"");
+    mockllm_buf_addz(b, type);
+    mockllm_buf_adds(b, "\",\"sequence_number\":");
+    mockllm_buf_add_num(b, c->resp.seq++);
+}
+
+
+/* ,"item_id":"msg_mock_N","output_index":0,"content_index":0 */
+
+static void
+mockllm_llm_resp_item_id(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    mockllm_buf_adds(b, ",\"item_id\":\"msg_mock_");
+    mockllm_buf_add_num(b, c->resp.id);
+    mockllm_buf_adds(b, "\",\"output_index\":0,\"content_index\":0");
 }
 
 
@@ -761,6 +1277,32 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
                             "\n\n");
         mockllm_llm_event(c);
 
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_event(c, "response.created");
+        mockllm_buf_adds(b, ",\"response\":");
+        mockllm_llm_resp_object(c, b, 0);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_llm_resp_event(c, "response.in_progress");
+        mockllm_buf_adds(b, ",\"response\":");
+        mockllm_llm_resp_object(c, b, 0);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_llm_resp_event(c, "response.output_item.added");
+        mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
+        mockllm_llm_resp_item(c, b, 0);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_llm_resp_event(c, "response.content_part.added");
+        mockllm_llm_resp_item_id(c, b);
+        mockllm_buf_adds(b, ",\"part\":");
+        mockllm_llm_resp_part(c, b, 0);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
     } else {
         mockllm_buf_adds(b, "event: message_start\ndata: {\"type\":"
                             "\"message_start\",\"message\":{\"id\":"
@@ -773,13 +1315,18 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
                             "\"stop_sequence\":null");
 
         if (r->usage) {
-            /* Anthropic's input_tokens leaves the cache reads out */
+            /*
+             * Anthropic's input_tokens leaves the cache reads and writes
+             * out; x-mock-usage is for message_delta's usage, not this one
+             */
             mockllm_buf_adds(b, ",\"usage\":{\"input_tokens\":");
-            mockllm_buf_add_num(b, r->prompt - r->cached);
+            mockllm_buf_add_num(b, r->prompt - r->cached - r->cache_creation);
             mockllm_buf_adds(b, ",\"output_tokens\":1,"
                                 "\"cache_read_input_tokens\":");
             mockllm_buf_add_num(b, r->cached);
-            mockllm_buf_adds(b, ",\"cache_creation_input_tokens\":0}");
+            mockllm_buf_adds(b, ",\"cache_creation_input_tokens\":");
+            mockllm_buf_add_num(b, r->cache_creation);
+            mockllm_buf_adds(b, "}");
         }
 
         mockllm_buf_adds(b, "}}\n\n");
@@ -792,6 +1339,20 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
         mockllm_llm_event(c);
 
         mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        mockllm_llm_event(c);
+    }
+
+    if (r->pad) {
+        /* x-mock-pad-bytes: one long comment line, which clients skip */
+        mockllm_buf_reserve(b, r->pad + 4);
+        mockllm_buf_adds(b, ": ");
+
+        if (!b->oom) {
+            memset(b->data + b->len, 'x', r->pad);
+            b->len += r->pad;
+        }
+
+        mockllm_buf_adds(b, "\n\n");
         mockllm_llm_event(c);
     }
 
@@ -815,6 +1376,11 @@ mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget)
     for ( ;; ) {
         if (r->sent == r->die_after) {
             mockllm_llm_die(c);
+            return;
+        }
+
+        if (r->sent == r->error_after) {
+            mockllm_llm_stream_error(c);
             return;
         }
 
@@ -865,6 +1431,13 @@ mockllm_llm_stream_token(mockllm_conn_t *c)
         mockllm_buf_add_num(b, r->sent);
         mockllm_buf_adds(b, " \"},\"finish_reason\":null}]}\n\n");
 
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_event(c, "response.output_text.delta");
+        mockllm_llm_resp_item_id(c, b);
+        mockllm_buf_adds(b, ",\"delta\":\"tok");
+        mockllm_buf_add_num(b, r->sent);
+        mockllm_buf_adds(b, " \",\"logprobs\":[]}\n\n");
+
     } else {
         mockllm_buf_adds(b, "event: content_block_delta\ndata: {\"type\":"
                             "\"content_block_delta\",\"index\":0,\"delta\":"
@@ -880,6 +1453,7 @@ mockllm_llm_stream_token(mockllm_conn_t *c)
 static void
 mockllm_llm_stream_end(mockllm_conn_t *c)
 {
+    int              n;
     mockllm_buf_t   *b;
     mockllm_resp_t  *r;
 
@@ -912,11 +1486,14 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
             mockllm_buf_adds(b, "],\"usage\":");
             mockllm_llm_openai_usage(c, b);
             mockllm_buf_adds(b, "}\n\n");
-            mockllm_llm_event(c);
+            mockllm_llm_event_n(c, r->repeat);
         }
 
         mockllm_buf_adds(b, "data: [DONE]\n\n");
         mockllm_llm_event(c);
+
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_stream_end(c);
 
     } else {
 
@@ -944,13 +1521,15 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
         mockllm_buf_adds(b, ",\"stop_sequence\":null}");
 
         if (r->usage) {
-            mockllm_buf_adds(b, ",\"usage\":{\"output_tokens\":");
-            mockllm_buf_add_num(b, r->n_out);
-            mockllm_buf_adds(b, "}");
+            n = 0;
+            mockllm_buf_adds(b, ",\"usage\":{");
+            mockllm_llm_usage_num(c, b, MOCKLLM_U_OUTPUT_TOKENS, r->n_out,
+                                  &n);
+            mockllm_llm_usage_end(c, b, n);
         }
 
         mockllm_buf_adds(b, "}\n\n");
-        mockllm_llm_event(c);
+        mockllm_llm_event_n(c, r->repeat);
 
         mockllm_buf_adds(b, "event: message_stop\ndata: {\"type\":"
                             "\"message_stop\"}\n\n");
@@ -965,37 +1544,144 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
 }
 
 
+/*
+ * The finishing events of a Responses stream: each of the done events
+ * carries the whole text again, as the real ones do, and there is no
+ * "data: [DONE]".
+ */
+
+static void
+mockllm_llm_resp_stream_end(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->malformed) {
+        mockllm_llm_resp_event(c, "response.output_text.delta");
+        mockllm_llm_resp_item_id(c, b);
+        mockllm_buf_adds(b, ",\"delta\":\n\n");
+        mockllm_llm_event(c);
+    }
+
+    mockllm_llm_resp_event(c, "response.output_text.done");
+    mockllm_llm_resp_item_id(c, b);
+    mockllm_buf_adds(b, ",\"text\":\"");
+    mockllm_llm_content(c, b);
+    mockllm_buf_adds(b, "\",\"logprobs\":[]}\n\n");
+    mockllm_llm_event(c);
+
+    mockllm_llm_resp_event(c, "response.content_part.done");
+    mockllm_llm_resp_item_id(c, b);
+    mockllm_buf_adds(b, ",\"part\":");
+    mockllm_llm_resp_part(c, b, 1);
+    mockllm_buf_adds(b, "}\n\n");
+    mockllm_llm_event(c);
+
+    mockllm_llm_resp_event(c, "response.output_item.done");
+    mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
+    mockllm_llm_resp_item(c, b, 1);
+    mockllm_buf_adds(b, "}\n\n");
+    mockllm_llm_event(c);
+
+    mockllm_llm_resp_event(c, r->capped ? "response.incomplete"
+                                        : "response.completed");
+    mockllm_buf_adds(b, ",\"response\":");
+    mockllm_llm_resp_object(c, b, 1);
+    mockllm_buf_adds(b, "}\n\n");
+    mockllm_llm_event_n(c, r->repeat);
+}
+
+
+/*
+ * x-mock-error-after: the provider's in-band error instead of the rest,
+ * and a clean end of the response, without the usage.
+ */
+
+static void
+mockllm_llm_stream_error(mockllm_conn_t *c)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        mockllm_buf_adds(b, "data: {\"error\":{\"message\":\""
+                            MOCKLLM_OPENAI_ERROR "\",\"type\":"
+                            "\"server_error\",\"param\":null,"
+                            "\"code\":null}}\n\n");
+
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_buf_adds(b, "event: error\ndata: {\"type\":\"error\","
+                            "\"code\":\"server_error\",\"message\":\""
+                            MOCKLLM_OPENAI_ERROR "\",\"param\":null,"
+                            "\"sequence_number\":");
+        mockllm_buf_add_num(b, r->seq++);
+        mockllm_buf_adds(b, "}\n\n");
+
+    } else {
+        mockllm_buf_adds(b, "event: error\ndata: {\"type\":\"error\","
+                            "\"error\":{\"type\":\"overloaded_error\","
+                            "\"message\":\"Overloaded\"}}\n\n");
+    }
+
+    mockllm_llm_event(c);
+
+    if (r->chunked) {
+        mockllm_buf_adds(&c->out, "0\r\n\r\n");
+    }
+
+    mockllm_llm_done(c);
+}
+
+
 /* moves the event built in tmp to the output, as one chunk of its own */
 
 static void
 mockllm_llm_event(mockllm_conn_t *c)
 {
+    mockllm_llm_event_n(c, 1);
+}
+
+
+/* ... n times: x-mock-usage-repeat, for the usage-carrying event */
+
+static void
+mockllm_llm_event_n(mockllm_conn_t *c, int64_t n)
+{
     char            hex[16], *p;
-    size_t          n;
+    size_t          len;
     mockllm_buf_t  *b;
 
     static const char  digits[] = "0123456789abcdef";
 
     b = &c->tmp;
 
-    if (c->resp.chunked) {
-        p = hex + sizeof(hex);
-        *--p = '\n';
-        *--p = '\r';
+    while (n-- > 0) {
 
-        n = b->len;
+        if (c->resp.chunked) {
+            p = hex + sizeof(hex);
+            *--p = '\n';
+            *--p = '\r';
 
-        do {
-            *--p = digits[n & 0xf];
-            n >>= 4;
-        } while (n);
+            len = b->len;
 
-        mockllm_buf_add(&c->out, p, hex + sizeof(hex) - p);
-        mockllm_buf_add(&c->out, b->data, b->len);
-        mockllm_buf_adds(&c->out, "\r\n");
+            do {
+                *--p = digits[len & 0xf];
+                len >>= 4;
+            } while (len);
 
-    } else {
-        mockllm_buf_add(&c->out, b->data, b->len);
+            mockllm_buf_add(&c->out, p, hex + sizeof(hex) - p);
+            mockllm_buf_add(&c->out, b->data, b->len);
+            mockllm_buf_adds(&c->out, "\r\n");
+
+        } else {
+            mockllm_buf_add(&c->out, b->data, b->len);
+        }
     }
 
     b->len = 0;
@@ -1010,12 +1696,23 @@ mockllm_llm_done(mockllm_conn_t *c)
 }
 
 
-/* whatever is queued goes out, then the connection is closed mid-response */
+/*
+ * x-mock-die-after: whatever is queued goes out, then the response is cut
+ * short as x-mock-die-how says: a close, a reset, or nothing more at all
+ * on an open connection, until the peer closes it.
+ */
 
 static void
 mockllm_llm_die(mockllm_conn_t *c)
 {
     c->resp.phase = MOCKLLM_P_DONE;
+
+    if (c->req.die_how == MOCKLLM_DIE_STALL) {
+        c->stall = 1;
+        return;
+    }
+
     c->done = 1;
     c->close = 1;
+    c->reset = (c->req.die_how == MOCKLLM_DIE_RESET);
 }
