@@ -4,6 +4,7 @@
 #   make stop    stop what `make run` started
 #   make test    the same set-up from scratch in a temporary directory, then
 #                every test (prove), with a TAP summary
+#   make bench   benchmarks on the same set-up; numbers, never a failure
 #
 # Everything here runs as root on Debian 12.
 
@@ -118,17 +119,41 @@ stop:
 
 # The stack is set up from scratch in a temporary directory; every t/*.t
 # starts its own nginx against it.  The unit binaries print TAP themselves.
+# TESTS picks some: make test TESTS=t/040-gateway.t
+TESTS ?= $(UNIT_BIN) t/
+
 test: deps build sdk
-	@dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
-	base=$$((20000 + RANDOM % 20000)); \
-	export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
-	    LLMGW_PG_PORT=$$base LLMGW_MOCK_PORT=$$((base + 1)); \
-	scripts/stack start $$dir >$$dir/stack.log 2>&1 \
-	    || { cat $$dir/stack.log; scripts/stack stop $$dir; exit 1; }; \
-	LLMGW_TEST_DIR=$$dir prove $(UNIT_BIN) t/; rc=$$?; \
+	@for try in 1 2 3; do \
+	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
+	    base=$$((20000 + RANDOM % 20000)); \
+	    export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
+	        LLMGW_PG_PORT=$$base LLMGW_MOCK_PORT=$$((base + 1)); \
+	    scripts/stack start $$dir >$$dir/stack.log 2>&1 && break; \
+	    scripts/stack stop $$dir >/dev/null 2>&1; \
+	    if [ $$try = 3 ]; then cat $$dir/stack.log; rm -rf $$dir; exit 1; fi; \
+	    echo "the stack did not start (a port taken?), again"; \
+	    rm -rf $$dir; \
+	done; \
+	LLMGW_TEST_DIR=$$dir prove $(TESTS); rc=$$?; \
 	scripts/stack stop $$dir >/dev/null 2>&1; \
 	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
 	exit $$rc
+
+# Benchmarks: the stack of `make test` in a temporary directory, one nginx,
+# numbers printed and kept in build/bench/*.json; no timing is a failure.
+# bench/with-stack stops everything it started, even when interrupted.
+.PHONY: bench bench-ttfb
+
+bench: bench-ttfb
+
+# time to first byte of an SSE stream: mockllm direct, nginx proxy_pass,
+# the gateway (BENCH_N rounds, 300; see bench/ttfb.pl for the others)
+bench-ttfb: build $(BUILD)/bench/ttfb
+	bench/with-stack perl bench/ttfb.pl
+
+$(BUILD)/bench/ttfb: bench/ttfb.c
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CFLAGS) -o $@ $< -lm
 
 clean:
 	rm -rf $(BUILD)

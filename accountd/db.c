@@ -44,7 +44,7 @@
 #define DB_SNAPSHOT_DEBOUNCE      200
 #define DB_CHANNEL                "llmgw_keys"
 
-#define DB_PARAMS                 13
+#define DB_PARAMS                 15
 #define DB_REJECT_PARAMS          (DB_PARAMS + 1)
 #define DB_ERROR_MAX              512
 
@@ -70,7 +70,7 @@ typedef struct {
     char    request_id[LLM_RECORD_ID_MAX + 1];
     char    model[LLM_RECORD_MODEL_MAX + 1];
     char    finish_reason[LLM_RECORD_FINISH_MAX + 1];
-    char    num[9][24];
+    char    num[11][24];
 } db_row_t;
 
 
@@ -124,6 +124,7 @@ static void db_bind(size_t row, const llm_record_t *rec);
 static void db_ack(size_t n);
 static void db_notice(void *arg, const char *message);
 static void db_error_text(char *buf, size_t cap, const char *msg);
+static const char *db_api_name(uint8_t api);
 
 
 static db_t  db = {
@@ -135,13 +136,14 @@ static db_t  db = {
 
 static const char  db_insert_head[] =
     "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
-    " input_tokens, output_tokens, cached_input_tokens, reserved_tokens,"
-    " finish_reason, status, flags, ts) VALUES ";
+    " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
+    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)"
+    " VALUES ";
 
 static const char  db_insert_row[] =
     "($%zu::text, $%zu::bigint, $%zu::bigint, $%zu::text, $%zu::text,"
-    " $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::text,"
-    " $%zu::int, $%zu::int,"
+    " $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint,"
+    " $%zu::bigint, $%zu::text, $%zu::int, $%zu::int,"
     " timestamptz 'epoch' + $%zu::bigint * interval '1 millisecond')";
 
 static const char  db_insert_tail[] = " ON CONFLICT (request_id) DO NOTHING";
@@ -149,10 +151,11 @@ static const char  db_insert_tail[] = " ON CONFLICT (request_id) DO NOTHING";
 static const char  db_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
-    " reserved_tokens, finish_reason, status, flags, ts_ms, error)"
+    " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
+    " status, flags, ts_ms, error)"
     " VALUES ($1::text, $2::bigint, $3::bigint, $4::text, $5::text,"
-    " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::text, $11::int,"
-    " $12::int, $13::bigint, $14::text)"
+    " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,"
+    " $11::bigint, $12::text, $13::int, $14::int, $15::bigint, $16::text)"
     " ON CONFLICT (request_id) DO NOTHING";
 
 
@@ -870,7 +873,7 @@ db_send_batch(void)
 
             len = sprintf(p, db_insert_row, k + 1, k + 2, k + 3, k + 4,
                           k + 5, k + 6, k + 7, k + 8, k + 9, k + 10, k + 11,
-                          k + 12, k + 13);
+                          k + 12, k + 13, k + 14, k + 15);
             p += len;
         }
 
@@ -1019,7 +1022,7 @@ db_prepare(size_t n)
     }
 
     sql = realloc(db.sql, sizeof(db_insert_head) + sizeof(db_insert_tail)
-                          + cap * (sizeof(db_insert_row) + 13 * 6));
+                          + cap * (sizeof(db_insert_row) + DB_PARAMS * 6));
     if (sql != NULL) {
         db.sql = sql;
     }
@@ -1041,7 +1044,7 @@ db_bind(size_t row, const llm_record_t *rec)
 {
     size_t         i;
     uint32_t       flags;
-    uint64_t       tokens[4];
+    uint64_t       tokens[6];
     db_row_t      *r;
     const char   **v;
 
@@ -1053,10 +1056,12 @@ db_bind(size_t row, const llm_record_t *rec)
     tokens[0] = rec->input_tokens;
     tokens[1] = rec->output_tokens;
     tokens[2] = rec->cached_input_tokens;
-    tokens[3] = rec->reserved_tokens;
+    tokens[3] = rec->cache_write_tokens;
+    tokens[4] = rec->reasoning_tokens;
+    tokens[5] = rec->reserved_tokens;
 
     /* bigint holds 63 bits */
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 6; i++) {
         if (tokens[i] > INT64_MAX) {
             tokens[i] = INT64_MAX;
             flags |= LLM_REC_F_CLAMPED;
@@ -1073,27 +1078,47 @@ db_bind(size_t row, const llm_record_t *rec)
              (long long) rec->tenant_id);
     snprintf(r->num[1], sizeof(r->num[1]), "%lld", (long long) rec->key_id);
 
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 6; i++) {
         snprintf(r->num[2 + i], sizeof(r->num[0]), "%" PRIu64, tokens[i]);
     }
 
-    snprintf(r->num[6], sizeof(r->num[0]), "%u", (unsigned) rec->status);
-    snprintf(r->num[7], sizeof(r->num[0]), "%d", (int32_t) flags);
-    snprintf(r->num[8], sizeof(r->num[0]), "%lld", (long long) rec->ts_ms);
+    snprintf(r->num[8], sizeof(r->num[0]), "%u", (unsigned) rec->status);
+    snprintf(r->num[9], sizeof(r->num[0]), "%d", (int32_t) flags);
+    snprintf(r->num[10], sizeof(r->num[0]), "%lld", (long long) rec->ts_ms);
 
     v[0] = r->request_id;
     v[1] = r->num[0];
     v[2] = rec->key_id > 0 ? r->num[1] : NULL;
     v[3] = r->model;
-    v[4] = rec->api == LLM_API_ANTHROPIC ? "anthropic" : "openai";
-    v[5] = r->num[2];
-    v[6] = r->num[3];
-    v[7] = r->num[4];
-    v[8] = r->num[5];
-    v[9] = rec->finish_reason_len ? r->finish_reason : NULL;
-    v[10] = r->num[6];
-    v[11] = r->num[7];
+    v[4] = db_api_name(rec->api);
+
+    for (i = 0; i < 6; i++) {
+        v[5 + i] = r->num[2 + i];
+    }
+
+    v[11] = rec->finish_reason_len ? r->finish_reason : NULL;
     v[12] = r->num[8];
+    v[13] = r->num[9];
+    v[14] = r->num[10];
+}
+
+
+/* as llm.usage.api spells it */
+
+static const char *
+db_api_name(uint8_t api)
+{
+    switch (api) {
+
+    case LLM_API_ANTHROPIC:
+        return "anthropic";
+
+    case LLM_API_RESPONSES:
+        return "responses";
+
+    default:
+        return "openai";
+    }
 }
 
 

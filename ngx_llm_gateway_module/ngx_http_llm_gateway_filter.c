@@ -3,7 +3,10 @@
  * The metering gate: header and body filters.  The header filter adds
  * x-request-id and the x-ratelimit-* headers and chooses how to meter;
  * the body filter reads every buffer (SSE events, or a copy of a JSON
- * body) and passes it on in the same call, unchanged.
+ * body) and passes it on in the same call.  The bytes go unchanged but
+ * for two things: the usage chunk the gateway asked for on the client's
+ * behalf is cut out (llm_sse_filter()), and a stream the upstream fails
+ * to finish gets a terminal in-band error event and a proper end.
  */
 
 
@@ -16,6 +19,17 @@ static ngx_int_t ngx_http_llm_gateway_body_filter(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len);
+static ngx_int_t ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out);
+static int ngx_http_llm_gateway_out(void *data, const char *p, size_t len);
+static ngx_int_t ngx_http_llm_gateway_out_copy(ngx_http_llm_gateway_out_t *o,
+    const char *p, size_t len);
+static ngx_int_t ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o);
+static void ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r,
+    ngx_int_t rc);
+static char *ngx_http_llm_gateway_grow(void *data, char *old, size_t len,
+    size_t size);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -38,9 +52,10 @@ ngx_http_llm_gateway_filter_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 {
-    ngx_str_t                    *type;
-    ngx_table_elt_t              *h;
-    ngx_http_llm_gateway_ctx_t   *ctx;
+    ngx_str_t                        *type;
+    ngx_table_elt_t                  *h;
+    ngx_http_llm_gateway_ctx_t       *ctx;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
@@ -73,6 +88,12 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    /* to learn how the upstream ended: cleanly, failed, or cut off */
+    if (r->upstream && ctx->upstream_finalize == NULL) {
+        ctx->upstream_finalize = r->upstream->finalize_request;
+        r->upstream->finalize_request = ngx_http_llm_gateway_upstream_finalize;
+    }
+
     /* encoded bytes cannot be read: the reservation then stands in full */
     if (r->headers_out.content_encoding
         && r->headers_out.content_encoding->value.len)
@@ -80,6 +101,7 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "llm gateway: upstream response is encoded, "
                       "usage not read");
+        ctx->unreadable = 1;
         return ngx_http_next_header_filter(r);
     }
 
@@ -97,6 +119,25 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 
         llm_sse_init(&ctx->sse, ctx->req.api, ctx->sse.buf,
                      NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
+
+        llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+        ctx->sse.grow = ngx_http_llm_gateway_grow;
+        ctx->sse.grow_ctx = r->pool;
+        ctx->sse.max = ngx_max(llcf->response_buffer,
+                               NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
+
+        /* the client did not ask for the usage chunk: it is ours */
+        if (ctx->req.add_include_usage) {
+            ctx->sse.hold = ngx_pnalloc(r->pool,
+                                        NGX_HTTP_LLM_GATEWAY_HOLD_MAX);
+            if (ctx->sse.hold == NULL) {
+                return NGX_ERROR;
+            }
+
+            ctx->sse.hold_cap = NGX_HTTP_LLM_GATEWAY_HOLD_MAX;
+            ctx->sse.strip = 1;
+        }
 
         ctx->streaming = 1;
         ctx->metering = 1;
@@ -120,6 +161,9 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     if (ctx->metering) {
         /* file buffers (sendfile) would pass unread */
         r->filter_need_in_memory = 1;
+
+    } else {
+        ctx->unreadable = 1;
     }
 
     return ngx_http_next_header_filter(r);
@@ -130,8 +174,9 @@ static ngx_int_t
 ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     size_t                       len;
+    ngx_int_t                    rc;
     ngx_buf_t                   *b;
-    ngx_chain_t                 *cl;
+    ngx_chain_t                 *cl, *out;
     ngx_http_llm_gateway_ctx_t  *ctx;
 
     if (r != r->main) {
@@ -146,17 +191,30 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     ngx_http_llm_gateway_json_pool(r->pool);
 
+    if (ctx->streaming) {
+        rc = ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
+        ngx_http_llm_gateway_json_pool(NULL);
+
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        if (out == NULL && in != NULL) {
+            /* all of it was held or cut: nothing to send yet */
+            return NGX_OK;
+        }
+
+        return ngx_http_next_body_filter(r, out);
+    }
+
     for (cl = in; cl; cl = cl->next) {
         b = cl->buf;
 
         if (ngx_buf_in_memory(b)) {
             len = b->last - b->pos;
 
-            if (ctx->streaming) {
-                llm_sse_feed(&ctx->sse, (char *) b->pos, len);
-
-            } else if (ngx_http_llm_gateway_copy_json(r, ctx, b->pos, len)
-                       != NGX_OK)
+            if (ngx_http_llm_gateway_copy_json(r, ctx, b->pos, len)
+                != NGX_OK)
             {
                 ngx_http_llm_gateway_json_pool(NULL);
                 return NGX_ERROR;
@@ -179,6 +237,316 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 }
 
 
+/*
+ * Each upstream buffer goes on in the same call.  What llm_sse_filter()
+ * gives out from the start of a buffer is sent from the buffer itself;
+ * anything else (a piece after a cut, what was held) is copied, because
+ * the proxy reuses its buffer as soon as the buffer itself is sent.  The
+ * buffer's flush and last flags go on its last piece.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out)
+{
+    size_t                       len;
+    ngx_buf_t                   *b, *last;
+    ngx_chain_t                 *cl, *ln;
+    ngx_http_llm_gateway_out_t   o;
+
+    ngx_memzero(&o, sizeof(ngx_http_llm_gateway_out_t));
+
+    o.request = r;
+    o.last = out;
+    *out = NULL;
+
+    for (cl = in; cl; cl = cl->next) {
+        b = cl->buf;
+
+        o.buf = b;
+        o.used = 0;
+        o.tail = o.last;
+
+        if (ngx_buf_in_memory(b) && ngx_buf_size(b)) {
+            len = b->last - b->pos;
+
+            if (llm_sse_filter(&ctx->sse, (char *) b->pos, len,
+                               ngx_http_llm_gateway_out, &o)
+                != 0)
+            {
+                return NGX_ERROR;
+            }
+
+            if (!o.used) {
+                b->pos = b->last;
+            }
+
+        } else if (ngx_buf_size(b)) {
+            /* not in memory after all: it passes unread */
+            ln = ngx_alloc_chain_link(r->pool);
+            if (ln == NULL) {
+                return NGX_ERROR;
+            }
+
+            ln->buf = b;
+            *o.last = ln;
+            o.last = &ln->next;
+            o.used = 1;
+        }
+
+        if (b->last_buf
+            && ngx_http_llm_gateway_stream_end(r, ctx, &o) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        if (!(b->flush || b->last_buf || b->last_in_chain || b->sync)) {
+            continue;
+        }
+
+        /* the flags go on the last piece of this buffer, or alone */
+
+        if (o.tail != o.last) {
+            last = o.last_buf;
+
+        } else {
+            last = ngx_calloc_buf(r->pool);
+            if (last == NULL) {
+                return NGX_ERROR;
+            }
+
+            ln = ngx_alloc_chain_link(r->pool);
+            if (ln == NULL) {
+                return NGX_ERROR;
+            }
+
+            ln->buf = last;
+            *o.last = ln;
+            o.last = &ln->next;
+        }
+
+        if (last != b) {
+            last->flush = b->flush;
+            last->last_buf = b->last_buf;
+            last->last_in_chain = b->last_in_chain;
+            last->sync = b->sync;
+
+            b->flush = 0;
+            b->last_buf = 0;
+            b->last_in_chain = 0;
+            b->sync = 0;
+        }
+    }
+
+    *o.last = NULL;
+
+    return NGX_OK;
+}
+
+
+static int
+ngx_http_llm_gateway_out(void *data, const char *p, size_t len)
+{
+    ngx_chain_t                 *ln;
+    ngx_http_llm_gateway_out_t  *o = data;
+
+    if (len == 0) {
+        return 0;
+    }
+
+    /* the buffer's own start, not yet given out: send it from there */
+
+    if (o->buf && !o->used && (u_char *) p == o->buf->pos) {
+        ln = ngx_alloc_chain_link(o->request->pool);
+        if (ln == NULL) {
+            return -1;
+        }
+
+        o->buf->last = o->buf->pos + len;
+        o->used = 1;
+
+        ln->buf = o->buf;
+        *o->last = ln;
+        o->last = &ln->next;
+        o->last_buf = o->buf;
+
+        return 0;
+    }
+
+    return (ngx_http_llm_gateway_out_copy(o, p, len) == NGX_OK) ? 0 : -1;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_out_copy(ngx_http_llm_gateway_out_t *o, const char *p,
+    size_t len)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *ln;
+
+    if (len == 0) {
+        return NGX_OK;
+    }
+
+    b = ngx_create_temp_buf(o->request->pool, len);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->last = ngx_cpymem(b->pos, p, len);
+    b->tag = (ngx_buf_tag_t) &ngx_http_llm_gateway_module;
+
+    ln = ngx_alloc_chain_link(o->request->pool);
+    if (ln == NULL) {
+        return NGX_ERROR;
+    }
+
+    ln->buf = b;
+    *o->last = ln;
+    o->last = &ln->next;
+    o->last_buf = b;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The stream ends here: what was held goes out, and if the upstream never
+ * finished it (no [DONE], message_stop or response.completed, and no
+ * error event of its own), the client gets the gateway's error event
+ * instead of a silent cut.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o)
+{
+    size_t        n;
+    u_char        msg[160];
+    const char   *closing, *why;
+    llm_usage_t  *u;
+    char          event[512];
+
+    if (ctx->response_done) {
+        return NGX_OK;
+    }
+
+    ctx->response_done = 1;
+
+    if (llm_sse_filter_end(&ctx->sse, ngx_http_llm_gateway_out, o, &closing)
+        != 0)
+    {
+        return NGX_ERROR;
+    }
+
+    u = &ctx->sse.usage;
+
+    if (u->done || u->error || r->connection->error || ctx->client_closed) {
+        return NGX_OK;
+    }
+
+    why = ctx->fail_reason ? ctx->fail_reason : "the stream ended early";
+
+    ngx_snprintf(msg, sizeof(msg), "The upstream failed before the response "
+                 "was complete (%s); request %V.%Z", why, &ctx->request_id);
+
+    n = llm_sse_error_event(ctx->req.api, (char *) msg, event, sizeof(event));
+
+    if (ngx_http_llm_gateway_out_copy(o, closing, ngx_strlen(closing))
+        != NGX_OK
+        || ngx_http_llm_gateway_out_copy(o, event, n) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "llm gateway: stream not finished by the upstream (%s), "
+                  "error event sent", why);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The proxy's finalize_request, wrapped: it is called with how the
+ * upstream ended (0: cleanly) before nginx finishes the response.  A stream
+ * cut by the upstream (reset, early close, timeout) would end without its
+ * last chunk; the client gets an error event and the last chunk instead.
+ */
+
+static void
+ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r, ngx_int_t rc)
+{
+    ngx_buf_t                   *b;
+    ngx_chain_t                 *out, *ln;
+    ngx_http_llm_gateway_ctx_t  *ctx;
+    ngx_http_llm_gateway_out_t   o;
+
+    ctx = ngx_http_llm_gateway_get_ctx(r);
+
+    if (ctx == NULL) {
+        return;
+    }
+
+    ctx->upstream_finalize(r, rc);
+
+    if (rc == 0 || rc == NGX_DECLINED) {
+        return;
+    }
+
+    if (rc == NGX_HTTP_CLIENT_CLOSED_REQUEST
+        || rc == NGX_HTTP_REQUEST_TIME_OUT
+        || r->connection->error)
+    {
+        ctx->client_closed = 1;
+        return;
+    }
+
+    ctx->upstream_failed = 1;
+    ctx->fail_reason = (rc == NGX_HTTP_GATEWAY_TIME_OUT)
+                       ? "the upstream timed out"
+                       : "the upstream connection failed";
+
+    if (!ctx->streaming || ctx->response_done || !r->header_sent) {
+        return;
+    }
+
+    ngx_memzero(&o, sizeof(ngx_http_llm_gateway_out_t));
+
+    out = NULL;
+    o.request = r;
+    o.last = &out;
+
+    ngx_http_llm_gateway_json_pool(r->pool);
+
+    if (ngx_http_llm_gateway_stream_end(r, ctx, &o) != NGX_OK) {
+        ngx_http_llm_gateway_json_pool(NULL);
+        return;
+    }
+
+    ngx_http_llm_gateway_json_pool(NULL);
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return;
+    }
+
+    b->last_buf = 1;
+
+    ln = ngx_alloc_chain_link(r->pool);
+    if (ln == NULL) {
+        return;
+    }
+
+    ln->buf = b;
+    ln->next = NULL;
+    *o.last = ln;
+
+    /* nginx closes the connection next: this is the response's end */
+    (void) ngx_http_output_filter(r, out);
+}
+
+
 void
 ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx)
 {
@@ -193,10 +561,39 @@ ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx)
         return;
     }
 
+    if (ctx->json_overflow) {
+        ctx->unreadable = 1;
+        return;
+    }
+
     if (!ctx->json_overflow && ctx->json_len) {
         (void) llm_usage_from_json(ctx->req.api, (char *) ctx->json,
                                    ctx->json_len, &ctx->sse.usage);
     }
+}
+
+
+/*
+ * An SSE event larger than the event buffer (a Responses stream's last
+ * event repeats the whole output) grows it from the request pool, up to
+ * llm_gateway_response_buffer; the old one is a large allocation and goes.
+ */
+
+static char *
+ngx_http_llm_gateway_grow(void *data, char *old, size_t len, size_t size)
+{
+    u_char      *p;
+    ngx_pool_t  *pool = data;
+
+    p = ngx_pnalloc(pool, size);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    ngx_memcpy(p, old, len);
+    ngx_pfree(pool, old);
+
+    return (char *) p;
 }
 
 

@@ -1093,6 +1093,11 @@ ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strcmp(value[i].data, "api=responses") == 0) {
+            llcf->api = LLM_API_RESPONSES;
+            continue;
+        }
+
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\"", &value[i]);
         return NGX_CONF_ERROR;
@@ -1553,12 +1558,12 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
         break;
 
     default: /* NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON */
-        if (ctx->sse.usage.finish_reason[0] == '\0') {
+        if (!ctx->settled || ctx->finish_reason[0] == '\0') {
             return NGX_OK;
         }
 
-        v->data = (u_char *) ctx->sse.usage.finish_reason;
-        v->len = ngx_strlen(ctx->sse.usage.finish_reason);
+        v->data = (u_char *) ctx->finish_reason;
+        v->len = ngx_strlen(ctx->finish_reason);
         break;
     }
 

@@ -27,6 +27,9 @@
  */
 #define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
 
+/* the most held back to cut out a usage chunk: real ones are < 1k */
+#define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
+
 
 typedef struct {
     ngx_str_t                    name;
@@ -173,6 +176,7 @@ typedef struct {
     /* what the request was settled at, for $llm_input_tokens and others */
     int64_t                      input_tokens;
     int64_t                      output_tokens;
+    const char                  *finish_reason;
 
     /* for the x-ratelimit-* headers, read under the zone lock */
     int64_t                      remaining;
@@ -194,14 +198,33 @@ typedef struct {
     size_t                       json_len;
     size_t                       json_size;
 
+    /* the proxy's own, wrapped to learn how the upstream ended */
+    void                       (*upstream_finalize)(ngx_http_request_t *r,
+                                                    ngx_int_t rc);
+    const char                  *fail_reason;
+
     unsigned                     admitted:1;
     unsigned                     settled:1;
     unsigned                     streaming:1;
     unsigned                     metering:1;
     unsigned                     json_overflow:1;
     unsigned                     response_done:1;
+    unsigned                     unreadable:1;     /* usage cannot be read */
+    unsigned                     upstream_failed:1;
+    unsigned                     client_closed:1;
     unsigned                     never:1;   /* refusal can never succeed */
 } ngx_http_llm_gateway_ctx_t;
+
+
+/* the pieces of a stream's buffer the client gets, as a chain */
+typedef struct {
+    ngx_http_request_t          *request;
+    ngx_buf_t                   *buf;       /* the buffer being filtered */
+    ngx_buf_t                   *last_buf;  /* the last piece's */
+    ngx_chain_t                **last;
+    ngx_chain_t                **tail;      /* last, before this buffer */
+    unsigned                     used:1;    /* buf itself is a piece */
+} ngx_http_llm_gateway_out_t;
 
 
 ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,

@@ -47,7 +47,7 @@ typedef struct {
 
 
 static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
-    int64_t in, int64_t out, int64_t cached, uint32_t flags);
+    llm_settle_t *st);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
 static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_ack(
@@ -91,11 +91,11 @@ ngx_http_llm_gateway_cleanup(void *data)
 void
 ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    int64_t                       in, out, cached;
-    uint32_t                      flags;
     ngx_uint_t                    status;
-    llm_usage_t                  *u;
+    llm_settle_t                  st;
+    llm_settle_in_t               in;
     ngx_http_request_t           *r;
+    ngx_http_upstream_t          *u;
     ngx_http_llm_gateway_node_t  *node;
     ngx_http_llm_gateway_zone_t  *zone;
 
@@ -104,57 +104,82 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     r = ctx->request;
+    u = r->upstream;
 
     ctx->settled = 1;
 
-    flags = 0;
-
-    if (ctx->streaming && !ctx->response_done) {
-        /*
-         * The stream was cut: take what its events said so far.  In the
-         * pool cleanup r->pool is gone and cJSON falls back to malloc.
-         */
-        flags |= LLM_REC_F_PARTIAL;
-
+    /*
+     * A response cut before its end was never parsed to its end: take
+     * what its events or its body said so far.  In the pool cleanup
+     * r->pool is gone and cJSON falls back to malloc.
+     */
+    if (ctx->metering && !ctx->response_done) {
         ngx_http_llm_gateway_json_pool(r->pool);
         ngx_http_llm_gateway_response_end(ctx);
         ngx_http_llm_gateway_json_pool(NULL);
     }
 
-    u = &ctx->sse.usage;
     status = r->err_status ? r->err_status : r->headers_out.status;
 
-    if (u->have_usage) {
-        in = u->input_tokens;
-        out = u->output_tokens;
-        cached = u->cached_input_tokens;
+    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST
+        || (r->connection->error && !ctx->upstream_failed))
+    {
+        ctx->client_closed = 1;
+    }
 
-    } else if (status >= NGX_HTTP_OK && status < NGX_HTTP_SPECIAL_RESPONSE) {
-        /*
-         * The upstream answered but its usage was never read (the stream
-         * was cut, the body too large or encoded): what was produced is
-         * unknown, so the reservation stands in full.  Nothing the gateway
-         * cannot prove is refunded, and the ledger and the bucket agree.
-         */
-        in = ctx->req.prompt_tokens;
-        out = ctx->req.max_tokens;
-        cached = 0;
-        flags |= LLM_REC_F_NO_USAGE;
+    ngx_memzero(&in, sizeof(llm_settle_in_t));
+
+    in.prompt_estimate = ctx->req.prompt_tokens;
+    in.max_tokens = ctx->req.max_tokens;
+
+    if (ctx->upstream_failed) {
+        in.end = LLM_END_UPSTREAM_ERROR;
+
+    } else if (ctx->client_closed) {
+        in.end = LLM_END_CLIENT_CLOSED;
 
     } else {
-        /* an upstream that refused or failed processed nothing to charge */
-        in = 0;
-        out = 0;
-        cached = 0;
-        flags |= LLM_REC_F_NO_USAGE;
+        in.end = LLM_END_CLEAN;
     }
 
-    if (u->clamped) {
-        flags |= LLM_REC_F_CLAMPED;
+    if (u && u->headers_in.status_n) {
+        /* the upstream answered: it decides */
+        status = u->headers_in.status_n;
+        in.upstream_ok = (status >= NGX_HTTP_OK
+                          && status < NGX_HTTP_SPECIAL_RESPONSE);
+
+    } else {
+        /*
+         * No answer: a client that left after the prompt went up may
+         * still owe it; anything else failed before the upstream worked.
+         */
+        in.upstream_ok = (ctx->client_closed && u && u->request_sent);
     }
 
-    ctx->input_tokens = in;
-    ctx->output_tokens = out;
+    if (in.upstream_ok && !ctx->streaming
+        && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
+                                && ctx->json_len)))
+    {
+        /*
+         * A whole body is generated before it is sent: one that could
+         * not be read, or was cut, cost all that was reserved.
+         */
+        in.end = LLM_END_UNREADABLE;
+    }
+
+    llm_usage_settle(&ctx->sse.usage, &in, &st);
+
+    if (in.end == LLM_END_UNREADABLE
+        && (ctx->upstream_failed || ctx->client_closed))
+    {
+        st.flags |= LLM_REC_F_PARTIAL;
+        st.finish_reason = ctx->upstream_failed ? "upstream_error"
+                                                : "client_closed";
+    }
+
+    ctx->input_tokens = st.input_tokens;
+    ctx->output_tokens = st.output_tokens;
+    ctx->finish_reason = st.finish_reason;
 
     zone = ctx->zone;
 
@@ -170,23 +195,26 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         }
 
         llm_release(&node->state, &ctx->tier->limits, ctx->reserved,
-                    in + out, ngx_http_llm_gateway_now_ms());
+                    st.input_tokens + st.output_tokens,
+                    ngx_http_llm_gateway_now_ms());
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "llm gateway settle: reserved %L, in %L, out %L, "
-                   "cached %L, flags %uD", ctx->reserved, in, out, cached,
-                   flags);
+    ngx_log_debug7(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm gateway settle: reserved %L, in %uL, out %uL, "
+                   "cached %uL, end %d, flags %uD, finish \"%s\"",
+                   ctx->reserved, st.input_tokens, st.output_tokens,
+                   st.cached_input_tokens, (int) in.end, st.flags,
+                   st.finish_reason);
 
-    ngx_http_llm_gateway_record(ctx, in, out, cached, flags);
+    ngx_http_llm_gateway_record(ctx, &st);
 }
 
 
 static void
-ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx, int64_t in,
-    int64_t out, int64_t cached, uint32_t flags)
+ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_t *st)
 {
     size_t                            n;
     ngx_time_t                       *tp;
@@ -208,12 +236,14 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx, int64_t in,
 
     rec.type = LLM_REC_SETTLE;
     rec.status = r->err_status ? r->err_status : r->headers_out.status;
-    rec.flags = flags;
+    rec.flags = st->flags;
     rec.tenant_id = ctx->key->tenant_id;
     rec.key_id = ctx->key->key_id;
-    rec.input_tokens = in;
-    rec.output_tokens = out;
-    rec.cached_input_tokens = cached;
+    rec.input_tokens = st->input_tokens;
+    rec.output_tokens = st->output_tokens;
+    rec.cached_input_tokens = st->cached_input_tokens;
+    rec.cache_write_tokens = st->cache_write_tokens;
+    rec.reasoning_tokens = st->reasoning_tokens;
     rec.reserved_tokens = ctx->reserved;
     rec.ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
     rec.api = ctx->req.api;
@@ -221,8 +251,8 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx, int64_t in,
     llm_record_set_request_id(&rec, (char *) ctx->request_id.data,
                               ctx->request_id.len);
     llm_record_set_model(&rec, ctx->req.model, ctx->req.model_len);
-    llm_record_set_finish_reason(&rec, ctx->sse.usage.finish_reason,
-                                 ngx_strlen(ctx->sse.usage.finish_reason));
+    llm_record_set_finish_reason(&rec, st->finish_reason,
+                                 ngx_strlen(st->finish_reason));
 
     if ((size_t) (ad->end - ad->last) < LLM_RECORD_MAX_FRAME
         && ad->head > ad->start)

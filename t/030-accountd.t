@@ -126,7 +126,8 @@ is((stat $snapshot)[2] & 07777, 0640, 'the snapshot is mode 0640');
 my $ts_ms = 1795954800123;
 my %rec = (
     tenant_id => $tenant_id, key_id => $key_id, status => 200, flags => 2,
-    input => 2000, output => 1500, cached => 128, reserved => 8000,
+    input => 2000, output => 1500, cached => 128, cache_write => 64,
+    reasoning => 300, reserved => 8000,
     ts_ms => $ts_ms, api => 2, request_id => "$tag-r1",
     model => 'claude-sonnet-4', finish => 'stop',
 );
@@ -142,15 +143,19 @@ is $ack->{request_id}, "$tag-r1", 'for the request';
 
 $row = $dbh->selectrow_hashref(
     "SELECT tenant_id, key_id, model, api, input_tokens, output_tokens,"
-    . " cached_input_tokens, reserved_tokens, finish_reason, status, flags,"
+    . " cached_input_tokens, cache_write_tokens, reasoning_tokens,"
+    . " reserved_tokens, finish_reason, status, flags,"
+    . " estimated::int, partial::int,"
     . " (extract(epoch FROM ts) * 1000)::bigint AS ts_ms"
     . " FROM llm.usage WHERE request_id = ?", undef, "$tag-r1");
 
 is_deeply $row, {
     tenant_id => $tenant_id, key_id => $key_id, model => 'claude-sonnet-4',
     api => 'anthropic', input_tokens => 2000, output_tokens => 1500,
-    cached_input_tokens => 128, reserved_tokens => 8000,
-    finish_reason => 'stop', status => 200, flags => 2, ts_ms => $ts_ms,
+    cached_input_tokens => 128, cache_write_tokens => 64,
+    reasoning_tokens => 300, reserved_tokens => 8000,
+    finish_reason => 'stop', status => 200, flags => 2, estimated => 0,
+    partial => 1, ts_ms => $ts_ms,
 }, 'the usage row has every field of the record';
 
 syswrite $ca, frame(%rec);
@@ -161,7 +166,7 @@ is usage_count("$tag-r1"), 1, 'and still counted once';
 # two frames in one write, and one frame in two writes
 
 syswrite $ca, frame(%rec, request_id => "$tag-r2", api => 1, finish => '')
-             . frame(%rec, request_id => "$tag-r3");
+             . frame(%rec, request_id => "$tag-r3", api => 3);
 my %got = map { $_->{request_id} => 1 } grep { $_ } read_frame($ca),
     read_frame($ca);
 is_deeply \%got, { "$tag-r2" => 1, "$tag-r3" => 1 },
@@ -179,6 +184,8 @@ $row = $dbh->selectrow_hashref(
     "$tag-r2");
 is_deeply $row, { api => 'openai', finish_reason => undef },
     'api 1 is openai, an empty finish_reason is NULL';
+is $dbh->selectrow_array('SELECT api FROM llm.usage WHERE request_id = ?',
+                         undef, "$tag-r3"), 'responses', 'api 3 is responses';
 
 # a malformed frame closes its connection and nothing else
 
@@ -313,11 +320,12 @@ sub connect_accountd {
 sub frame {
     my (%r) = @_;
 
-    my $p = pack('C C n N q> q> Q> Q> Q> Q> q> C',
-                 1, $r{type} // 1, $r{status} // 200, $r{flags} // 0,
+    my $p = pack('C C n N q> q> Q> Q> Q> Q> Q> Q> q> C',
+                 2, $r{type} // 1, $r{status} // 200, $r{flags} // 0,
                  $r{tenant_id}, $r{key_id} // 0, $r{input} // 0,
-                 $r{output} // 0, $r{cached} // 0, $r{reserved} // 0,
-                 $r{ts_ms}, $r{api} // 1)
+                 $r{output} // 0, $r{cached} // 0, $r{cache_write} // 0,
+                 $r{reasoning} // 0, $r{reserved} // 0, $r{ts_ms},
+                 $r{api} // 1)
           . pack('C/a* C/a* C/a*', $r{request_id}, $r{model} // '',
                  $r{finish} // '');
 
@@ -355,7 +363,7 @@ sub read_frame {
         # the key set (llm_key.h) comes on every connection: not tested here
         next if $type >= 3 && $type <= 5;
 
-        my ($id) = unpack 'C/a', substr($p, 65);
+        my ($id) = unpack 'C/a', substr($p, 81);
 
         return { version => $version, type => $type, request_id => $id };
     }

@@ -317,15 +317,15 @@ sub parse {
         my ($version, $type) = unpack 'x4 C C', $f;
         my $p = substr $f, 6;
 
-        return error($c, "version $version") if $version != 1;
+        return error($c, "version $version") if $version != 2;
 
         $c->{first} //= $type;
 
         if ($type == T_ACK) {
-            return error($c, 'ACK length') if length $p < 63;
-            my ($id, $model, $finish) = unpack 'C/a C/a C/a', substr($p, 63);
+            return error($c, 'ACK length') if length $p < 79;
+            my ($id, $model, $finish) = unpack 'C/a C/a C/a', substr($p, 79);
             return error($c, 'ACK length')
-                if 63 + 3 + length($id) + length($model) + length($finish)
+                if 79 + 3 + length($id) + length($model) + length($finish)
                    != length $p;
             push @{$c->{acks}}, { request_id => $id,
                                   sets_before => scalar @{$c->{sets}} };
@@ -497,9 +497,9 @@ sub create_key {
 sub frame {
     my (%r) = @_;
 
-    my $p = pack('C C n N q> q> Q> Q> Q> Q> q> C',
-                 1, 1, $r{status}, 0, $r{tenant_id}, $r{key_id},
-                 $r{input}, $r{output}, 0, 0, $r{ts_ms}, $r{api})
+    my $p = pack('C C n N q> q> Q> Q> Q> Q> Q> Q> q> C',
+                 2, 1, $r{status}, 0, $r{tenant_id}, $r{key_id},
+                 $r{input}, $r{output}, 0, 0, 0, 0, $r{ts_ms}, $r{api})
           . pack('C/a* C/a* C/a*', $r{request_id}, $r{model}, $r{finish});
 
     return pack('N', length $p) . $p;

@@ -44,6 +44,11 @@ my $ng = nginx(http => <<'EOF')->run();
             llm_gateway  zone=llm api=anthropic;
             proxy_pass   http://127.0.0.1:%%MOCK%%;
         }
+
+        location = /v1/responses {
+            llm_gateway  zone=llm api=responses;
+            proxy_pass   http://127.0.0.1:%%MOCK%%;
+        }
     }
 EOF
 
@@ -62,6 +67,8 @@ my @ok = (
     [ 'openai-json', 'mock-gpt-4o-mini' ],
     [ 'openai-stream', 'mock-gpt-4o-mini' ],
     [ 'anthropic-stream', 'mock-claude-3-5-haiku' ],
+    [ 'responses-json', 'mock-gpt-4o-mini' ],
+    [ 'responses-stream', 'mock-gpt-4o-mini' ],
 );
 
 for my $c (@ok) {
@@ -76,6 +83,22 @@ for my $c (@ok) {
     my $u = usage_row($got->{id} // '') // {};
     is_deeply([ @$u{qw(tenant_id model input_tokens output_tokens)} ],
               [ $pro->{id}, $model, 9, 5 ], "$scenario: the same in the ledger");
+}
+
+# An upstream that dies mid-stream: the SDK sees the text so far, then
+# raises the gateway's error event as an API error.
+for my $api (qw(openai anthropic responses)) {
+    for my $how (qw(close reset)) {
+        my $got = client('stream-dies', LLMGW_KEY => $pro->{key},
+                         API => $api, MOCK_DIE_HOW => $how);
+        is($got->{text}, 'tok1 tok2 ', "$api stream, upstream ${how}s: the "
+           . 'text before');
+        like($got->{error} // '', qr/Error$/,
+             "$api stream, upstream ${how}s: the SDK raises "
+             . ($got->{error} // 'nothing'));
+        like($got->{message} // '', qr/upstream failed before the response/,
+             "$api stream, upstream ${how}s: with the gateway's message");
+    }
 }
 
 my $e = client('openai-error', LLMGW_KEY => 'llmgw_live_' . ('x' x 32));

@@ -23,8 +23,9 @@
  * thing and served as another, so it is refused.
  */
 static const char  *llm_inspect_members[] = {
-    "model", "max_tokens", "max_completion_tokens", "stream",
-    "stream_options", "messages", "system", NULL
+    "model", "max_tokens", "max_completion_tokens", "max_output_tokens",
+    "stream", "stream_options", "messages", "system", "input",
+    "instructions", NULL
 };
 
 
@@ -33,6 +34,7 @@ static int llm_inspect_fail(llm_request_t *req, const char *param,
 static const char *llm_inspect_repeated(const cJSON *root);
 static int64_t llm_inspect_text(const cJSON *v);
 static int64_t llm_inspect_messages(const cJSON *messages);
+static const char *llm_inspect_max_name(const llm_request_t *req);
 
 
 int
@@ -90,12 +92,18 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 
     memcpy(req->model, model->valuestring, req->model_len + 1);
 
-    name = "max_completion_tokens";
-    v = cJSON_GetObjectItemCaseSensitive(root, name);
-
-    if (v == NULL || cJSON_IsNull(v)) {
-        name = "max_tokens";
+    if (api == LLM_API_RESPONSES) {
+        name = "max_output_tokens";
         v = cJSON_GetObjectItemCaseSensitive(root, name);
+
+    } else {
+        name = "max_completion_tokens";
+        v = cJSON_GetObjectItemCaseSensitive(root, name);
+
+        if (v == NULL || cJSON_IsNull(v)) {
+            name = "max_tokens";
+            v = cJSON_GetObjectItemCaseSensitive(root, name);
+        }
     }
 
     if (v == NULL || cJSON_IsNull(v)) {
@@ -139,18 +147,39 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         req->stream = cJSON_IsTrue(v);
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (api == LLM_API_RESPONSES) {
+        /* a string is one user message; an array holds items */
+        v = cJSON_GetObjectItemCaseSensitive(root, "input");
 
-    if (!cJSON_IsArray(v)) {
-        llm_inspect_fail(req, "messages", "messages must be an array");
-        goto done;
-    }
+        if (cJSON_IsString(v)) {
+            req->prompt_tokens = 3 + llm_inspect_text(v) + 3;
 
-    req->prompt_tokens = llm_inspect_messages(v) + 3;
+        } else if (cJSON_IsArray(v)) {
+            req->prompt_tokens = llm_inspect_messages(v) + 3;
 
-    if (api == LLM_API_ANTHROPIC) {
+        } else {
+            llm_inspect_fail(req, "input",
+                             "input must be a string or an array");
+            goto done;
+        }
+
         req->prompt_tokens += llm_inspect_text(
+                   cJSON_GetObjectItemCaseSensitive(root, "instructions"));
+
+    } else {
+        v = cJSON_GetObjectItemCaseSensitive(root, "messages");
+
+        if (!cJSON_IsArray(v)) {
+            llm_inspect_fail(req, "messages", "messages must be an array");
+            goto done;
+        }
+
+        req->prompt_tokens = llm_inspect_messages(v) + 3;
+
+        if (api == LLM_API_ANTHROPIC) {
+            req->prompt_tokens += llm_inspect_text(
                          cJSON_GetObjectItemCaseSensitive(root, "system"));
+        }
     }
 
     /*
@@ -337,6 +366,15 @@ llm_inspect_messages(const cJSON *messages)
 }
 
 
+/* the member the upstream reads the output limit from */
+static const char *
+llm_inspect_max_name(const llm_request_t *req)
+{
+    return (req->api == LLM_API_RESPONSES) ? "max_output_tokens"
+                                           : "max_tokens";
+}
+
+
 int
 llm_inspect_set_model(llm_request_t *req, const char *model, size_t len)
 {
@@ -384,8 +422,8 @@ llm_inspect_splice(const char *body, size_t len, const llm_request_t *req,
     }
 
     if (req->max_tokens_missing) {
-        w = snprintf(out + n, cap - n, "\"max_tokens\":%lld,",
-                     (long long) req->max_tokens);
+        w = snprintf(out + n, cap - n, "\"%s\":%lld,",
+                     llm_inspect_max_name(req), (long long) req->max_tokens);
         n += w;
     }
 
@@ -442,9 +480,10 @@ llm_inspect_rebuild(const char *body, size_t len, const llm_request_t *req)
     }
 
     if (req->max_tokens_missing) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, "max_tokens");
+        cJSON_DeleteItemFromObjectCaseSensitive(root,
+                                                llm_inspect_max_name(req));
 
-        if (cJSON_AddNumberToObject(root, "max_tokens",
+        if (cJSON_AddNumberToObject(root, llm_inspect_max_name(req),
                                     (double) req->max_tokens)
             == NULL)
         {

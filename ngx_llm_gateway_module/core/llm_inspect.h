@@ -3,13 +3,16 @@
  * Request-body inspection: what the gateway must know before it admits a
  * request (model, max_tokens, stream, a prompt-token estimate), the 400s
  * for bodies it must refuse, and the splice that adds what the upstream
- * request needs (stream_options.include_usage, a default max_tokens).
+ * request needs (stream_options.include_usage, a default max_tokens, or
+ * max_output_tokens for the Responses API).
  * Plain C with cJSON, no nginx types; cJSON allocates through its hooks.
  *
  * The prompt estimate: for every message, ceil(bytes / 4) of each text it
  * carries (a string content, or the "text" of each content part) plus 3;
- * plus ceil(bytes / 4) of a system prompt; plus 3.  It is an upper-leaning
- * guess for English, corrected at settlement by the upstream's own count.
+ * plus ceil(bytes / 4) of a system prompt (Anthropic "system", Responses
+ * "instructions"); plus 3.  A Responses "input" string is one message.
+ * It is an upper-leaning guess for English, corrected at settlement by the
+ * upstream's own count.
  */
 
 #ifndef _LLM_INSPECT_H_INCLUDED_
@@ -95,8 +98,8 @@ size_t llm_inspect_splice(const char *body, size_t len,
 
 /*
  * For req->rebuild: parses the body again, replaces stream_options,
- * max_tokens and model as the flags say, and prints it.  The string comes from cJSON's
- * allocator (free it with cJSON_free); NULL on failure.
+ * max_tokens and model as the flags say, and prints it.  The string comes
+ * from cJSON's allocator (free it with cJSON_free); NULL on failure.
  */
 char *llm_inspect_rebuild(const char *body, size_t len,
     const llm_request_t *req);

@@ -76,6 +76,8 @@ llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
     p = llm_record_put_u64(p, rec->input_tokens);
     p = llm_record_put_u64(p, rec->output_tokens);
     p = llm_record_put_u64(p, rec->cached_input_tokens);
+    p = llm_record_put_u64(p, rec->cache_write_tokens);
+    p = llm_record_put_u64(p, rec->reasoning_tokens);
     p = llm_record_put_u64(p, rec->reserved_tokens);
     p = llm_record_put_u64(p, (uint64_t) rec->ts_ms);
     *p++ = rec->api;
@@ -136,9 +138,11 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     rec->input_tokens = llm_record_get_u64(p + 24);
     rec->output_tokens = llm_record_get_u64(p + 32);
     rec->cached_input_tokens = llm_record_get_u64(p + 40);
-    rec->reserved_tokens = llm_record_get_u64(p + 48);
-    rec->ts_ms = (int64_t) llm_record_get_u64(p + 56);
-    rec->api = p[64];
+    rec->cache_write_tokens = llm_record_get_u64(p + 48);
+    rec->reasoning_tokens = llm_record_get_u64(p + 56);
+    rec->reserved_tokens = llm_record_get_u64(p + 64);
+    rec->ts_ms = (int64_t) llm_record_get_u64(p + 72);
+    rec->api = p[80];
 
     if (!llm_record_api_valid(rec->type, rec->api)) {
         return -1;
@@ -180,7 +184,9 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
 static int
 llm_record_api_valid(uint8_t type, uint8_t api)
 {
-    if (api == LLM_API_OPENAI || api == LLM_API_ANTHROPIC) {
+    if (api == LLM_API_OPENAI || api == LLM_API_ANTHROPIC
+        || api == LLM_API_RESPONSES)
+    {
         return 1;
     }
 

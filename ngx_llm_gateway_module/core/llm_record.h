@@ -16,6 +16,8 @@
  *     u64  input_tokens
  *     u64  output_tokens
  *     u64  cached_input_tokens
+ *     u64  cache_write_tokens
+ *     u64  reasoning_tokens
  *     u64  reserved_tokens
  *     i64  ts_ms (unix time of completion, milliseconds)
  *     u8   api (llm_api_e)
@@ -35,14 +37,14 @@
 #include <stdint.h>
 
 
-#define LLM_RECORD_VERSION        1
+#define LLM_RECORD_VERSION        2
 
 #define LLM_RECORD_ID_MAX         64
 #define LLM_RECORD_MODEL_MAX      128
 #define LLM_RECORD_FINISH_MAX     32
 
-/* the fixed part of the payload: 1+1+2+4 + 8*7 + 1 */
-#define LLM_RECORD_FIXED_LEN      65
+/* the fixed part of the payload: 1+1+2+4 + 8*9 + 1 */
+#define LLM_RECORD_FIXED_LEN      81
 
 #define LLM_RECORD_MAX_FRAME      (4 + LLM_RECORD_FIXED_LEN                  \
                                    + 1 + LLM_RECORD_ID_MAX                    \
@@ -62,17 +64,22 @@ typedef enum {
 
 
 typedef enum {
-    LLM_API_OPENAI = 1,
-    LLM_API_ANTHROPIC = 2
+    LLM_API_OPENAI = 1,          /* Chat Completions */
+    LLM_API_ANTHROPIC = 2,       /* Messages */
+    LLM_API_RESPONSES = 3        /* OpenAI Responses */
 } llm_api_e;
 
 
-/* the upstream sent no usage: token counts are the gateway's estimate */
-#define LLM_REC_F_NO_USAGE        0x0001
-/* the stream ended before its last frame (client abort, upstream died) */
+/* token counts are (partly) the gateway's: see llm_usage_settle() */
+#define LLM_REC_F_ESTIMATED       0x0001
+/* the response ended early (client abort, upstream died or failed) */
 #define LLM_REC_F_PARTIAL         0x0002
-/* a usage figure was out of range and was clamped */
+/* a usage figure was out of range or not an integer, and was clamped */
 #define LLM_REC_F_CLAMPED         0x0004
+/* the final usage was reported more than once: the largest counts */
+#define LLM_REC_F_REPEATED        0x0008
+/* an event was larger than the parser's buffer and was skipped */
+#define LLM_REC_F_OVERSIZE        0x0010
 
 
 typedef struct {
@@ -84,6 +91,8 @@ typedef struct {
     uint64_t   input_tokens;
     uint64_t   output_tokens;
     uint64_t   cached_input_tokens;
+    uint64_t   cache_write_tokens;
+    uint64_t   reasoning_tokens;
     uint64_t   reserved_tokens;
     int64_t    ts_ms;
     uint8_t    api;

@@ -4,6 +4,7 @@
  */
 
 
+#include <stdio.h>
 #include <string.h>
 
 #include <cJSON.h>
@@ -17,6 +18,10 @@
 
 #define LLM_SSE_BOM               "\xEF\xBB\xBF"
 
+#define LLM_SSE_NOWHERE           ((size_t) -1)
+
+#define llm_sse_max(a, b)         ((a) > (b) ? (a) : (b))
+
 
 enum {
     sw_line_start = 0,
@@ -26,13 +31,14 @@ enum {
 };
 
 
-/* Anthropic's event types that carry what we want */
+/* the event types that carry what we want */
 typedef enum {
     llm_sse_other = 0,
     llm_sse_message_start,
     llm_sse_message_delta,
     llm_sse_message_stop,
-    llm_sse_error
+    llm_sse_error,
+    llm_sse_response_end        /* response.completed, .incomplete, .failed */
 } llm_sse_kind_e;
 
 
@@ -45,6 +51,27 @@ enum {
 };
 
 
+/*
+ * The members whose string values are generated text, per API: what a
+ * delta event carries, and where a whole JSON response has it.
+ */
+static const char  *llm_sse_openai_text[] = {
+    "content", "reasoning_content", "reasoning", "refusal", "arguments", NULL
+};
+
+static const char  *llm_sse_anthropic_text[] = {
+    "text", "thinking", "partial_json", NULL
+};
+
+static const char  *llm_sse_responses_delta[] = {
+    "delta", NULL
+};
+
+static const char  *llm_sse_responses_text[] = {
+    "text", "arguments", "refusal", NULL
+};
+
+
 static void llm_sse_line_end(llm_sse_t *p);
 static void llm_sse_field(llm_sse_t *p);
 static void llm_sse_value(llm_sse_t *p, const char *s, size_t n);
@@ -52,15 +79,29 @@ static void llm_sse_append(llm_sse_t *p, const char *s, size_t n);
 static void llm_sse_dispatch(llm_sse_t *p);
 static void llm_sse_openai(llm_sse_t *p);
 static void llm_sse_anthropic(llm_sse_t *p);
-static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u);
+static void llm_sse_responses(llm_sse_t *p);
+static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u,
+    unsigned *usage_only);
+static void llm_sse_responses_json(const cJSON *resp, llm_usage_t *u);
 static void llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
     llm_usage_t *u);
+static void llm_sse_final(llm_usage_t *u, uint64_t in, uint64_t out,
+    uint64_t cached, uint64_t reasoning);
 static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
     uint64_t dflt, llm_usage_t *u);
 static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
+static void llm_sse_set_reason(llm_usage_t *u, const char *s);
 static llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
 static int llm_sse_openai_wanted(const char *s, size_t n);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
+static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
+static void llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const char **keys);
+static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
+    const char **keys, uint64_t *bytes);
+static int llm_sse_is_key(const char **keys, const char *s, size_t n);
+static const char *llm_sse_string(const char *s, const char *end,
+    uint64_t *bytes);
 static const char *llm_sse_key(const char *s, const char *end,
     const char *key, size_t n);
 static const char *llm_sse_ws(const char *s, const char *end);
@@ -78,14 +119,17 @@ llm_sse_init(llm_sse_t *p, llm_api_e api, char *buf, size_t cap)
 }
 
 
-void
+size_t
 llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
 {
     char         ch;
     const char  *pos, *end, *q;
 
+    p->dispatched = 0;
+    p->usage_only = 0;
+
     if (len == 0) {
-        return;
+        return 0;
     }
 
     pos = data;
@@ -107,6 +151,17 @@ llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
             llm_sse_line_end(p);
             p->last_cr = (ch == '\r');
             pos++;
+
+            if (p->yield && p->dispatched) {
+                /* the LF of a CRLF belongs to the event it ends */
+                if (p->last_cr && pos < end && *pos == '\n') {
+                    p->last_cr = 0;
+                    pos++;
+                }
+
+                break;
+            }
+
             continue;
         }
 
@@ -167,6 +222,8 @@ llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
             break;
         }
     }
+
+    return pos - data;
 }
 
 
@@ -183,6 +240,234 @@ llm_sse_finish(llm_sse_t *p)
 }
 
 
+int
+llm_sse_pending(const llm_sse_t *p)
+{
+    if (p->state != sw_line_start) {
+        return 1;
+    }
+
+    return p->in_event ? 2 : 0;
+}
+
+
+int
+llm_sse_filter(llm_sse_t *p, const char *data, size_t len,
+    llm_sse_out_pt out, void *ctx)
+{
+    size_t    off, used, start, ev;
+    unsigned  cut;
+
+    if (len == 0) {
+        return 0;
+    }
+
+    if (!p->strip) {
+        p->yield = 0;
+        (void) llm_sse_feed(p, data, len);
+
+        return out(ctx, data, len);
+    }
+
+    p->yield = 1;
+
+    /* given out or dropped: the bytes before start */
+    start = 0;
+    off = 0;
+
+    /* the LF of a CRLF split by the buffers belongs to what came before */
+    if (p->last_cr && data[0] == '\n') {
+        (void) llm_sse_feed(p, data, 1);
+        off = 1;
+
+        if (p->holding && p->hold_len < p->hold_cap) {
+            p->hold[p->hold_len++] = '\n';
+            start = 1;
+
+        } else if (p->holding) {
+            if (out(ctx, p->hold, p->hold_len) != 0) {
+                return -1;
+            }
+
+            p->hold_len = 0;
+            p->holding = 0;
+
+        } else if (p->drop_lf) {
+            start = 1;
+        }
+    }
+
+    p->drop_lf = 0;
+
+    /* where the current event began in data; nowhere if it did before */
+    ev = (llm_sse_pending(p) == 0 && !p->holding) ? off : LLM_SSE_NOWHERE;
+
+    while (off < len) {
+        used = llm_sse_feed(p, data + off, len - off);
+
+        if (p->holding) {
+
+            if (used <= p->hold_cap - p->hold_len) {
+                memcpy(p->hold + p->hold_len, data + off, used);
+                p->hold_len += used;
+                start = off + used;
+
+            } else {
+                /* too long for a usage chunk: it goes as it is */
+                if (out(ctx, p->hold, p->hold_len) != 0) {
+                    return -1;
+                }
+
+                p->hold_len = 0;
+                p->holding = 0;
+                start = off;
+            }
+        }
+
+        off += used;
+
+        if (!p->dispatched) {
+            continue;
+        }
+
+        if (p->usage_only) {
+            cut = 0;
+
+            if (p->holding) {
+                p->hold_len = 0;
+                p->holding = 0;
+                cut = 1;
+
+            } else if (ev != LLM_SSE_NOWHERE) {
+                if (ev > start && out(ctx, data + start, ev - start) != 0) {
+                    return -1;
+                }
+
+                start = off;
+                cut = 1;
+            }
+
+            p->stripped |= cut;
+
+            /* a CR at the very end: its LF may open the next buffer */
+            p->drop_lf = (cut && p->last_cr && off == len);
+
+        } else if (p->holding) {
+
+            if (out(ctx, p->hold, p->hold_len) != 0) {
+                return -1;
+            }
+
+            p->hold_len = 0;
+            p->holding = 0;
+        }
+
+        ev = off;
+    }
+
+    /*
+     * Once the choices have finished, the unfinished event at the end may
+     * be the usage chunk: it waits in hold for the rest of it.
+     */
+
+    if (!p->holding && ev != LLM_SSE_NOWHERE && ev < len
+        && p->usage.finish_reason[0] != '\0' && len - ev <= p->hold_cap
+        && llm_sse_pending(p))
+    {
+        if (ev > start && out(ctx, data + start, ev - start) != 0) {
+            return -1;
+        }
+
+        memcpy(p->hold, data + ev, len - ev);
+        p->hold_len = len - ev;
+        p->holding = 1;
+        start = len;
+    }
+
+    return (start < len) ? out(ctx, data + start, len - start) : 0;
+}
+
+
+int
+llm_sse_filter_end(llm_sse_t *p, llm_sse_out_pt out, void *ctx,
+    const char **closing)
+{
+    *closing = llm_sse_closing(p);
+
+    p->usage_only = 0;
+    llm_sse_finish(p);
+
+    if (!p->holding) {
+        return 0;
+    }
+
+    p->holding = 0;
+
+    if (p->usage_only) {
+        /* the usage chunk, cut short of its blank line: still ours */
+        p->stripped = 1;
+        *closing = "";
+        return 0;
+    }
+
+    return out(ctx, p->hold, p->hold_len);
+}
+
+
+const char *
+llm_sse_closing(const llm_sse_t *p)
+{
+    switch (llm_sse_pending(p)) {
+
+    case 1:
+        return "\n\n";
+
+    case 2:
+        /* after a CR an LF alone would only complete its line end */
+        return p->last_cr ? "\n\n" : "\n";
+
+    default:
+        return "";
+    }
+}
+
+
+size_t
+llm_sse_error_event(llm_api_e api, const char *message, char *buf,
+    size_t cap)
+{
+    int  n;
+
+    switch (api) {
+
+    case LLM_API_ANTHROPIC:
+        n = snprintf(buf, cap, "event: error\n"
+                     "data: {\"type\":\"error\",\"error\":"
+                     "{\"type\":\"api_error\",\"message\":\"%s\"}}\n\n",
+                     message);
+        break;
+
+    case LLM_API_RESPONSES:
+        /* the "error" member makes the SDKs raise it, as for Chat */
+        n = snprintf(buf, cap, "event: error\n"
+                     "data: {\"type\":\"error\",\"code\":\"upstream_error\","
+                     "\"message\":\"%s\",\"param\":null,"
+                     "\"error\":{\"message\":\"%s\",\"type\":\"server_error\","
+                     "\"param\":null,\"code\":\"upstream_error\"}}\n\n",
+                     message, message);
+        break;
+
+    default:
+        n = snprintf(buf, cap, "data: {\"error\":{\"message\":\"%s\","
+                     "\"type\":\"server_error\",\"param\":null,"
+                     "\"code\":\"upstream_error\"}}\n\n", message);
+        break;
+    }
+
+    return (n > 0 && (size_t) n < cap) ? (size_t) n : 0;
+}
+
+
 /*
  * A body that parses as a JSON object is whole, so it sets done: the
  * caller flags the others as partial.
@@ -192,8 +477,10 @@ int
 llm_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
-    uint64_t      tokens[4];
+    uint64_t      bytes, tokens[4];
+    unsigned      usage_only;
     cJSON        *root;
+    const char  **keys;
     const cJSON  *item;
 
     memset(u, 0, sizeof(llm_usage_t));
@@ -213,42 +500,152 @@ llm_usage_from_json(llm_api_e api, const char *body, size_t len,
 
     u->done = 1;
 
-    if (api == LLM_API_OPENAI) {
-        llm_sse_openai_json(root, u);
+    switch (api) {
+
+    case LLM_API_OPENAI:
+        llm_sse_openai_json(root, u, &usage_only);
+        keys = llm_sse_openai_text;
+        break;
+
+    case LLM_API_RESPONSES:
+        llm_sse_responses_json(root, u);
+        keys = llm_sse_responses_text;
+        break;
+
+    case LLM_API_ANTHROPIC:
+        item = cJSON_GetObjectItemCaseSensitive(root, "type");
+
+        if (cJSON_IsString(item) && strcmp(item->valuestring, "error") == 0) {
+            u->error = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "error");
+
+        if (item != NULL && !cJSON_IsNull(item)) {
+            u->error = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+        if (cJSON_IsObject(item)) {
+            memset(tokens, 0, sizeof(tokens));
+            llm_sse_anthropic_usage(item, tokens, u);
+            u->have_input = 1;
+            u->have_usage = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
+        llm_sse_finish_reason(item, u);
+
+        keys = llm_sse_anthropic_text;
+        break;
+
+    default:
         goto done;
     }
 
-    if (api != LLM_API_ANTHROPIC) {
-        goto done;
+    /* the whole text, as one delta, for when the usage is missing */
+
+    bytes = 0;
+    llm_sse_count_json(u, root, keys, &bytes);
+
+    if (bytes) {
+        u->delta_events = 1;
+        u->delta_bytes = bytes;
     }
-
-    item = cJSON_GetObjectItemCaseSensitive(root, "type");
-
-    if (cJSON_IsString(item) && strcmp(item->valuestring, "error") == 0) {
-        u->error = 1;
-    }
-
-    item = cJSON_GetObjectItemCaseSensitive(root, "error");
-
-    if (item != NULL && !cJSON_IsNull(item)) {
-        u->error = 1;
-    }
-
-    item = cJSON_GetObjectItemCaseSensitive(root, "usage");
-
-    if (cJSON_IsObject(item)) {
-        memset(tokens, 0, sizeof(tokens));
-        llm_sse_anthropic_usage(item, tokens, u);
-    }
-
-    item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
-    llm_sse_finish_reason(item, u);
 
 done:
 
     cJSON_Delete(root);
 
     return u->have_usage;
+}
+
+
+uint64_t
+llm_usage_output_estimate(const llm_usage_t *u)
+{
+    uint64_t  n;
+
+    n = u->delta_bytes / 4 + (u->delta_bytes % 4 != 0);
+    n = llm_sse_max(n, u->delta_events);
+
+    return llm_sse_max(n, u->output_tokens);
+}
+
+
+void
+llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
+    llm_settle_t *out)
+{
+    llm_end_e  end;
+
+    memset(out, 0, sizeof(llm_settle_t));
+
+    out->finish_reason = u->finish_reason;
+
+    if (u->clamped) {
+        out->flags |= LLM_REC_F_CLAMPED;
+    }
+
+    if (u->repeated) {
+        out->flags |= LLM_REC_F_REPEATED;
+    }
+
+    if (u->truncated) {
+        out->flags |= LLM_REC_F_OVERSIZE;
+    }
+
+    /* the upstream's own figures, whole: it reported the prompt too */
+    if (u->have_usage && u->have_input) {
+        out->input_tokens = u->input_tokens;
+        out->output_tokens = u->output_tokens;
+        out->cached_input_tokens = u->cached_input_tokens;
+        out->cache_write_tokens = u->cache_write_tokens;
+        out->reasoning_tokens = u->reasoning_tokens;
+    }
+
+    if (!in->upstream_ok) {
+        /* one that refused or failed processed nothing to charge */
+        return;
+    }
+
+    end = in->end;
+
+    if (end == LLM_END_CLEAN && (!u->done || u->error)) {
+        end = LLM_END_UPSTREAM_ERROR;
+    }
+
+    if (end != LLM_END_CLEAN && end != LLM_END_UNREADABLE) {
+        out->flags |= LLM_REC_F_PARTIAL;
+    }
+
+    if (u->have_usage && u->have_input) {
+        return;
+    }
+
+    out->flags |= LLM_REC_F_ESTIMATED;
+
+    if (end == LLM_END_UNREADABLE) {
+        /* nothing the gateway cannot prove is refunded */
+        out->input_tokens = llm_sse_max(in->prompt_estimate,
+                                        u->have_input ? u->input_tokens : 0);
+        out->output_tokens = llm_sse_max(in->max_tokens,
+                                         llm_usage_output_estimate(u));
+        return;
+    }
+
+    out->input_tokens = u->have_input ? u->input_tokens : in->prompt_estimate;
+    out->cached_input_tokens = u->cached_input_tokens;
+    out->cache_write_tokens = u->cache_write_tokens;
+    out->output_tokens = llm_usage_output_estimate(u);
+
+    if (end == LLM_END_CLIENT_CLOSED) {
+        out->finish_reason = "client_closed";
+
+    } else if (end == LLM_END_UPSTREAM_ERROR) {
+        out->finish_reason = "upstream_error";
+    }
 }
 
 
@@ -264,9 +661,11 @@ llm_sse_line_end(llm_sse_t *p)
     case sw_name:
         /* a line without a colon is a field with an empty value */
         llm_sse_field(p);
-        break;
+
+        /* fall through */
 
     default:
+        p->in_event = 1;
         break;
     }
 
@@ -341,14 +740,39 @@ llm_sse_value(llm_sse_t *p, const char *s, size_t n)
 static void
 llm_sse_append(llm_sse_t *p, const char *s, size_t n)
 {
+    char    *b;
+    size_t   size;
+
     if (p->skip_event || n == 0) {
         return;
     }
 
     if (n > p->cap - p->len) {
-        p->skip_event = 1;
-        p->usage.truncated = 1;
-        return;
+
+        /* a Responses' last event repeats all the output: it may grow */
+        if (p->grow == NULL || p->cap == 0 || p->max < p->len
+            || n > p->max - p->len)
+        {
+            p->skip_event = 1;
+            p->usage.truncated = 1;
+            return;
+        }
+
+        for (size = p->cap * 2; size < p->len + n; size *= 2) {
+            /* void */
+        }
+
+        size = (size > p->max) ? p->max : size;
+
+        b = p->grow(p->grow_ctx, p->buf, p->len, size);
+        if (b == NULL) {
+            p->skip_event = 1;
+            p->usage.truncated = 1;
+            return;
+        }
+
+        p->buf = b;
+        p->cap = size;
     }
 
     memcpy(p->buf + p->len, s, n);
@@ -361,11 +785,22 @@ llm_sse_dispatch(llm_sse_t *p)
 {
     if (p->have_data && !p->skip_event) {
 
-        if (p->api == LLM_API_OPENAI) {
-            llm_sse_openai(p);
+        switch (p->api) {
 
-        } else if (p->api == LLM_API_ANTHROPIC) {
+        case LLM_API_OPENAI:
+            llm_sse_openai(p);
+            break;
+
+        case LLM_API_ANTHROPIC:
             llm_sse_anthropic(p);
+            break;
+
+        case LLM_API_RESPONSES:
+            llm_sse_responses(p);
+            break;
+
+        default:
+            break;
         }
     }
 
@@ -373,13 +808,17 @@ llm_sse_dispatch(llm_sse_t *p)
     p->event_len = 0;
     p->have_data = 0;
     p->skip_event = 0;
+    p->in_event = 0;
+    p->dispatched = 1;
 }
 
 
 static void
 llm_sse_openai(llm_sse_t *p)
 {
-    cJSON  *root;
+    cJSON     *root;
+    uint64_t   events;
+    unsigned   usage_only;
 
     if (llm_sse_kind(p->event, p->event_len) == llm_sse_error) {
         p->usage.error = 1;
@@ -389,6 +828,9 @@ llm_sse_openai(llm_sse_t *p)
         p->usage.done = 1;
         return;
     }
+
+    events = p->usage.delta_events;
+    llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text);
 
     /* most events are content deltas: they are not worth a parse */
 
@@ -402,7 +844,11 @@ llm_sse_openai(llm_sse_t *p)
     }
 
     if (cJSON_IsObject(root)) {
-        llm_sse_openai_json(root, &p->usage);
+        usage_only = 0;
+        llm_sse_openai_json(root, &p->usage, &usage_only);
+
+        /* text for the client is never cut, whatever else is there */
+        p->usage_only = usage_only && p->usage.delta_events == events;
     }
 
     cJSON_Delete(root);
@@ -437,6 +883,7 @@ llm_sse_anthropic(llm_sse_t *p)
     case llm_sse_other:
 
         if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
+            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text);
             return;
         }
 
@@ -471,8 +918,8 @@ llm_sse_anthropic(llm_sse_t *p)
         item = cJSON_GetObjectItemCaseSensitive(item, "usage");
 
         if (cJSON_IsObject(item)) {
-            memset(p->tokens, 0, sizeof(p->tokens));
             llm_sse_anthropic_usage(item, p->tokens, &p->usage);
+            p->usage.have_input = 1;
         }
 
         break;
@@ -482,6 +929,12 @@ llm_sse_anthropic(llm_sse_t *p)
 
         if (cJSON_IsObject(item)) {
             llm_sse_anthropic_usage(item, p->tokens, &p->usage);
+
+            if (p->usage.have_usage) {
+                p->usage.repeated = 1;
+            }
+
+            p->usage.have_usage = 1;
         }
 
         item = cJSON_GetObjectItemCaseSensitive(root, "delta");
@@ -498,6 +951,8 @@ llm_sse_anthropic(llm_sse_t *p)
         break;
 
     default:
+        /* its "type" says message_ but is not one of ours */
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text);
         break;
     }
 
@@ -507,48 +962,150 @@ done:
 }
 
 
+/*
+ * Responses: every event names its type, in the event: line and in the
+ * data; only the last one (response.completed, .incomplete or .failed)
+ * carries the usage, and there is no [DONE].
+ */
+
 static void
-llm_sse_openai_json(const cJSON *root, llm_usage_t *u)
+llm_sse_responses(llm_sse_t *p)
 {
-    uint64_t      in, cached;
-    const cJSON  *item, *usage;
+    cJSON           *root;
+    llm_sse_kind_e   kind;
+
+    kind = llm_sse_kind(p->event, p->event_len);
+
+    if (kind == llm_sse_other) {
+        kind = llm_sse_data_type(p->buf, p->len);
+    }
+
+    switch (kind) {
+
+    case llm_sse_response_end:
+        break;
+
+    case llm_sse_error:
+        p->usage.error = 1;
+        return;
+
+    default:
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta);
+        return;
+    }
+
+    root = cJSON_ParseWithLength(p->buf, p->len);
+    if (root == NULL) {
+        return;
+    }
+
+    if (cJSON_IsObject(root)) {
+        llm_sse_responses_json(cJSON_GetObjectItemCaseSensitive(root,
+                                                                "response"),
+                               &p->usage);
+        p->usage.done = 1;
+    }
+
+    cJSON_Delete(root);
+}
+
+
+static void
+llm_sse_openai_json(const cJSON *root, llm_usage_t *u, unsigned *usage_only)
+{
+    unsigned      error;
+    uint64_t      in, out, cached, reasoning;
+    const cJSON  *item, *usage, *choices;
 
     item = cJSON_GetObjectItemCaseSensitive(root, "error");
+    error = (item != NULL && !cJSON_IsNull(item));
 
-    if (item != NULL && !cJSON_IsNull(item)) {
+    if (error) {
         u->error = 1;
     }
 
+    choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
     usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
 
     if (cJSON_IsObject(usage)) {
         in = llm_sse_tokens(usage, "prompt_tokens", 0, u);
+        out = llm_sse_tokens(usage, "completion_tokens", 0, u);
 
         item = cJSON_GetObjectItemCaseSensitive(usage,
                                                 "prompt_tokens_details");
         cached = llm_sse_tokens(item, "cached_tokens", 0, u);
 
-        /* a cached token is a prompt token: never bill more cached ones */
+        item = cJSON_GetObjectItemCaseSensitive(usage,
+                                                "completion_tokens_details");
+        reasoning = llm_sse_tokens(item, "reasoning_tokens", 0, u);
 
-        if (cached > in) {
-            cached = in;
-            u->clamped = 1;
-        }
+        llm_sse_final(u, in, out, cached, reasoning);
 
-        u->input_tokens = in;
-        u->cached_input_tokens = cached;
-        u->output_tokens = llm_sse_tokens(usage, "completion_tokens", 0, u);
-        u->have_usage = 1;
+        /* the chunk the gateway may cut: usage, and nothing else */
+        *usage_only = !error
+                      && (choices == NULL || cJSON_GetArraySize(choices) == 0);
     }
 
-    item = cJSON_GetObjectItemCaseSensitive(root, "choices");
-
-    if (!cJSON_IsArray(item)) {
+    if (!cJSON_IsArray(choices)) {
         return;
     }
 
-    item = cJSON_GetArrayItem(item, 0);
+    item = cJSON_GetArrayItem(choices, 0);
     item = cJSON_GetObjectItemCaseSensitive(item, "finish_reason");
+    llm_sse_finish_reason(item, u);
+}
+
+
+/*
+ * A Responses object: its usage, and as the finish reason its status
+ * (completed, failed, cancelled) or, when incomplete, why.
+ */
+
+static void
+llm_sse_responses_json(const cJSON *resp, llm_usage_t *u)
+{
+    uint64_t      in, out, cached, reasoning;
+    const cJSON  *item, *usage;
+
+    if (!cJSON_IsObject(resp)) {
+        return;
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(resp, "error");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        u->error = 1;
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(resp, "usage");
+
+    if (cJSON_IsObject(usage)) {
+        in = llm_sse_tokens(usage, "input_tokens", 0, u);
+        out = llm_sse_tokens(usage, "output_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage, "input_tokens_details");
+        cached = llm_sse_tokens(item, "cached_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage,
+                                                "output_tokens_details");
+        reasoning = llm_sse_tokens(item, "reasoning_tokens", 0, u);
+
+        llm_sse_final(u, in, out, cached, reasoning);
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(resp, "status");
+
+    if (cJSON_IsString(item) && strcmp(item->valuestring, "incomplete") == 0)
+    {
+        item = cJSON_GetObjectItemCaseSensitive(resp, "incomplete_details");
+        item = cJSON_GetObjectItemCaseSensitive(item, "reason");
+
+        if (!cJSON_IsString(item)) {
+            llm_sse_set_reason(u, "incomplete");
+            return;
+        }
+    }
+
     llm_sse_finish_reason(item, u);
 }
 
@@ -557,8 +1114,9 @@ llm_sse_openai_json(const cJSON *root, llm_usage_t *u)
  * Anthropic counts the prompt in three parts: input_tokens are only those
  * after the last cache breakpoint.  Our input_tokens is the whole prompt,
  * as OpenAI's prompt_tokens is: input_tokens + cache_creation_input_tokens
- * + cache_read_input_tokens; cached_input_tokens is cache_read_input_tokens.
- * Each figure is cumulative, so one present replaces the one before.
+ * + cache_read_input_tokens; cached_input_tokens is cache_read_input_tokens
+ * and cache_write_tokens cache_creation_input_tokens.  Each figure is
+ * cumulative, so the largest seen counts.
  */
 
 static void
@@ -586,9 +1144,57 @@ llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
         u->clamped = 1;
     }
 
+    u->input_tokens = llm_sse_max(u->input_tokens, in);
+    u->cached_input_tokens = llm_sse_max(u->cached_input_tokens,
+                                         tokens[llm_sse_cache_read]);
+    u->cache_write_tokens = llm_sse_max(u->cache_write_tokens,
+                                        tokens[llm_sse_cache_creation]);
+    u->output_tokens = llm_sse_max(u->output_tokens, tokens[llm_sse_output]);
+
+    /* parts of the prompt are never more than the prompt */
+    u->cached_input_tokens = (u->cached_input_tokens > u->input_tokens)
+                             ? u->input_tokens : u->cached_input_tokens;
+    u->cache_write_tokens = (u->cache_write_tokens > u->input_tokens)
+                            ? u->input_tokens : u->cache_write_tokens;
+}
+
+
+/*
+ * The final usage of an OpenAI response.  Sent twice, it is flagged, and
+ * each figure is the larger of the two: a repeated report never lowers
+ * the bill, nor can it refund what was produced.
+ */
+
+static void
+llm_sse_final(llm_usage_t *u, uint64_t in, uint64_t out, uint64_t cached,
+    uint64_t reasoning)
+{
+    /* a cached token is a prompt token, a reasoning one an output one */
+
+    if (cached > in) {
+        cached = in;
+        u->clamped = 1;
+    }
+
+    if (reasoning > out) {
+        reasoning = out;
+        u->clamped = 1;
+    }
+
+    if (u->have_usage) {
+        u->repeated = 1;
+
+        in = llm_sse_max(in, u->input_tokens);
+        out = llm_sse_max(out, u->output_tokens);
+        cached = llm_sse_max(cached, u->cached_input_tokens);
+        reasoning = llm_sse_max(reasoning, u->reasoning_tokens);
+    }
+
     u->input_tokens = in;
-    u->cached_input_tokens = tokens[llm_sse_cache_read];
-    u->output_tokens = tokens[llm_sse_output];
+    u->output_tokens = out;
+    u->cached_input_tokens = cached;
+    u->reasoning_tokens = reasoning;
+    u->have_input = 1;
     u->have_usage = 1;
 }
 
@@ -639,23 +1245,25 @@ llm_sse_tokens(const cJSON *obj, const char *name, uint64_t dflt,
 }
 
 
+static void
+llm_sse_finish_reason(const cJSON *item, llm_usage_t *u)
+{
+    if (cJSON_IsString(item)) {
+        llm_sse_set_reason(u, item->valuestring);
+    }
+}
+
+
 /*
  * The reason goes into the settle record and on to the database as text:
  * anything but printable ASCII, which real reasons are, becomes '?'.
  */
 
 static void
-llm_sse_finish_reason(const cJSON *item, llm_usage_t *u)
+llm_sse_set_reason(llm_usage_t *u, const char *s)
 {
     size_t          i;
     unsigned char   c;
-    const char     *s;
-
-    if (!cJSON_IsString(item)) {
-        return;
-    }
-
-    s = item->valuestring;
 
     for (i = 0; i < LLM_USAGE_FINISH_MAX - 1 && s[i] != '\0'; i++) {
         c = (unsigned char) s[i];
@@ -692,6 +1300,27 @@ llm_sse_kind(const char *s, size_t n)
 
         if (memcmp(s, "message_delta", 13) == 0) {
             return llm_sse_message_delta;
+        }
+
+        break;
+
+    case 15:
+        if (memcmp(s, "response.failed", 15) == 0) {
+            return llm_sse_response_end;
+        }
+
+        break;
+
+    case 18:
+        if (memcmp(s, "response.completed", 18) == 0) {
+            return llm_sse_response_end;
+        }
+
+        break;
+
+    case 19:
+        if (memcmp(s, "response.incomplete", 19) == 0) {
+            return llm_sse_response_end;
         }
 
         break;
@@ -799,6 +1428,220 @@ llm_sse_anthropic_wanted(const char *s, size_t n)
     }
 
     return 0;
+}
+
+
+/* the kind named by the first "type" member of an event's data */
+
+static llm_sse_kind_e
+llm_sse_data_type(const char *s, size_t n)
+{
+    uint64_t     bytes;
+    const char  *q, *k, *v, *end;
+
+    end = s + n;
+    q = s;
+
+    while (q < end) {
+        q = memchr(q, '"', end - q);
+        if (q == NULL) {
+            break;
+        }
+
+        k = q + 1;
+        q = llm_sse_string(k, end, &bytes);
+
+        if (q == end) {
+            break;
+        }
+
+        v = llm_sse_ws(++q, end);
+
+        if (v == end || *v != ':') {
+            continue;
+        }
+
+        if (q - k != 5 || memcmp(k, "type", 4) != 0) {
+            q = v + 1;
+            continue;
+        }
+
+        v = llm_sse_ws(v + 1, end);
+
+        if (v == end || *v != '"') {
+            break;
+        }
+
+        q = llm_sse_string(v + 1, end, &bytes);
+
+        return (q == end) ? llm_sse_other : llm_sse_kind(v + 1, q - v - 1);
+    }
+
+    return llm_sse_other;
+}
+
+
+/*
+ * Counts the generated text of a delta event: the string values of the
+ * members named in keys, wherever they are.  Every string is skipped
+ * whole, so text inside one never looks like a member.
+ */
+
+static void
+llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys)
+{
+    size_t       kn;
+    uint64_t     bytes, total;
+    const char  *q, *k, *v, *end;
+
+    total = 0;
+    end = s + n;
+    q = s;
+
+    while (q < end) {
+        q = memchr(q, '"', end - q);
+        if (q == NULL) {
+            break;
+        }
+
+        k = q + 1;
+        q = llm_sse_string(k, end, &bytes);
+
+        if (q == end) {
+            break;
+        }
+
+        kn = q - k;
+        v = llm_sse_ws(++q, end);
+
+        /* a value, not a member name */
+        if (v == end || *v != ':') {
+            continue;
+        }
+
+        q = v + 1;
+
+        if (!llm_sse_is_key(keys, k, kn)) {
+            continue;
+        }
+
+        v = llm_sse_ws(q, end);
+
+        if (v == end || *v != '"') {
+            continue;
+        }
+
+        q = llm_sse_string(v + 1, end, &bytes);
+        total += bytes;
+
+        if (q < end) {
+            q++;
+        }
+    }
+
+    if (total) {
+        u->delta_events++;
+        u->delta_bytes += total;
+    }
+}
+
+
+static void
+llm_sse_count_json(llm_usage_t *u, const cJSON *item, const char **keys,
+    uint64_t *bytes)
+{
+    const char   *s;
+    const cJSON  *child;
+
+    cJSON_ArrayForEach(child, item) {
+
+        if (cJSON_IsString(child)) {
+            s = child->string;
+
+            /* decoded already: its bytes are its length */
+            if (s != NULL && llm_sse_is_key(keys, s, strlen(s))) {
+                *bytes += strlen(child->valuestring);
+            }
+
+        } else if (cJSON_IsObject(child) || cJSON_IsArray(child)) {
+
+            if (child->string == NULL || strcmp(child->string, "usage") != 0)
+            {
+                llm_sse_count_json(u, child, keys, bytes);
+            }
+        }
+    }
+}
+
+
+/* s, n: a member name as sent, up to its closing quote (escapes kept) */
+
+static int
+llm_sse_is_key(const char **keys, const char *s, size_t n)
+{
+    for ( /* void */ ; *keys; keys++) {
+        if (strlen(*keys) == n && memcmp(*keys, s, n) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * From just after an opening quote to its closing quote (or end).  *bytes
+ * is the string's length in UTF-8 as decoded: an escape is one byte, a
+ * \uXXXX the bytes of its code point (a surrogate two, a pair four).
+ * Decoded strings from cJSON have no escapes and count as they are.
+ */
+
+static const char *
+llm_sse_string(const char *s, const char *end, uint64_t *bytes)
+{
+    unsigned   cp, i, c;
+    uint64_t   n;
+
+    n = 0;
+
+    while (s < end && *s != '"') {
+
+        if (*s != '\\') {
+            n++;
+            s++;
+            continue;
+        }
+
+        if (end - s < 2) {
+            s = end;
+            break;
+        }
+
+        if (s[1] != 'u' || end - s < 6) {
+            n++;
+            s += 2;
+            continue;
+        }
+
+        cp = 0;
+
+        for (i = 2; i < 6; i++) {
+            c = (unsigned char) s[i];
+            c = (c >= '0' && c <= '9') ? c - '0'
+                : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a'
+                                                             + 10
+                : 0;
+            cp = cp * 16 + c;
+        }
+
+        n += (cp < 0x80) ? 1
+             : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
+        s += 6;
+    }
+
+    *bytes = n;
+
+    return s;
 }
 
 

@@ -2,13 +2,19 @@
 /*
  * Usage extraction from upstream responses: an incremental Server-Sent
  * Events parser for streams and a one-shot reader for JSON bodies, for the
- * OpenAI Chat Completions and Anthropic Messages formats.
+ * OpenAI Chat Completions, OpenAI Responses and Anthropic Messages formats;
+ * and the rule that turns what was seen into the figures a request is
+ * settled at (llm_usage_settle).
  *
  * The parser never holds the caller's bytes back: it copies what it needs
  * (the data of the current event, bounded by the buffer the caller gives)
  * and the caller passes its buffers on at once.  A stream split at any byte
  * boundary gives the same result.  Plain C with cJSON, no nginx types; all
  * memory comes from the caller (the event buffer) or cJSON's hooks.
+ *
+ * Besides the upstream's own figures it counts the generated text of every
+ * delta event (content, reasoning, refusals, tool-call arguments), so that a
+ * stream which ends without its usage is still metered.
  */
 
 #ifndef _LLM_SSE_H_INCLUDED_
@@ -30,14 +36,25 @@
 
 
 typedef struct {
-    uint64_t   input_tokens;
-    uint64_t   output_tokens;
-    uint64_t   cached_input_tokens;
+    /* the upstream's figures, each the largest it reported */
+    uint64_t   input_tokens;         /* the whole prompt, cached included */
+    uint64_t   output_tokens;        /* reasoning included */
+    uint64_t   cached_input_tokens;  /* read from the prompt cache */
+    uint64_t   cache_write_tokens;   /* written to it (Anthropic) */
+    uint64_t   reasoning_tokens;
+
+    /* what the gateway counted itself, from the delta events */
+    uint64_t   delta_events;         /* events that carried generated text */
+    uint64_t   delta_bytes;          /* bytes of that text, decoded */
+
     char       finish_reason[LLM_USAGE_FINISH_MAX];   /* NUL-terminated */
 
-    unsigned   have_usage:1;     /* a usage object was seen */
+    unsigned   have_usage:1;     /* the final usage was seen */
+    unsigned   have_input:1;     /* the prompt's size was reported (an
+                                    Anthropic message_start) */
     unsigned   done:1;           /* the stream's terminal event was seen */
     unsigned   clamped:1;        /* a figure was out of range */
+    unsigned   repeated:1;       /* the final usage came more than once */
     unsigned   truncated:1;      /* an event exceeded the buffer */
     unsigned   error:1;          /* an in-band error event was seen */
 } llm_usage_t;
@@ -51,6 +68,14 @@ typedef struct {
     char         *buf;
     size_t        cap;
     size_t        len;
+
+    /*
+     * If set, a larger event grows buf, up to max bytes: grow returns
+     * size bytes holding the len of old (and may free old), or NULL.
+     */
+    char       *(*grow)(void *ctx, char *old, size_t len, size_t size);
+    void         *grow_ctx;
+    size_t        max;
 
     /* the event type; a name longer than the buffer matches nothing */
     char          event[LLM_SSE_EVENT_MAX];
@@ -71,23 +96,148 @@ typedef struct {
     unsigned      have_data:1;
     unsigned      last_cr:1;        /* the previous byte was CR */
     unsigned      started:1;        /* a line has ended: no BOM any more */
+    unsigned      in_event:1;       /* a line of the current event was read */
+
+    /*
+     * With yield set, llm_sse_feed() returns right after the blank line
+     * that ends an event, with dispatched set; usage_only says whether
+     * that event was an OpenAI usage-only chunk (no choices).
+     */
+    unsigned      yield:1;
+    unsigned      dispatched:1;
+    unsigned      usage_only:1;
+
+    /* llm_sse_filter(): cut the usage-only chunk out of what is sent */
+    unsigned      strip:1;
+    unsigned      holding:1;        /* the current event is in hold */
+    unsigned      drop_lf:1;        /* a cut event ended with a CR */
+    unsigned      stripped:1;       /* one was cut */
+    char         *hold;
+    size_t        hold_len;
+    size_t        hold_cap;
 } llm_sse_t;
 
 
-/* buf holds one event's data; 64 KiB is plenty for real streams */
+/*
+ * llm_sse_filter() gives the bytes to send in pieces: each either points
+ * into the buffer fed (and may be sent from there) or into the hold (and
+ * must be copied: the hold is reused).
+ */
+typedef int (*llm_sse_out_pt)(void *data, const char *p, size_t len);
+
+
+/* buf holds one event's data; 16 KiB is plenty for real streams */
 void llm_sse_init(llm_sse_t *p, llm_api_e api, char *buf, size_t cap);
 
-void llm_sse_feed(llm_sse_t *p, const char *data, size_t len);
+/*
+ * Returns the bytes consumed: all of them, unless p->yield is set and an
+ * event ended first.
+ */
+size_t llm_sse_feed(llm_sse_t *p, const char *data, size_t len);
+
+/*
+ * Feeds one buffer of a stream and gives to out, in order, what the client
+ * must receive of it.  Without p->strip, that is the whole buffer.  With
+ * it (the gateway asked an OpenAI upstream for the usage the client did
+ * not ask for), the usage-only chunk is left out: cut from the buffer when
+ * it begins there; else, once the choices have finished, the unfinished
+ * event at the end of a buffer is held (in hold, hold_cap bytes) until it
+ * ends, so that it can be dropped whole.  Before the finish nothing is
+ * held: content is never delayed.  Returns -1 if out did, else 0.
+ */
+int llm_sse_filter(llm_sse_t *p, const char *data, size_t len,
+    llm_sse_out_pt out, void *ctx);
+
+/*
+ * The stream ended: dispatches what is pending and gives out what is held
+ * (unless it is the usage chunk, cut short).  *closing is what then ends
+ * the stream's unfinished line or event (llm_sse_closing()), for an error
+ * event to follow.
+ */
+int llm_sse_filter_end(llm_sse_t *p, llm_sse_out_pt out, void *ctx,
+    const char **closing);
+
+/*
+ * The bytes that end whatever a cut stream left unfinished (a line, an
+ * event), so that an event sent after them stands on its own.
+ */
+const char *llm_sse_closing(const llm_sse_t *p);
+
+/*
+ * Writes the terminal in-band error event the client gets when the
+ * upstream fails mid-stream, in the API's own format.  message must need
+ * no JSON escaping.  Returns its length, 0 if cap is too small.
+ */
+size_t llm_sse_error_event(llm_api_e api, const char *message, char *buf,
+    size_t cap);
 
 /* The stream ended: dispatch an event not yet terminated by a blank line. */
 void llm_sse_finish(llm_sse_t *p);
 
+/* 1 if the stream stopped inside a line, 2 inside an event, 0 between */
+int llm_sse_pending(const llm_sse_t *p);
+
 /*
  * Reads the usage of a whole non-streaming JSON response.  Returns 1 if a
- * usage object was found, 0 if not (u is still filled as far as it goes).
+ * usage object was found, 0 if not (u is still filled as far as it goes,
+ * the generated text counted as one delta).
  */
 int llm_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u);
+
+/*
+ * The gateway's count of the output: the larger of the delta events that
+ * carried text and ceil(text bytes / 4), and never less than the
+ * upstream's own (cumulative) figure.
+ */
+uint64_t llm_usage_output_estimate(const llm_usage_t *u);
+
+
+/* how a response ended */
+typedef enum {
+    LLM_END_CLEAN = 0,           /* as its protocol says */
+    LLM_END_CLIENT_CLOSED,       /* the client went away first */
+    LLM_END_UPSTREAM_ERROR,      /* the upstream died, reset, stalled or
+                                    sent an in-band error */
+    LLM_END_UNREADABLE           /* the body could not be read (encoded,
+                                    larger than the buffer, on disk) */
+} llm_end_e;
+
+
+typedef struct {
+    uint64_t      prompt_estimate;   /* the admission estimate */
+    uint64_t      max_tokens;
+    unsigned      upstream_ok:1;     /* the upstream answered 2xx */
+    llm_end_e     end;
+} llm_settle_in_t;
+
+
+typedef struct {
+    uint64_t      input_tokens;
+    uint64_t      output_tokens;
+    uint64_t      cached_input_tokens;
+    uint64_t      cache_write_tokens;
+    uint64_t      reasoning_tokens;
+    uint32_t      flags;             /* LLM_REC_F_* */
+    const char   *finish_reason;     /* NUL-terminated; "" if none */
+} llm_settle_t;
+
+
+/*
+ * The settlement rule (README, "Metering"):
+ *
+ *   - the upstream refused or failed (not 2xx) and sent no usage: nothing;
+ *   - the body could not be read: the reservation, prompt estimate plus
+ *     max_tokens, stands in full;
+ *   - the final usage was seen: the upstream's figures;
+ *   - otherwise: the prompt as the upstream reported it, or the admission
+ *     estimate, plus llm_usage_output_estimate(), flagged estimated.
+ *
+ * A response that did not end cleanly is flagged partial, and its finish
+ * reason is client_closed or upstream_error unless the final usage came.
+ */
+void llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
+    llm_settle_t *out);
 
 
 #endif /* _LLM_SSE_H_INCLUDED_ */

@@ -11,13 +11,14 @@ use Exporter qw(import);
 use File::Path qw(make_path);
 use File::Temp qw(tempdir);
 use HTTP::Tiny;
+use IO::Select;
 use IO::Socket::INET;
 use JSON::PP;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-our @EXPORT = qw(stack accountd new_tenant nginx http_post json_body
-                 usage_row usage_rows db forge_key);
+our @EXPORT = qw(stack accountd new_tenant nginx http_post raw_post
+                 json_body usage_row usage_rows db forge_key);
 
 my %stack;
 my $tenants = 0;
@@ -124,6 +125,85 @@ sub http_post {
         headers => { 'content-type' => 'application/json', %headers },
         content => $body,
     });
+}
+
+# A POST over a plain socket, for what HTTP::Tiny hides: whether a chunked
+# body ended with its last chunk, and a client that leaves early.  With
+# until => qr//, the socket is closed as soon as the body read so far
+# matches.  Returns { status, headers, body (de-chunked), complete,
+# aborted }.
+sub raw_post {
+    my ($url, $body, $headers, %o) = @_;
+    my ($host, $port, $path) = $url =~ m{^http://([^:/]+):(\d+)(/.*)$}
+        or die "raw_post: $url";
+    $body = encode_json($body) if ref $body;
+
+    my $c = IO::Socket::INET->new(PeerAddr => $host, PeerPort => $port)
+        or die "raw_post: $!";
+    my $req = "POST $path HTTP/1.1\r\nHost: $host\r\nConnection: close\r\n"
+        . "Content-Type: application/json\r\n"
+        . "Content-Length: " . length($body) . "\r\n";
+    $req .= "$_: $headers->{$_}\r\n" for sort keys %{ $headers // {} };
+    $c->syswrite("$req\r\n$body");
+
+    my $sel = IO::Select->new($c);
+    my $deadline = time() + ($o{timeout} // 30);
+    my $raw = '';
+
+    while ((my $left = $deadline - time()) > 0) {
+        last unless $sel->can_read($left);
+        last unless $c->sysread($raw, 65536, length $raw);
+
+        if ($o{until}) {
+            my $r = http_parse($raw);
+            if ($r->{body} =~ $o{until}) {
+                close($c);
+                return { %$r, aborted => 1 };
+            }
+        }
+    }
+
+    close($c);
+    return http_parse($raw);
+}
+
+# A response as far as it came: a chunked body is complete with its last
+# chunk, one with a Content-Length when that much came, another when the
+# connection closed.
+sub http_parse {
+    my ($raw) = @_;
+    my ($head, $rest) = split(/\r\n\r\n/, $raw, 2);
+    my %h;
+    my ($status) = ($head // '') =~ m{^HTTP/1\.[01] (\d+)};
+    for (split(/\r\n/, $head // '')) {
+        $h{lc $1} = $2 if /^([^:]+):\s*(.*)$/;
+    }
+    $rest //= '';
+
+    my ($body, $complete) = ('', 0);
+
+    if (($h{'transfer-encoding'} // '') =~ /chunked/i) {
+        while ($rest =~ s/^([0-9a-fA-F]+)\r\n//) {
+            my $n = hex $1;
+            if ($n == 0) {
+                $complete = ($rest =~ /^\r\n/) ? 1 : 0;
+                last;
+            }
+            last if length($rest) < $n + 2;
+            $body .= substr($rest, 0, $n);
+            substr($rest, 0, $n + 2) = '';
+        }
+
+    } elsif (defined $h{'content-length'}) {
+        $body = $rest;
+        $complete = length($rest) >= $h{'content-length'} ? 1 : 0;
+
+    } else {
+        ($body, $complete) = ($rest, 1);
+    }
+
+    return { status => $status // 0, headers => \%h, body => $body,
+             complete => $complete };
 }
 
 sub json_body {

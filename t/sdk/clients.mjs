@@ -61,6 +61,75 @@ const scenarios = {
                  output };
     },
 
+    async 'responses-json'() {
+        const { data, response } = await openai.responses.create({
+            model: 'mock-gpt-4o-mini', input: 'Say hello.',
+            max_output_tokens: 20,
+        }).withResponse();
+
+        return { id: response.headers.get('x-request-id'),
+                 text: data.output_text, input: data.usage.input_tokens,
+                 output: data.usage.output_tokens };
+    },
+
+    async 'responses-stream'() {
+        const { data: stream, response } = await openai.responses.create({
+            model: 'mock-gpt-4o-mini', input: 'Say hello.',
+            max_output_tokens: 20, stream: true,
+        }).withResponse();
+
+        let text = '', usage = null;
+        for await (const ev of stream) {
+            if (ev.type === 'response.output_text.delta') text += ev.delta;
+            if (ev.type === 'response.completed') usage = ev.response.usage;
+        }
+
+        return { id: response.headers.get('x-request-id'), text,
+                 input: usage.input_tokens, output: usage.output_tokens };
+    },
+
+    // The upstream dies mid-stream (MOCK_DIE_HOW after 2 tokens): each
+    // SDK must raise the gateway's error event, not end quietly.
+    async 'stream-dies'() {
+        const die = { 'x-mock-die-after': '2',
+                      'x-mock-die-how': process.env.MOCK_DIE_HOW ?? 'close' };
+        const api = process.env.API;
+        let text = '';
+
+        try {
+            if (api === 'anthropic') {
+                const stream = await anthropic.messages.create({
+                    model: 'mock-claude', messages, max_tokens: 20,
+                    stream: true }, { headers: die });
+                for await (const ev of stream) {
+                    if (ev.type === 'content_block_delta') text += ev.delta.text;
+                }
+
+            } else if (api === 'responses') {
+                const stream = await openai.responses.create({
+                    model: 'mock-gpt-4o-mini', input: 'Say hello.',
+                    max_output_tokens: 20, stream: true }, { headers: die });
+                for await (const ev of stream) {
+                    if (ev.type === 'response.output_text.delta') text += ev.delta;
+                }
+
+            } else {
+                const stream = await openai.chat.completions.create({
+                    model: 'mock-gpt-4o-mini', messages, max_tokens: 20,
+                    stream: true }, { headers: die });
+                for await (const chunk of stream) {
+                    text += chunk.choices[0]?.delta?.content ?? '';
+                }
+            }
+
+            return { text, error: null };
+
+        } catch (e) {
+            return { text, error: e.constructor.name,
+                     message: String(e.message) };
+        }
+    },
+
     async 'openai-error'() {
         try {
             await openai.chat.completions.create({

@@ -1,10 +1,13 @@
 
 /*
  * libFuzzer target for the usage extractor.  The first byte chooses the
- * API (bit 0), a small event buffer (bit 1) and where to split the rest
- * (bits 2-7, in 64ths of it).  The rest is fed whole, in two parts and a
- * byte at a time, which must all give the same usage, within range; then
- * it is read as a JSON body.
+ * API (bits 0-1: OpenAI, Anthropic, Responses, OpenAI with the usage
+ * chunk cut), a small event buffer (bit 2) and where to split the rest
+ * (bits 3-7, in 32nds of it).  The rest is fed whole, in two parts, a byte
+ * at a time, and event by event (yield), which must all give the same
+ * usage, within range; then it is read as a JSON body, and each is settled
+ * every way.  Through the filter that cuts the usage chunk, what comes out
+ * must read the same but for the usage, and, without the cut, be the input.
  */
 
 
@@ -21,11 +24,15 @@
 
 
 static void fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len,
-    size_t split, size_t step, llm_usage_t *u);
+    size_t split, size_t step, int yield, llm_usage_t *u);
+static void fuzz_settle(const llm_usage_t *u, const char *how);
 static void fuzz_check(const llm_usage_t *u, const char *how);
 static void fuzz_same(const llm_usage_t *a, const llm_usage_t *b,
     const char *how);
 static void fuzz_fail(const char *how, const char *what);
+static void fuzz_filter(size_t cap, const char *s, size_t len, size_t split,
+    int strip, const llm_usage_t *whole);
+static int fuzz_out(void *data, const char *p, size_t len);
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -38,30 +45,41 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t        len, split, cap;
     llm_api_e     api;
     const char   *s;
-    llm_usage_t   whole, part, byte, json;
+    llm_usage_t   whole, part, byte, event, json;
+
+    static const llm_api_e  apis[] = {
+        LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES, LLM_API_OPENAI
+    };
 
     if (size == 0) {
         return 0;
     }
 
-    api = (data[0] & 0x01) ? LLM_API_ANTHROPIC : LLM_API_OPENAI;
-    cap = (data[0] & 0x02) ? FUZZ_SMALL_BUF : FUZZ_BUF_SIZE;
+    api = apis[data[0] & 0x03];
+    cap = (data[0] & 0x04) ? FUZZ_SMALL_BUF : FUZZ_BUF_SIZE;
 
     s = (const char *) data + 1;
     len = size - 1;
-    split = len * (data[0] >> 2) / 64;
+    split = len * (data[0] >> 3) / 32;
 
-    fuzz_feed(api, cap, s, len, len, 0, &whole);
+    fuzz_feed(api, cap, s, len, len, 0, 0, &whole);
     fuzz_check(&whole, "whole");
+    fuzz_settle(&whole, "whole");
 
-    fuzz_feed(api, cap, s, len, split, 0, &part);
+    fuzz_feed(api, cap, s, len, split, 0, 0, &part);
     fuzz_same(&whole, &part, "split in two");
 
-    fuzz_feed(api, cap, s, len, 0, 1, &byte);
+    fuzz_feed(api, cap, s, len, 0, 1, 0, &byte);
     fuzz_same(&whole, &byte, "one byte at a time");
+
+    fuzz_feed(api, cap, s, len, split, 0, 1, &event);
+    fuzz_same(&whole, &event, "event by event");
+
+    fuzz_filter(cap, s, len, split, (data[0] & 0x03) == 3, &whole);
 
     rc = llm_usage_from_json(api, s, len, &json);
     fuzz_check(&json, "json");
+    fuzz_settle(&json, "json");
 
     if (rc != (int) json.have_usage) {
         fuzz_fail("json", "the return value is not have_usage");
@@ -75,10 +93,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 static void
 fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len, size_t split,
-    size_t step, llm_usage_t *u)
+    size_t step, int yield, llm_usage_t *u)
 {
     char       *buf;
-    size_t      off, n;
+    size_t      off, n, used;
     llm_sse_t   p;
 
     /* exactly cap bytes, so that the sanitizer sees an overflow */
@@ -90,7 +108,21 @@ fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len, size_t split,
 
     llm_sse_init(&p, api, buf, cap);
 
-    if (step == 0) {
+    if (yield) {
+        /* as the gateway's filter does when it may cut an event out */
+        p.yield = 1;
+
+        for (off = 0; off < len; off += used) {
+            n = (off < split) ? split - off : len - off;
+            used = llm_sse_feed(&p, s + off, n);
+
+            if (used == 0 || used > n || (used < n && !p.dispatched)) {
+                fuzz_fail("event by event", "feed stopped where no event "
+                          "ended");
+            }
+        }
+
+    } else if (step == 0) {
         llm_sse_feed(&p, s, split);
         llm_sse_feed(&p, s + split, len - split);
 
@@ -121,19 +153,32 @@ fuzz_check(const llm_usage_t *u, const char *how)
 
     if (u->input_tokens > LLM_USAGE_TOKENS_MAX
         || u->output_tokens > LLM_USAGE_TOKENS_MAX
-        || u->cached_input_tokens > LLM_USAGE_TOKENS_MAX)
+        || u->cached_input_tokens > LLM_USAGE_TOKENS_MAX
+        || u->cache_write_tokens > LLM_USAGE_TOKENS_MAX
+        || u->reasoning_tokens > LLM_USAGE_TOKENS_MAX)
     {
         fuzz_fail(how, "a figure is out of range");
     }
 
-    if (u->cached_input_tokens > u->input_tokens) {
+    if (u->cached_input_tokens > u->input_tokens
+        || u->cache_write_tokens > u->input_tokens)
+    {
         fuzz_fail(how, "more cached tokens than input tokens");
     }
 
-    if (!u->have_usage
-        && (u->input_tokens || u->output_tokens || u->cached_input_tokens))
+    if (u->reasoning_tokens > u->output_tokens) {
+        fuzz_fail(how, "more reasoning tokens than output tokens");
+    }
+
+    if (!u->have_usage && !u->have_input
+        && (u->input_tokens || u->output_tokens || u->cached_input_tokens
+            || u->cache_write_tokens || u->reasoning_tokens))
     {
         fuzz_fail(how, "figures without a usage object");
+    }
+
+    if (u->delta_bytes == 0 && u->delta_events != 0) {
+        fuzz_fail(how, "delta events without text");
     }
 
     for (i = 0; i < LLM_USAGE_FINISH_MAX; i++) {
@@ -152,12 +197,72 @@ fuzz_check(const llm_usage_t *u, const char *how)
 }
 
 
+/* whatever ended the response, the settled figures follow the rule */
+
+static void
+fuzz_settle(const llm_usage_t *u, const char *how)
+{
+    int              ok, end;
+    llm_settle_t     s;
+    llm_settle_in_t  in;
+
+    for (ok = 0; ok < 2; ok++) {
+        for (end = LLM_END_CLEAN; end <= LLM_END_UNREADABLE; end++) {
+            in.prompt_estimate = 1000;
+            in.max_tokens = 500;
+            in.upstream_ok = ok;
+            in.end = end;
+
+            llm_usage_settle(u, &in, &s);
+
+            if (s.finish_reason == NULL
+                || strlen(s.finish_reason) >= LLM_USAGE_FINISH_MAX)
+            {
+                fuzz_fail(how, "settle: no finish reason");
+            }
+
+            if (u->have_usage && u->have_input) {
+                if (s.input_tokens != u->input_tokens
+                    || s.output_tokens != u->output_tokens
+                    || (s.flags & LLM_REC_F_ESTIMATED))
+                {
+                    fuzz_fail(how, "settle: not the upstream's figures");
+                }
+
+                continue;
+            }
+
+            if (!ok) {
+                if (s.input_tokens || s.output_tokens || s.flags & 0x3) {
+                    fuzz_fail(how, "settle: a failed upstream charged");
+                }
+
+                continue;
+            }
+
+            if (!(s.flags & LLM_REC_F_ESTIMATED)
+                || s.output_tokens < u->output_tokens
+                || (!u->have_input && s.input_tokens != in.prompt_estimate))
+            {
+                fuzz_fail(how, "settle: a bad estimate");
+            }
+        }
+    }
+}
+
+
 static void
 fuzz_same(const llm_usage_t *a, const llm_usage_t *b, const char *how)
 {
     if (a->input_tokens != b->input_tokens
         || a->output_tokens != b->output_tokens
         || a->cached_input_tokens != b->cached_input_tokens
+        || a->cache_write_tokens != b->cache_write_tokens
+        || a->reasoning_tokens != b->reasoning_tokens
+        || a->delta_events != b->delta_events
+        || a->delta_bytes != b->delta_bytes
+        || a->have_input != b->have_input
+        || a->repeated != b->repeated
         || strcmp(a->finish_reason, b->finish_reason) != 0
         || a->have_usage != b->have_usage
         || a->done != b->done
@@ -167,6 +272,98 @@ fuzz_same(const llm_usage_t *a, const llm_usage_t *b, const char *how)
     {
         fuzz_fail(how, "the usage differs from the whole feed's");
     }
+}
+
+
+typedef struct {
+    char    *buf;
+    size_t   len;
+    size_t   cap;
+} fuzz_sink_t;
+
+
+/* the filter in two parts at split, as the gateway's body filter runs it */
+
+static void
+fuzz_filter(size_t cap, const char *s, size_t len, size_t split, int strip,
+    const llm_usage_t *whole)
+{
+    char         *buf, hold[512];
+    llm_sse_t     p;
+    const char   *closing;
+    fuzz_sink_t   k;
+    llm_usage_t   again;
+
+    buf = malloc(cap);
+    k.buf = malloc(len + 1);
+    if (buf == NULL || k.buf == NULL) {
+        abort();
+    }
+
+    k.len = 0;
+    k.cap = len + 1;
+
+    llm_sse_init(&p, LLM_API_OPENAI, buf, cap);
+    p.strip = strip;
+    p.hold = hold;
+    p.hold_cap = sizeof(hold);
+
+    if (llm_sse_filter(&p, s, split, fuzz_out, &k) != 0
+        || llm_sse_filter(&p, s + split, len - split, fuzz_out, &k) != 0
+        || llm_sse_filter_end(&p, fuzz_out, &k, &closing) != 0)
+    {
+        fuzz_fail("filter", "out failed");
+    }
+
+    if (!strip) {
+        if (k.len != len || memcmp(k.buf, s, len) != 0) {
+            fuzz_fail("filter", "the bytes changed without a cut");
+        }
+
+        goto done;
+    }
+
+    if (p.usage.delta_events != whole->delta_events
+        || p.usage.input_tokens != whole->input_tokens
+        || strcmp(p.usage.finish_reason, whole->finish_reason) != 0)
+    {
+        fuzz_fail("filter", "the usage differs from the whole feed's");
+    }
+
+    /* only usage chunks went: the rest reads as it did */
+
+    fuzz_feed(LLM_API_OPENAI, cap, k.buf, k.len, k.len, 0, 0, &again);
+
+    if (again.delta_events != whole->delta_events
+        || again.delta_bytes != whole->delta_bytes
+        || again.done != whole->done
+        || again.error != whole->error
+        || strcmp(again.finish_reason, whole->finish_reason) != 0)
+    {
+        fuzz_fail("filter", "the bytes sent read differently");
+    }
+
+done:
+
+    free(k.buf);
+    free(buf);
+}
+
+
+static int
+fuzz_out(void *data, const char *p, size_t len)
+{
+    fuzz_sink_t  *k = data;
+
+    /* nothing is ever sent twice: the output is never longer */
+    if (len > k->cap - k->len) {
+        fuzz_fail("filter", "more bytes out than in");
+    }
+
+    memcpy(k->buf + k->len, p, len);
+    k->len += len;
+
+    return 0;
 }
 
 

@@ -66,6 +66,24 @@ static const struct {
                       "\"temperature\":2}", NULL },
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":1}",
       NULL },
+
+    /* Responses: input, not messages; max_output_tokens */
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\"}", NULL },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":[]}", NULL },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"messages\":[]}", "input" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":7}", "input" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\","
+                         "\"max_output_tokens\":0}", "max_output_tokens" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\","
+                         "\"max_output_tokens\":4097}", "max_output_tokens" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"input\":\"b\"}", "input" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"max_output_tokens\":5,\"max_output_tokens\":900}",
+      "max_output_tokens" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"instructions\":\"x\",\"instructions\":\"y\"}",
+      "instructions" },
 };
 
 
@@ -128,6 +146,26 @@ test_estimate(void)
         "\"max_tokens\":5000}";
     llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
     tap_is(req.max_tokens, 7, "max_completion_tokens wins");
+
+    /* a string input is one message: 3 + ceil(10 / 4), plus 3 */
+    b = "{\"model\":\"m\",\"input\":\"Say hello.\",\"stream\":true,"
+        "\"max_output_tokens\":30,\"max_tokens\":5000}";
+
+    tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req), 0,
+           "responses accepted");
+    tap_is(req.prompt_tokens, 3 + 3 + 3, "responses: a string input");
+    tap_is(req.max_tokens, 30, "responses: max_output_tokens, not max_tokens");
+    tap_ok(req.stream && !llm_inspect_needs_rewrite(&req),
+           "responses streams carry their usage: not rewritten");
+
+    b = "{\"model\":\"m\",\"instructions\":\"12345678\",\"input\":["
+        "{\"role\":\"user\",\"content\":\"hello\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+        "\"text\":\"abcdefgh\"}]}]}";
+
+    llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
+    tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 2 + 3,
+           "responses: input items and instructions");
 }
 
 
@@ -199,6 +237,20 @@ test_rewrite(void)
     s = llm_inspect_rebuild(b, strlen(b), &req);
     tap_is_str(s ? s : "", "{\"model\":\"gpt-x-2024\",\"max_tokens\":5,"
                "\"messages\":[]}", "the upstream gets the pinned model");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"input\":\"x\"}";
+    llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
+    n = llm_inspect_splice(b, strlen(b), &req, out, sizeof(out));
+    out[n] = '\0';
+    tap_is_str(out, "{\"max_output_tokens\":256,\"model\":\"m\","
+               "\"input\":\"x\"}", "responses: the default max_output_tokens");
+
+    b = "{\"model\":\"m\",\"max_output_tokens\":null,\"input\":\"x\"}";
+    llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"input\":\"x\","
+               "\"max_output_tokens\":256}", "responses: a null one replaced");
     cJSON_free(s);
 
     b = "{\"model\":\"m\",\"max_tokens\":null,\"messages\":[]}";

@@ -1,7 +1,7 @@
 
 /*
- * The settle record codec: round trips, truncation, corruption, and
- * frames back to back.
+ * The settle record codec: the layout byte by byte, round trips,
+ * truncation, corruption, and frames back to back.
  */
 
 
@@ -16,6 +16,9 @@ static void test_sample(llm_record_t *rec);
 static int test_same(const llm_record_t *a, const llm_record_t *b);
 static int test_sane(const llm_record_t *rec);
 static uint32_t test_rand(void);
+static uint64_t test_get(const uint8_t *p, size_t width);
+static void test_layout(void);
+static void test_flags(void);
 static void test_round_trip(void);
 static void test_truncation(void);
 static void test_corruption(void);
@@ -25,12 +28,22 @@ static void test_rejects(void);
 static void test_set(void);
 
 
+/*
+ * Where the format puts things, written out rather than derived from the
+ * codec's constants, so that the two are checked against each other.
+ */
+#define TEST_OFF_API       84
+#define TEST_OFF_ID_LEN    85
+
+
 static uint32_t  test_seed = 2463534242u;
 
 
 int
 main(void)
 {
+    test_layout();
+    test_flags();
     test_round_trip();
     test_truncation();
     test_corruption();
@@ -56,6 +69,8 @@ test_sample(llm_record_t *rec)
     rec->input_tokens = 2000;
     rec->output_tokens = 1500;
     rec->cached_input_tokens = 128;
+    rec->cache_write_tokens = 300;
+    rec->reasoning_tokens = 640;
     rec->reserved_tokens = 8000;
     rec->ts_ms = 1795954800123LL;
     rec->api = LLM_API_ANTHROPIC;
@@ -77,6 +92,8 @@ test_same(const llm_record_t *a, const llm_record_t *b)
            && a->input_tokens == b->input_tokens
            && a->output_tokens == b->output_tokens
            && a->cached_input_tokens == b->cached_input_tokens
+           && a->cache_write_tokens == b->cache_write_tokens
+           && a->reasoning_tokens == b->reasoning_tokens
            && a->reserved_tokens == b->reserved_tokens
            && a->ts_ms == b->ts_ms
            && a->api == b->api
@@ -113,6 +130,94 @@ test_rand(void)
 }
 
 
+/* a big-endian integer of width bytes */
+
+static uint64_t
+test_get(const uint8_t *p, size_t width)
+{
+    size_t    i;
+    uint64_t  v;
+
+    v = 0;
+
+    for (i = 0; i < width; i++) {
+        v = v << 8 | p[i];
+    }
+
+    return v;
+}
+
+
+/* the sample frame, field by field, as the comment in llm_record.h says */
+
+static void
+test_layout(void)
+{
+    size_t        n, i;
+    uint8_t       buf[LLM_RECORD_MAX_FRAME];
+    llm_record_t  rec;
+
+    static const struct {
+        const char  *name;
+        size_t       off;
+        size_t       width;
+        uint64_t     value;
+    } fields[] = {
+        { "length",               0, 4, 111 },
+        { "version",              4, 1, 2 },
+        { "type",                 5, 1, LLM_REC_SETTLE },
+        { "status",               6, 2, 200 },
+        { "flags",                8, 4, 0x6 },
+        { "tenant_id",           12, 8, 42 },
+        { "key_id",              20, 8, 7 },
+        { "input_tokens",        28, 8, 2000 },
+        { "output_tokens",       36, 8, 1500 },
+        { "cached_input_tokens", 44, 8, 128 },
+        { "cache_write_tokens",  52, 8, 300 },
+        { "reasoning_tokens",    60, 8, 640 },
+        { "reserved_tokens",     68, 8, 8000 },
+        { "ts_ms",               76, 8, 0x1a2273f75fbULL },
+        { "api",                 84, 1, LLM_API_ANTHROPIC },
+        { "request_id length",   85, 1, 8 },
+        { "model length",        94, 1, 15 },
+        { "finish length",      110, 1, 4 },
+    };
+
+    test_sample(&rec);
+
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    tap_is(n, 115, "the sample frame is 115 bytes");
+    tap_is(LLM_RECORD_FIXED_LEN, 81, "the fixed part is 81 bytes");
+    tap_is(LLM_RECORD_VERSION, 2, "the format is version 2");
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        tap_is(test_get(buf + fields[i].off, fields[i].width),
+               fields[i].value, "%s: %zu bytes at %zu", fields[i].name,
+               fields[i].width, fields[i].off);
+    }
+
+    tap_ok(memcmp(buf + 86, "req-0001", 8) == 0
+           && memcmp(buf + 95, "claude-sonnet-4", 15) == 0
+           && memcmp(buf + 111, "stop", 4) == 0,
+           "the strings follow their lengths");
+}
+
+
+/* the bits are the database's too: sql/003_metering.sql */
+
+static void
+test_flags(void)
+{
+    tap_is(LLM_REC_F_ESTIMATED, 1, "flag estimated is bit 0");
+    tap_is(LLM_REC_F_PARTIAL, 2, "flag partial is bit 1");
+    tap_is(LLM_REC_F_CLAMPED, 4, "flag clamped is bit 2");
+    tap_is(LLM_REC_F_REPEATED, 8, "flag repeated is bit 3");
+    tap_is(LLM_REC_F_OVERSIZE, 16, "flag oversize is bit 4");
+    tap_is(LLM_API_OPENAI * 100 + LLM_API_ANTHROPIC * 10 + LLM_API_RESPONSES,
+           123, "apis: openai 1, anthropic 2, responses 3");
+}
+
+
 static void
 test_round_trip(void)
 {
@@ -144,6 +249,8 @@ test_round_trip(void)
     rec.input_tokens = UINT64_MAX;
     rec.output_tokens = UINT64_MAX - 1;
     rec.cached_input_tokens = 1;
+    rec.cache_write_tokens = UINT64_MAX - 2;
+    rec.reasoning_tokens = 0x8000000000000000ULL;
     rec.reserved_tokens = 0x0102030405060708ULL;
     rec.ts_ms = -1;
     rec.api = LLM_API_OPENAI;
@@ -176,6 +283,45 @@ test_round_trip(void)
     tap_ok(rc == 1 && test_same(&rec, &out),
            "round trip of an empty ack");
 
+    /* a Responses record with the new flags and figures */
+
+    test_sample(&rec);
+    rec.api = LLM_API_RESPONSES;
+    rec.flags = LLM_REC_F_ESTIMATED | LLM_REC_F_REPEATED
+                | LLM_REC_F_OVERSIZE;
+    rec.cache_write_tokens = 0;
+    rec.reasoning_tokens = 1499;
+    llm_record_set_model(&rec, "o4-mini", 7);
+    llm_record_set_finish_reason(&rec, "max_output_tokens", 17);
+
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(rc == 1 && used == n && test_same(&rec, &out)
+           && out.api == LLM_API_RESPONSES && out.reasoning_tokens == 1499
+           && out.flags == 0x19,
+           "round trip of api responses, its flags and reasoning tokens");
+
+    /* each new figure alone, so that neither is read from the other */
+
+    test_sample(&rec);
+    rec.cache_write_tokens = 0x1111111111111111ULL;
+    rec.reasoning_tokens = 0;
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(rc == 1 && out.cache_write_tokens == 0x1111111111111111ULL
+           && out.reasoning_tokens == 0 && out.cached_input_tokens == 128
+           && out.reserved_tokens == 8000,
+           "cache_write_tokens round trips on its own");
+
+    rec.cache_write_tokens = 0;
+    rec.reasoning_tokens = 0x2222222222222222ULL;
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(rc == 1 && out.reasoning_tokens == 0x2222222222222222ULL
+           && out.cache_write_tokens == 0 && out.cached_input_tokens == 128
+           && out.reserved_tokens == 8000,
+           "reasoning_tokens round trips on its own");
+
     rec.request_id_len = LLM_RECORD_ID_MAX + 1;
     tap_is(llm_record_encode(&rec, buf, sizeof(buf)), 0,
            "encode refuses an out-of-range length");
@@ -187,7 +333,8 @@ test_round_trip(void)
     tap_ok(buf[0] == 0 && buf[1] == 0 && buf[2] == 0 && buf[3] == n - 4
            && buf[4] == LLM_RECORD_VERSION && buf[5] == LLM_REC_SETTLE
            && buf[6] == 0 && buf[7] == 200 && buf[19] == 42
-           && buf[4 + 64] == LLM_API_ANTHROPIC && buf[4 + 65] == 8,
+           && buf[TEST_OFF_API] == LLM_API_ANTHROPIC
+           && buf[TEST_OFF_ID_LEN] == 8,
            "header bytes are where the format says");
 }
 
@@ -266,29 +413,59 @@ test_corruption(void)
     tap_is(llm_record_decode(copy, 5, &out, &used), -1,
            "a wrong version is rejected before the frame is complete");
 
+    /* a peer still speaking version 1 (a 65-byte fixed part) */
+    memcpy(copy, buf, n);
+    copy[4] = 1;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "a version 1 frame is rejected");
+
     memcpy(copy, buf, n);
     copy[5] = 3;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "an unknown type is rejected");
 
     memcpy(copy, buf, n);
-    copy[4 + 64] = 0;
+    copy[TEST_OFF_API] = 0;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "a settle record without an api is rejected");
 
     memcpy(copy, buf, n);
-    copy[4 + 64] = 3;
+    copy[TEST_OFF_API] = LLM_API_RESPONSES;
+    rc = llm_record_decode(copy, n, &out, &used);
+    tap_ok(rc == 1 && out.api == LLM_API_RESPONSES,
+           "api 3, responses, is accepted");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_API] = 4;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "an unknown api is rejected");
 
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_API] = 0xff;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "api 255 is rejected");
+
+    memcpy(copy, buf, n);
+    copy[5] = LLM_REC_ACK;
+    copy[TEST_OFF_API] = 0;
+    rc = llm_record_decode(copy, n, &out, &used);
+    tap_ok(rc == 1 && out.type == LLM_REC_ACK && out.api == 0,
+           "an ack without an api is accepted");
+
+    memcpy(copy, buf, n);
+    copy[5] = LLM_REC_ACK;
+    copy[TEST_OFF_API] = 4;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "an ack with an unknown api is rejected");
+
     /* the request_id length says one byte more than there is */
     memcpy(copy, buf, n);
-    copy[4 + 65] = 9;
+    copy[TEST_OFF_ID_LEN] = 9;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "string lengths must add up to the payload length");
 
     memcpy(copy, buf, n);
-    copy[4 + 65] = LLM_RECORD_ID_MAX + 1;
+    copy[TEST_OFF_ID_LEN] = LLM_RECORD_ID_MAX + 1;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "a request_id longer than its maximum is rejected");
 }
@@ -321,7 +498,7 @@ test_random(void)
             buf[3] = (uint8_t) n;
             buf[4] = LLM_RECORD_VERSION;
             buf[5] = 1 + (i & 2) / 2;
-            buf[4 + 64] = 1 + (i & 4) / 4;
+            buf[TEST_OFF_API] = (i >> 2) % 4;
         }
 
         used = 0;
@@ -351,8 +528,12 @@ test_random(void)
         rec.key_id = (int64_t) test_rand();
         rec.input_tokens = test_rand();
         rec.output_tokens = (uint64_t) test_rand() << 20;
+        rec.cached_input_tokens = test_rand() % 1000;
+        rec.cache_write_tokens = (uint64_t) test_rand() << 32 | test_rand();
+        rec.reasoning_tokens = (uint64_t) test_rand() << 7;
+        rec.reserved_tokens = test_rand();
         rec.ts_ms = (int64_t) test_rand() * 1000;
-        rec.api = 1 + test_rand() % 2;
+        rec.api = 1 + test_rand() % 3;
         rec.request_id_len = test_rand() % (LLM_RECORD_ID_MAX + 1);
         rec.model_len = test_rand() % (LLM_RECORD_MODEL_MAX + 1);
         rec.finish_reason_len = test_rand() % (LLM_RECORD_FINISH_MAX + 1);

@@ -1,0 +1,151 @@
+#!/usr/bin/perl
+
+# Time to first byte of an SSE stream: the gateway against the upstream
+# itself and against plain nginx proxy_pass.  Run by `make bench-ttfb`
+# through bench/with-stack, which gives it a stack as `make test` has.
+#
+# One nginx (Debian's, the module loaded) serves two locations that go to
+# the same mockllm over the same upstream keepalive pool:
+#
+#   /plain/v1/chat/completions   proxy_pass, proxy_buffering off
+#   /v1/chat/completions         llm_gateway zone=llm api=openai
+#
+# and build/bench/ttfb sends the same request to mockllm directly, to the
+# one and to the other, in turn, and prints the table.  At the end the
+# ledger is read back: every gateway request must have left its row.
+#
+# Knobs (environment): BENCH_N rounds (300), BENCH_WARMUP (20),
+# BENCH_GAP_US pause between two requests (0), BENCH_STREAMS concurrent
+# streams (32, 0: none), BENCH_SECS per window (2), BENCH_ROUNDS of windows
+# (3), BENCH_WORKERS nginx workers (1).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../t/lib";
+
+use JSON::PP;
+use LLMGW;
+use POSIX qw(strftime);
+use Time::HiRes qw(sleep time);
+
+# a signal still stops nginx (LLMGW::Nginx's DESTROY) on the way out
+$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
+
+my $s = stack();
+my $client = "$s->{LLMGW_BUILD}/bench/ttfb";
+-x $client or die "$client is not built: run make bench-ttfb\n";
+
+my %o = (
+    n       => $ENV{BENCH_N}       // 300,
+    warmup  => $ENV{BENCH_WARMUP}  // 20,
+    gap     => $ENV{BENCH_GAP_US}  // 0,
+    streams => $ENV{BENCH_STREAMS} // 32,
+    secs    => $ENV{BENCH_SECS}    // 2,
+    rounds  => $ENV{BENCH_ROUNDS}  // 3,
+    workers => $ENV{BENCH_WORKERS} // 1,
+);
+
+# nginx reads the key snapshot when it starts: the tenant comes first.  Its
+# tier could never run short during the run.
+my $t = new_tenant(tier => 'bench');
+
+# log_level warn: Debian's nginx is built --with-debug, and a debug log
+# would be what is measured
+my $ng = nginx(workers => $o{workers}, log_level => 'warn',
+               http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  bench  tpm=100000000  burst=150000000  max_tokens=4096;
+
+    upstream mock {
+        server     127.0.0.1:%%MOCK%%;
+        keepalive  64;
+    }
+
+    server {
+        listen      127.0.0.1:%%PORT%%;
+
+        # the same for both locations; a file write per request is noise
+        access_log  off;
+
+        client_max_body_size     1m;
+        client_body_buffer_size  1m;
+
+        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+        proxy_set_header    X-Request-Id $request_id;
+
+        # (b) plain nginx, unbuffered as the gateway makes SSE responses
+        location = /plain/v1/chat/completions {
+            proxy_buffering  off;
+            proxy_pass       http://mock/v1/chat/completions;
+        }
+
+        # (c) the gateway
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://mock;
+        }
+    }
+EOF
+
+my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
+my $json = "$s->{LLMGW_BUILD}/bench/ttfb-$stamp.json";
+
+my ($nginx_v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
+my ($cpus) = `nproc` =~ /(\d+)/;
+printf("ttfb: nginx %s with %d worker(s) on :%d, mockllm on :%d, %d CPUs\n",
+       $nginx_v // '?', $o{workers}, $ng->port(), $s->{LLMGW_MOCK_PORT},
+       $cpus // 0);
+
+my @cmd = ($client, '-n', $o{n}, '-w', $o{warmup}, '-g', $o{gap},
+           '-c', $o{streams}, '-s', $o{secs}, '-r', $o{rounds}, '-o', $json,
+           "direct=http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
+           'proxy_pass=' . $ng->url('/plain/v1/chat/completions'),
+           'gateway=' . $ng->url('/v1/chat/completions'));
+
+# the key in the environment, not on a command line
+local $ENV{LLMGW_KEY} = $t->{key};
+system(@cmd);
+my $rc = $? == 0 ? 0 : ($? >> 8 || 1);
+
+if ($rc == 0) {
+    ledger($json);
+}
+
+# what nginx logged at warn and above, if anything, is worth seeing
+$ng->stop();
+my @log = grep { /\[(warn|error|crit|alert|emerg)\]/ }
+          split(/\n/, $ng->error_log());
+if (@log) {
+    print "\nnginx error.log (" . scalar(@log) . " lines), the first:\n";
+    print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
+}
+
+exit $rc;
+
+# Every request the gateway answered is one llm.usage row, written by
+# accountd: accounting was really on.  Not a pass or fail of the bench.
+sub ledger {
+    my ($file) = @_;
+
+    open(my $fh, '<', $file) or die "$file: $!";
+    my $r = decode_json(do { local $/; <$fh> });
+    close($fh);
+
+    my $want = 0;
+    $want += $_->{targets}{gateway}{requests} for values %{ $r->{series} };
+
+    my ($rows, $deadline) = (0, time() + 10);
+    while (1) {
+        $rows = db()->selectrow_array(
+            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
+            $t->{id});
+        last if $rows >= $want || time() > $deadline;
+        sleep(0.1);
+    }
+
+    printf("ledger: %d llm.usage rows for the %d gateway requests%s\n",
+           $rows, $want, $rows == $want ? '' : ' (WARNING: not equal)');
+}
