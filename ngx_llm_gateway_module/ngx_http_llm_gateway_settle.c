@@ -142,9 +142,12 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         in.end = LLM_END_CLEAN;
     }
 
-    if (u && u->headers_in.status_n) {
-        /* the upstream answered: it decides */
-        status = u->headers_in.status_n;
+    if (u == NULL || u->headers_in.status_n) {
+        /* the upstream (or whatever made the content) answered: it decides */
+        if (u) {
+            status = u->headers_in.status_n;
+        }
+
         in.upstream_ok = (status >= NGX_HTTP_OK
                           && status < NGX_HTTP_SPECIAL_RESPONSE);
 
@@ -153,7 +156,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
          * No answer: a client that left after the prompt went up may
          * still owe it; anything else failed before the upstream worked.
          */
-        in.upstream_ok = (ctx->client_closed && u && u->request_sent);
+        in.upstream_ok = (ctx->client_closed && u->request_sent);
     }
 
     if (in.upstream_ok && !ctx->streaming
