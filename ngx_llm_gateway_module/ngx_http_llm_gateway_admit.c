@@ -271,12 +271,30 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     zone = llcf->shm_zone->data;
     ctx->zone = zone;
 
+    /*
+     * A place for the record first: a request whose usage could not be
+     * recorded is not served (llm_gateway_accountd full=refuse).
+     */
+    if (ngx_http_llm_gateway_journal_hold(ctx) != NGX_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "llm gateway: accountd journal full, request refused");
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "server_error", "accounting_unavailable",
+                                    NULL, "The gateway cannot record usage "
+                                    "right now; retry shortly.");
+        ctx->retry_after = 5;
+        ctx->retry_after_ms = 5000;
+        return;
+    }
+
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
 
     if (node == NULL) {
         ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_http_llm_gateway_journal_unhold(ctx);
 
         ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                       "llm_gateway_zone \"%V\" is full",
@@ -309,6 +327,10 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (brc != LLM_BUCKET_OK) {
+        ngx_http_llm_gateway_journal_unhold(ctx);
+    }
 
     if (brc == LLM_BUCKET_NEVER) {
         p = ngx_pnalloc(r->pool, 160);

@@ -112,7 +112,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       NULL },
 
     { ngx_string("llm_gateway_accountd"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE123,
       ngx_http_llm_gateway_accountd,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
@@ -989,9 +989,10 @@ ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_gateway_main_conf_t *lmcf = conf;
 
-    ssize_t     size;
-    ngx_str_t  *value, s;
-    ngx_url_t  *u;
+    ssize_t      size;
+    ngx_str_t   *value, s;
+    ngx_url_t   *u;
+    ngx_uint_t   i;
 
     if (lmcf->accountd) {
         return "is duplicate";
@@ -1021,27 +1022,46 @@ ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     lmcf->accountd = u;
+    lmcf->accountd_buffer = 4 * 1024 * 1024;
+    lmcf->accountd_full_admit = 0;
 
-    if (cf->args->nelts == 3) {
-        if (ngx_strncmp(value[2].data, "buffer=", 7) != 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\"", &value[2]);
-            return NGX_CONF_ERROR;
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "buffer=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            size = ngx_parse_size(&s);
+
+            /* the slab's own pages, and room for a few records */
+            if (size == NGX_ERROR || size < 64 * 1024) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid buffer size \"%V\", at least "
+                                   "64k", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            lmcf->accountd_buffer = size;
+            continue;
         }
 
-        s.data = value[2].data + 7;
-        s.len = value[2].len - 7;
-
-        size = ngx_parse_size(&s);
-
-        if (size == NGX_ERROR || size < 4 * LLM_RECORD_MAX_FRAME) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid buffer size \"%V\", at least %uz",
-                               &value[2], (size_t) 4 * LLM_RECORD_MAX_FRAME);
-            return NGX_CONF_ERROR;
+        if (ngx_strcmp(value[i].data, "full=refuse") == 0) {
+            lmcf->accountd_full_admit = 0;
+            continue;
         }
 
-        lmcf->accountd_buffer = size;
+        if (ngx_strcmp(value[i].data, "full=admit") == 0) {
+            lmcf->accountd_full_admit = 1;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_llm_gateway_journal_add(cf, lmcf) != NGX_OK) {
+        return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;
@@ -1602,7 +1622,7 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    ngx_conf_init_size_value(lmcf->accountd_buffer, 1024 * 1024);
+    ngx_conf_init_size_value(lmcf->accountd_buffer, 4 * 1024 * 1024);
 
     hooks.malloc_fn = ngx_http_llm_gateway_json_alloc;
     hooks.free_fn = ngx_http_llm_gateway_json_free;

@@ -137,6 +137,9 @@ typedef struct {
 
     ngx_url_t                   *accountd;
     size_t                       accountd_buffer;
+    ngx_flag_t                   accountd_full_admit;
+    ngx_shm_zone_t              *journal;
+    void                        *journal_data;
 
     ngx_int_t                    request_id_index;
     unsigned                     warned:1;
@@ -213,6 +216,7 @@ typedef struct {
     unsigned                     upstream_failed:1;
     unsigned                     client_closed:1;
     unsigned                     never:1;   /* refusal can never succeed */
+    unsigned                     journal_held:1;   /* a place for the record */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -259,6 +263,12 @@ void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_cleanup(void *data);
 ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
 void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
+    ngx_http_llm_gateway_main_conf_t *lmcf);
+ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_record_t *rec);
 
 ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
     ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id);

@@ -42,17 +42,7 @@ sub ask {
 my $before = ask();
 ok(usage_row($before), 'a row while accountd runs');
 
-my $pidfile = "$s->{LLMGW_DIR}/accountd.pid";
-open(my $fh, '<', $pidfile) or die "$pidfile: $!";
-chomp(my $pid = <$fh>);
-close($fh);
-
-kill('TERM', $pid);
-for (1 .. 100) {
-    last unless kill(0, $pid);
-    sleep(0.05);
-}
-ok(!kill(0, $pid), 'accountd stopped');
+ok(accountd_stop(), 'accountd stopped');
 
 # both workers get requests while accountd is away
 my @away = map { ask() } 1 .. 6;
@@ -60,8 +50,7 @@ is(scalar(grep { length } @away), 6, 'the gateway serves on without it');
 
 sleep(1.5);
 
-system("$s->{LLMGW_BUILD}/accountd -c $s->{LLMGW_ACCOUNTD_CONF} -d") == 0
-    or die 'accountd did not start again';
+accountd_start() or die 'accountd did not start again';
 
 for my $id (@away) {
     my $rows = usage_rows($id, 10);

@@ -17,8 +17,9 @@ use JSON::PP;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-our @EXPORT = qw(stack accountd new_tenant nginx http_post raw_post
-                 json_body usage_row usage_rows db forge_key);
+our @EXPORT = qw(stack accountd accountd_stop accountd_start new_tenant
+                 nginx http_post raw_post json_body usage_row usage_rows db
+                 forge_key);
 
 my %stack;
 my $tenants = 0;
@@ -49,6 +50,32 @@ sub accountd {
     my $out = `$cmd 2>&1`;
     die "accountd @args failed: $out" if $?;
     return $out;
+}
+
+# The stack's accountd daemon, stopped (TERM, waited for) and started
+# again; true on success.
+sub accountd_stop {
+    my $s = stack();
+    my $pidfile = "$s->{LLMGW_DIR}/accountd.pid";
+
+    open(my $fh, '<', $pidfile) or return 0;
+    chomp(my $pid = <$fh> // '');
+    close($fh);
+
+    return 0 unless $pid && kill('TERM', $pid);
+
+    for (1 .. 200) {
+        return 1 unless kill(0, $pid);
+        sleep(0.05);
+    }
+
+    return 0;
+}
+
+sub accountd_start {
+    my $s = stack();
+    return system("$s->{LLMGW_BUILD}/accountd -c $s->{LLMGW_ACCOUNTD_CONF} -d")
+           == 0;
 }
 
 # A tenant of its own for each caller, with one key.
