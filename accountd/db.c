@@ -61,7 +61,8 @@ typedef enum {
     DB_Q_INSERT = 0,
     DB_Q_REJECT,
     DB_Q_SNAPSHOT,
-    DB_Q_LISTEN
+    DB_Q_LISTEN,
+    DB_Q_SESSION
 } db_query_e;
 
 
@@ -442,9 +443,15 @@ db_connect_poll(void)
         return;
     }
 
-    db.query = DB_Q_LISTEN;
+    /*
+     * A record is acknowledged when its commit returns: that must mean it
+     * is on disk, whatever the server's default (a server set up for speed
+     * with synchronous_commit off would lose acknowledged records in a
+     * crash).
+     */
+    db.query = DB_Q_SESSION;
 
-    db_send("LISTEN " DB_CHANNEL, 0);
+    db_send("SELECT set_config('synchronous_commit', 'on', false)", 0);
 }
 
 
@@ -672,6 +679,11 @@ db_done(PGresult *res)
 
         break;
 
+    case DB_Q_SESSION:
+        db.query = DB_Q_LISTEN;
+        db_send("LISTEN " DB_CHANNEL, 0);
+        break;
+
     case DB_Q_LISTEN:
         log_debug("listening on \"" DB_CHANNEL "\"");
 
@@ -708,7 +720,7 @@ db_failed(PGresult *res)
         return;
     }
 
-    if (db.query == DB_Q_LISTEN) {
+    if (db.query == DB_Q_LISTEN || db.query == DB_Q_SESSION) {
         db_down(db.error);
         return;
     }

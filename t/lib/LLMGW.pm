@@ -109,13 +109,15 @@ sub forge_key {
 my $dbh;
 
 sub db {
-    return $dbh if $dbh;
+    # a restart of PostgreSQL (t/048) breaks the connection: a new one
+    return $dbh if $dbh && $dbh->ping;
 
     require DBI;
     my $s = stack();
     $dbh = DBI->connect("dbi:Pg:dbname=llmgw;host=127.0.0.1;"
                         . "port=$s->{LLMGW_PG_PORT}", 'llmgw', '',
-                        { RaiseError => 1, AutoCommit => 1, PrintError => 0 });
+                        { RaiseError => 1, AutoCommit => 1, PrintError => 0,
+                          PrintWarn => 0 });
     return $dbh;
 }
 
