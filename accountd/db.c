@@ -147,7 +147,8 @@ static const char  db_insert_row[] =
     " $%zu::bigint, $%zu::text, $%zu::int, $%zu::int,"
     " timestamptz 'epoch' + $%zu::bigint * interval '1 millisecond')";
 
-static const char  db_insert_tail[] = " ON CONFLICT (request_id) DO NOTHING";
+static const char  db_insert_tail[] =
+    " ON CONFLICT (request_id, ts) DO NOTHING";
 
 static const char  db_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
