@@ -135,11 +135,18 @@ static db_t  db = {
 };
 
 
+/*
+ * One statement a batch: the new records go into llm.usage; a record whose
+ * request_id is there already is a replay, ignored if its figures are the
+ * same, and refused into llm.usage_rejected, and logged, if they are not.
+ * A request's figures are never counted twice, nor changed once written.
+ */
+
 static const char  db_insert_head[] =
-    "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
-    " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
+    "WITH r (request_id, tenant_id, key_id, model, api, input_tokens,"
+    " output_tokens, cached_input_tokens, cache_write_tokens,"
     " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)"
-    " VALUES ";
+    " AS (VALUES ";
 
 static const char  db_insert_row[] =
     "($%zu::text, $%zu::bigint, $%zu::bigint, $%zu::text, $%zu::text,"
@@ -148,7 +155,35 @@ static const char  db_insert_row[] =
     " timestamptz 'epoch' + $%zu::bigint * interval '1 millisecond')";
 
 static const char  db_insert_tail[] =
-    " ON CONFLICT (request_id, ts) DO NOTHING";
+    "), ins AS ("
+    "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
+    " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
+    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)"
+    " SELECT * FROM r WHERE NOT EXISTS"
+    " (SELECT FROM llm.usage u WHERE u.request_id = r.request_id)"
+    " ON CONFLICT (request_id, ts) DO NOTHING RETURNING request_id)"
+    " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
+    " api, input_tokens, output_tokens, cached_input_tokens,"
+    " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
+    " status, flags, ts_ms, error)"
+    " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
+    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
+    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
+    " r.finish_reason, r.status, r.flags,"
+    " (extract(epoch FROM r.ts) * 1000)::bigint,"
+    " 'llm.usage has this request_id already, with other figures'"
+    " FROM r JOIN llm.usage u ON u.request_id = r.request_id"
+    " WHERE r.request_id NOT IN (SELECT request_id FROM ins)"
+    " AND (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
+    " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
+    " u.reasoning_tokens, u.reserved_tokens, u.finish_reason, u.status,"
+    " u.flags, u.ts)"
+    " IS DISTINCT FROM (r.tenant_id, r.key_id, r.model, r.api,"
+    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
+    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
+    " r.finish_reason, r.status, r.flags, r.ts)"
+    " ON CONFLICT (request_id) DO NOTHING"
+    " RETURNING request_id";
 
 static const char  db_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
@@ -609,6 +644,7 @@ db_flush(void)
 static void
 db_done(PGresult *res)
 {
+    int             i;
     size_t          n;
     int64_t         next;
     ExecStatusType  st;
@@ -632,8 +668,15 @@ db_done(PGresult *res)
     case DB_Q_INSERT:
         n = db.batch_n;
 
-        log_debug("batch of %zu records committed, %s new", n,
-                  PQcmdTuples(res));
+        log_debug("batch of %zu records committed", n);
+
+        for (i = 0; i < PQntuples(res); i++) {
+            log_clean(id, sizeof(id), PQgetvalue(res, i, 0),
+                      PQgetlength(res, i, 0));
+            log_error("record \"%s\" refused: llm.usage has this "
+                      "request_id already, with other figures; kept in "
+                      "llm.usage_rejected", id);
+        }
 
         db_ack(n);
 

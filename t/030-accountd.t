@@ -163,11 +163,28 @@ $ack = read_frame($ca);
 is $ack && $ack->{request_id}, "$tag-r1", 'a replayed record is acknowledged';
 is usage_count("$tag-r1"), 1, 'and still counted once';
 
+# the same request_id with other figures (or another time) is refused:
+# acknowledged, not counted, kept aside and logged
+
+syswrite $ca, frame(%rec, output => 1501)
+             . frame(%rec, ts_ms => $ts_ms + 1);
+my %got;
+$got{$_->{request_id}}++ for grep { $_ } read_frame($ca), read_frame($ca);
+is $got{"$tag-r1"}, 2, 'a record with other figures is acknowledged';
+is $dbh->selectrow_array(
+    'SELECT output_tokens FROM llm.usage WHERE request_id = ?', undef,
+    "$tag-r1"), 1500, 'the row keeps its first figures';
+is usage_count("$tag-r1"), 1, 'and is not doubled, not even at another ts';
+like $dbh->selectrow_array(
+    'SELECT error FROM llm.usage_rejected WHERE request_id = ?', undef,
+    "$tag-r1") // '', qr/this request_id already, with other figures/,
+    'the different one is in llm.usage_rejected';
+
 # two frames in one write, and one frame in two writes
 
 syswrite $ca, frame(%rec, request_id => "$tag-r2", api => 1, finish => '')
              . frame(%rec, request_id => "$tag-r3", api => 3);
-my %got = map { $_->{request_id} => 1 } grep { $_ } read_frame($ca),
+%got = map { $_->{request_id} => 1 } grep { $_ } read_frame($ca),
     read_frame($ca);
 is_deeply \%got, { "$tag-r2" => 1, "$tag-r3" => 1 },
     'two frames in one write get two ACKs';
@@ -242,6 +259,9 @@ SKIP: {
 
     ok wait_for(sub { log_since($log, $log_start) =~ /malformed frame/ }),
         'the malformed frame is logged';
+    like log_since($log, $log_start),
+        qr/record "\Q$tag\E-r1" refused: llm.usage has this request_id/,
+        'so is the record refused as a different duplicate';
 
     # whole-log matches, so a failure must not print the log
     my $text = log_since($log, 0);
