@@ -55,6 +55,8 @@ static int cli_snapshot(int argc, char **argv);
 static int cli_opts(int argc, char **argv, cli_opt_t *opts,
     const char **arg);
 static int cli_name(const char *what, const char *value, size_t max);
+static int cli_amount(const char *what, const char *s);
+static const char *cli_cap(const char *s);
 static int cli_duration(const char *what, const char *s, int zero,
     char *out, size_t cap);
 static int cli_key_find(PGconn *conn, const char *arg, char *id, size_t cap);
@@ -120,10 +122,13 @@ cli_tenant_create(int argc, char **argv)
     int          rc;
     PGconn      *conn;
     PGresult    *res;
-    const char  *values[2], *state;
+    const char  *values[5], *state;
     cli_opt_t    opts[] = {
         { "name", 0, NULL, 0 },
         { "tier", 0, NULL, 0 },
+        { "daily-cap-usd", 0, NULL, 0 },
+        { "monthly-cap-usd", 0, NULL, 0 },
+        { "time-zone", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
     };
 
@@ -133,12 +138,15 @@ cli_tenant_create(int argc, char **argv)
 
     if (opts[0].value == NULL || opts[1].value == NULL) {
         fprintf(stderr, "usage: accountd tenant create --name NAME "
-                "--tier TIER\n");
+                "--tier TIER [--daily-cap-usd AMOUNT] "
+                "[--monthly-cap-usd AMOUNT] [--time-zone TZ]\n");
         return 2;
     }
 
     if (cli_name("tenant name", opts[0].value, LLM_KEY_TENANT_MAX) != 0
-        || cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
+        || cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0
+        || cli_amount("--daily-cap-usd", opts[2].value) != 0
+        || cli_amount("--monthly-cap-usd", opts[3].value) != 0)
     {
         return 1;
     }
@@ -150,11 +158,18 @@ cli_tenant_create(int argc, char **argv)
 
     values[0] = opts[0].value;
     values[1] = opts[1].value;
+    values[2] = cli_cap(opts[2].value);
+    values[3] = cli_cap(opts[3].value);
+    values[4] = opts[4].value;
 
+    /* amounts become exact pico-dollars in SQL, never a float */
     res = PQexecParams(conn,
-                       "INSERT INTO llm.tenants (name, tier)"
-                       " VALUES ($1, $2) RETURNING tenant_id",
-                       2, NULL, values, NULL, NULL, 0);
+                       "INSERT INTO llm.tenants (name, tier, daily_cap_pusd,"
+                       " monthly_cap_pusd, time_zone)"
+                       " VALUES ($1, $2, llm.usd_to_pusd($3),"
+                       " llm.usd_to_pusd($4), coalesce($5, 'UTC'))"
+                       " RETURNING tenant_id",
+                       5, NULL, values, NULL, NULL, 0);
 
     state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
@@ -185,11 +200,14 @@ cli_tenant_update(int argc, char **argv)
     int          rc;
     PGconn      *conn;
     PGresult    *res;
-    const char  *values[3], *state;
+    const char  *values[6], *state;
     cli_opt_t    opts[] = {
         { "name", 0, NULL, 0 },
         { "tier", 0, NULL, 0 },
         { "rename", 0, NULL, 0 },
+        { "daily-cap-usd", 0, NULL, 0 },
+        { "monthly-cap-usd", 0, NULL, 0 },
+        { "time-zone", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
     };
 
@@ -198,10 +216,13 @@ cli_tenant_update(int argc, char **argv)
     }
 
     if (opts[0].value == NULL
-        || (opts[1].value == NULL && opts[2].value == NULL))
+        || (opts[1].value == NULL && opts[2].value == NULL
+            && opts[3].value == NULL && opts[4].value == NULL
+            && opts[5].value == NULL))
     {
         fprintf(stderr, "usage: accountd tenant update --name NAME "
-                "[--tier TIER] [--rename NEW]\n");
+                "[--tier TIER] [--rename NEW] [--daily-cap-usd AMOUNT|none] "
+                "[--monthly-cap-usd AMOUNT|none] [--time-zone TZ]\n");
         return 2;
     }
 
@@ -209,7 +230,9 @@ cli_tenant_update(int argc, char **argv)
          && cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
         || (opts[2].value != NULL
             && cli_name("tenant name", opts[2].value, LLM_KEY_TENANT_MAX)
-               != 0))
+               != 0)
+        || cli_amount("--daily-cap-usd", opts[3].value) != 0
+        || cli_amount("--monthly-cap-usd", opts[4].value) != 0)
     {
         return 1;
     }
@@ -222,13 +245,24 @@ cli_tenant_update(int argc, char **argv)
     values[0] = opts[0].value;
     values[1] = opts[1].value;
     values[2] = opts[2].value;
+    values[3] = opts[3].value;
+    values[4] = opts[4].value;
+    values[5] = opts[5].value;
 
+    /* a cap not given stays; "none" removes it */
     res = PQexecParams(conn,
                        "UPDATE llm.tenants"
                        " SET tier = coalesce($2::text, tier),"
-                       " name = coalesce($3::text, name)"
+                       " name = coalesce($3::text, name),"
+                       " daily_cap_pusd = CASE WHEN $4::text IS NULL"
+                       " THEN daily_cap_pusd WHEN $4 = 'none' THEN NULL"
+                       " ELSE llm.usd_to_pusd($4) END,"
+                       " monthly_cap_pusd = CASE WHEN $5::text IS NULL"
+                       " THEN monthly_cap_pusd WHEN $5 = 'none' THEN NULL"
+                       " ELSE llm.usd_to_pusd($5) END,"
+                       " time_zone = coalesce($6::text, time_zone)"
                        " WHERE name = $1 RETURNING tenant_id",
-                       3, NULL, values, NULL, NULL, 0);
+                       6, NULL, values, NULL, NULL, 0);
 
     state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
@@ -276,7 +310,8 @@ done:
 static int
 cli_tenant_list(int argc, char **argv)
 {
-    const char  *head[] = { "id", "name", "tier", NULL };
+    const char  *head[] = { "id", "name", "tier", "daily_cap_usd",
+                            "monthly_cap_usd", "time_zone", NULL };
 
     if (argc != 0) {
         fprintf(stderr, "usage: accountd tenant list\n");
@@ -284,9 +319,63 @@ cli_tenant_list(int argc, char **argv)
     }
 
     return cli_list("tenant list",
-                    "SELECT tenant_id, name, tier FROM llm.tenants"
-                    " ORDER BY tenant_id",
+                    "SELECT tenant_id, name, tier,"
+                    " coalesce((daily_cap_pusd * 0.000000000001)::text, '-'),"
+                    " coalesce((monthly_cap_pusd * 0.000000000001)::text,"
+                    " '-'), time_zone"
+                    " FROM llm.tenants ORDER BY tenant_id",
                     0, NULL, head);
+}
+
+
+/*
+ * A cap as written: dollars with at most 12 decimals, or "none" where a
+ * cap may be removed.  PostgreSQL turns it into pico-dollars exactly.
+ */
+
+static int
+cli_amount(const char *what, const char *s)
+{
+    size_t       i, dot, digits;
+
+    if (s == NULL || strcmp(s, "none") == 0) {
+        return 0;
+    }
+
+    dot = 0;
+    digits = 0;
+
+    for (i = 0; s[i]; i++) {
+        if (s[i] == '.' && dot == 0 && digits > 0) {
+            dot = i;
+            continue;
+        }
+
+        if (s[i] < '0' || s[i] > '9') {
+            break;
+        }
+
+        digits++;
+    }
+
+    if (s[i] != '\0' || digits == 0 || (dot && s[dot + 1] == '\0')
+        || (dot ? dot : i) > 7 || (dot && i - dot - 1 > 12))
+    {
+        log_error("%s \"%s\": dollars, such as 12.50 (at most 7 digits and "
+                  "12 decimals)", what, s);
+        return -1;
+    }
+
+    return 0;
+}
+
+
+/* "none" on creation is no cap: NULL */
+
+static const char *
+cli_cap(const char *s)
+{
+    return (s == NULL || strcmp(s, "none") == 0) ? NULL : s;
 }
 
 

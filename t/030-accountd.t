@@ -51,7 +51,7 @@ isnt $rc, 0, 'a second tenant of the same name is refused';
 isnt $rc, 0, 'a tenant name with a space is refused';
 
 ($out, $rc) = run('tenant', 'list');
-like $out, qr/^\Q$tenant_id\E\s+\Q$tenant\E\s+pro$/m,
+like $out, qr/^\Q$tenant_id\E\s+\Q$tenant\E\s+pro\s+-\s+-\s+UTC$/m,
     'tenant list shows it';
 
 

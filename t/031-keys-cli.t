@@ -62,7 +62,7 @@ is $rc, 0, 'tenant update --rename succeeds';
 is $out, "$tenant_id\n", 'and prints the same tenant id';
 
 ($out) = run('tenant', 'list');
-like $out, qr/^\Q$tenant_id\E\s+\Q$renamed\E\s+pro$/m,
+like $out, qr/^\Q$tenant_id\E\s+\Q$renamed\E\s+pro\s+-\s+-\s+UTC$/m,
     'tenant list shows the new name';
 ok snapshot_has(snapshot_line(%k1, tenant => $renamed)),
     'the snapshot names the key\'s tenant by its new name';
