@@ -50,6 +50,7 @@ typedef struct {
     int        verbose;
     int        batch_max;
     int        queue_max;
+    char      *gateway_name;
 } acd_conf_t;
 
 extern acd_conf_t  acd_cf;
@@ -132,6 +133,7 @@ void listener_close(void);
 void listener_pause(void);
 void listener_resume(void);
 void listener_ack(acd_client_t *c, const llm_record_t *rec);
+void listener_lease(acd_client_t *c, const llm_lease_t *l);
 void listener_release(acd_client_t *c);
 void listener_flush(void);
 void listener_reap(void);
@@ -163,6 +165,7 @@ void db_kick(void);
 void db_snapshot_request(void);
 void db_snapshot_soon(void);
 void db_conf_changed(const acd_conf_t *old);
+int db_lease(acd_client_t *c, const llm_lease_t *req);
 int64_t db_timer_at(void);
 void db_timer(int64_t now);
 int db_flushable(void);

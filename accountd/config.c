@@ -70,6 +70,10 @@ static conf_entry_t  conf_table[] = {
     { "queue_max", CONF_INT,
       offsetof(acd_conf_t, queue_max), "100000", 1000, 10000000 },
 
+    /* what llm.budget_leases calls this gateway; the host's name if "" */
+    { "gateway_name", CONF_STR,
+      offsetof(acd_conf_t, gateway_name), "", 0, 0 },
+
     { NULL, 0, 0, NULL, 0, 0 }
 };
 

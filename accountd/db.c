@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include "accountd.h"
 
@@ -62,8 +63,18 @@ typedef enum {
     DB_Q_REJECT,
     DB_Q_SNAPSHOT,
     DB_Q_LISTEN,
-    DB_Q_SESSION
+    DB_Q_SESSION,
+    DB_Q_LEASE
 } db_query_e;
+
+
+/* leases asked for by the workers, answered in order */
+#define DB_LEASES_MAX             1024
+
+typedef struct {
+    acd_client_t   *client;
+    llm_lease_t     req;
+} db_lease_t;
 
 
 /* the text of one record's parameters */
@@ -117,6 +128,8 @@ static void db_down(const char *reason);
 static int db_send(const char *sql, int nparams);
 static void db_send_batch(void);
 static void db_send_reject(void);
+static void db_send_lease(void);
+static void db_lease_answer(PGresult *res);
 static void db_send_snapshot(void);
 static void db_snapshot_at(int64_t at);
 static void db_notifies(void);
@@ -126,6 +139,14 @@ static void db_ack(size_t n);
 static void db_notice(void *arg, const char *message);
 static void db_error_text(char *buf, size_t cap, const char *msg);
 static const char *db_api_name(uint8_t api);
+
+
+static db_lease_t  db_leases[DB_LEASES_MAX];
+static size_t      db_leases_head;
+static size_t      db_leases_n;
+static char        db_lease_num[2][24];
+static char        db_lease_model[LLM_RECORD_MODEL_MAX + 1];
+static char        db_gateway[256];
 
 
 static db_t  db = {
@@ -185,6 +206,22 @@ static const char  db_insert_tail[] =
     " ON CONFLICT (request_id) DO NOTHING"
     " RETURNING request_id";
 
+/*
+ * A lease of the tenant's caps (llm.take_lease, sql/005), and the prices of
+ * the model asked about as they are now: its own, else those of "*".
+ */
+static const char  db_lease_sql[] =
+    "SELECT l.granted_pusd, coalesce(l.remaining_pusd, -1),"
+    " (extract(epoch FROM l.resets_at) * 1000)::bigint,"
+    " coalesce(p.input_per_mtok, -1), coalesce(p.output_per_mtok, -1),"
+    " coalesce(p.cached_input_per_mtok, -1),"
+    " coalesce(p.cache_write_per_mtok, -1)"
+    " FROM llm.take_lease($1::bigint, $2::text, $3::bigint) l"
+    " LEFT JOIN LATERAL (SELECT * FROM llm.prices"
+    " WHERE model IN ($4::text, '*') AND effective_from <= now()"
+    " ORDER BY model = $4::text DESC, effective_from DESC LIMIT 1) p"
+    " ON true";
+
 static const char  db_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
@@ -228,6 +265,12 @@ db_kick(void)
         db.reconnect = 0;
         db_down("the database_url changed");
         db.timer_at = acd_now();
+        return;
+    }
+
+    /* requests wait for their lease: it goes first */
+    if (db_leases_n) {
+        db_send_lease();
         return;
     }
 
@@ -728,6 +771,10 @@ db_done(PGresult *res)
         db_send("LISTEN " DB_CHANNEL, 0);
         break;
 
+    case DB_Q_LEASE:
+        db_lease_answer(res);
+        break;
+
     case DB_Q_LISTEN:
         log_debug("listening on \"" DB_CHANNEL "\"");
 
@@ -766,6 +813,13 @@ db_failed(PGresult *res)
 
     if (db.query == DB_Q_LISTEN || db.query == DB_Q_SESSION) {
         db_down(db.error);
+        return;
+    }
+
+    if (db.query == DB_Q_LEASE) {
+        /* the worker's wait ends without a lease: it refuses, and asks again */
+        log_error("lease query failed: %s", db.error);
+        db_lease_answer(NULL);
         return;
     }
 
@@ -1156,6 +1210,113 @@ db_bind(size_t row, const llm_record_t *rec)
     v[12] = r->num[8];
     v[13] = r->num[9];
     v[14] = r->num[10];
+}
+
+
+/* from the listener: a lease to ask the database for, in order */
+
+int
+db_lease(acd_client_t *c, const llm_lease_t *req)
+{
+    db_lease_t  *l;
+
+    if (db_leases_n == DB_LEASES_MAX) {
+        log_warning("%d leases waiting for the database: one more refused",
+                    DB_LEASES_MAX);
+        return -1;
+    }
+
+    l = &db_leases[(db_leases_head + db_leases_n) % DB_LEASES_MAX];
+    l->client = c;
+    l->req = *req;
+
+    db_leases_n++;
+
+    return 0;
+}
+
+
+static void
+db_send_lease(void)
+{
+    db_lease_t  *l;
+
+    l = &db_leases[db_leases_head];
+
+    if (db_gateway[0] == '\0') {
+        if (acd_cf.gateway_name && acd_cf.gateway_name[0]) {
+            snprintf(db_gateway, sizeof(db_gateway), "%s",
+                     acd_cf.gateway_name);
+
+        } else if (gethostname(db_gateway, sizeof(db_gateway) - 1) != 0) {
+            snprintf(db_gateway, sizeof(db_gateway), "gateway");
+        }
+    }
+
+    log_clean(db_lease_model, sizeof(db_lease_model), l->req.model,
+              l->req.model_len);
+
+    snprintf(db_lease_num[0], sizeof(db_lease_num[0]), "%lld",
+             (long long) l->req.tenant_id);
+    snprintf(db_lease_num[1], sizeof(db_lease_num[1]), "%lld",
+             (long long) l->req.want);
+
+    db.values[0] = db_lease_num[0];
+    db.values[1] = db_gateway;
+    db.values[2] = db_lease_num[1];
+    db.values[3] = db_lease_model;
+
+    db.query = DB_Q_LEASE;
+
+    db_send(db_lease_sql, 4);
+}
+
+
+/* the answer goes back to the worker that asked; res NULL: no lease */
+
+static void
+db_lease_answer(PGresult *res)
+{
+    int           i;
+    db_lease_t   *l;
+    llm_lease_t   a;
+
+    l = &db_leases[db_leases_head];
+
+    memset(&a, 0, sizeof(llm_lease_t));
+
+    a.type = LLM_REC_LEASE;
+    a.tenant_id = l->req.tenant_id;
+    a.model_len = l->req.model_len;
+    memcpy(a.model, l->req.model, a.model_len);
+
+    if (res && PQntuples(res) == 1) {
+        a.granted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        a.remaining = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        a.resets_at_ms = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+
+        for (i = 0; i < 4; i++) {
+            a.prices[i] = strtoll(PQgetvalue(res, 0, 3 + i), NULL, 10);
+        }
+
+        log_debug("lease for tenant %lld: %lld of %lld granted, %lld left",
+                  (long long) a.tenant_id, (long long) a.granted,
+                  (long long) l->req.want, (long long) a.remaining);
+
+    } else {
+        /* -2: not known now */
+        a.remaining = -2;
+
+        for (i = 0; i < 4; i++) {
+            a.prices[i] = -1;
+        }
+    }
+
+    listener_lease(l->client, &a);
+    listener_release(l->client);
+
+    db_leases_head = (db_leases_head + 1) % DB_LEASES_MAX;
+    db_leases_n--;
 }
 
 

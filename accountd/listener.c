@@ -89,6 +89,7 @@ static int client_set_waiting(acd_client_t *c);
 static void client_write_failed(acd_client_t *c);
 static void client_update(acd_client_t *c);
 static void client_dirty(acd_client_t *c);
+static int client_room(acd_client_t *c, size_t need);
 static void client_close(acd_client_t *c);
 
 
@@ -320,37 +321,11 @@ listener_resume(void)
 void
 listener_ack(acd_client_t *c, const llm_record_t *rec)
 {
-    size_t         n, cap;
-    uint8_t       *p;
-    llm_record_t   ack;
+    size_t        n;
+    llm_record_t  ack;
 
-    if (c->closed || c->write_failed) {
+    if (client_room(c, LLM_RECORD_MAX_FRAME) != 0) {
         return;
-    }
-
-    if (c->out_cap - c->out_len < LLM_RECORD_MAX_FRAME) {
-
-        if (c->out_pos) {
-            memmove(c->out, c->out + c->out_pos, c->out_len - c->out_pos);
-            c->out_len -= c->out_pos;
-            c->out_frame -= c->out_pos;
-            c->out_pos = 0;
-        }
-
-        if (c->out_cap - c->out_len < LLM_RECORD_MAX_FRAME) {
-            cap = c->out_cap ? c->out_cap * 2 : 4096;
-
-            p = realloc(c->out, cap);
-            if (p == NULL) {
-                log_error("out of memory for the ACKs of client #%llu, "
-                          "closing it", (unsigned long long) c->id);
-                client_close(c);
-                return;
-            }
-
-            c->out = p;
-            c->out_cap = cap;
-        }
     }
 
     memset(&ack, 0, sizeof(llm_record_t));
@@ -362,6 +337,63 @@ listener_ack(acd_client_t *c, const llm_record_t *rec)
     c->out_len += n;
 
     client_dirty(c);
+}
+
+
+/* accountd's answer to a lease asked for, after the ACKs before it */
+
+void
+listener_lease(acd_client_t *c, const llm_lease_t *l)
+{
+    if (client_room(c, LLM_LEASE_MAX_FRAME) != 0) {
+        return;
+    }
+
+    c->out_len += llm_lease_encode(l, c->out + c->out_len,
+                                   c->out_cap - c->out_len);
+
+    client_dirty(c);
+}
+
+
+/* room for a frame at the end of the client's out buffer */
+
+static int
+client_room(acd_client_t *c, size_t need)
+{
+    size_t    cap;
+    uint8_t  *p;
+
+    if (c->closed || c->write_failed) {
+        return -1;
+    }
+
+    if (c->out_cap - c->out_len < need) {
+
+        if (c->out_pos) {
+            memmove(c->out, c->out + c->out_pos, c->out_len - c->out_pos);
+            c->out_len -= c->out_pos;
+            c->out_frame -= c->out_pos;
+            c->out_pos = 0;
+        }
+
+        if (c->out_cap - c->out_len < need) {
+            cap = c->out_cap ? c->out_cap * 2 : 4096;
+
+            p = realloc(c->out, cap);
+            if (p == NULL) {
+                log_error("out of memory for the ACKs of client #%llu, "
+                          "closing it", (unsigned long long) c->id);
+                client_close(c);
+                return -1;
+            }
+
+            c->out = p;
+            c->out_cap = cap;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -632,6 +664,7 @@ client_process(acd_client_t *c)
     char           id[LLM_RECORD_ID_MAX + 1];
     size_t         pos, used;
     acd_item_t    *item;
+    llm_lease_t    lease;
     llm_record_t   rec;
 
     pos = 0;
@@ -641,6 +674,34 @@ client_process(acd_client_t *c)
         if (queue_full()) {
             listener_pause();
             break;
+        }
+
+        if (c->in_len - pos >= 6 && c->in[pos + 5] == LLM_REC_LEASE_REQ) {
+            rc = llm_lease_decode(c->in + pos, c->in_len - pos, &lease,
+                                  &used);
+            if (rc == 0) {
+                break;
+            }
+
+            if (rc == 1 && lease.type == LLM_REC_LEASE_REQ
+                && db_lease(c, &lease) == 0)
+            {
+                c->pending++;
+                pos += used;
+                continue;
+            }
+
+            if (rc == 1) {
+                /* no room to ask the database: no lease, ask again */
+                pos += used;
+                continue;
+            }
+
+            log_error("client #%llu (pid %d) sent a malformed lease frame, "
+                      "closing the connection", (unsigned long long) c->id,
+                      (int) c->pid);
+            client_close(c);
+            return;
         }
 
         rc = llm_record_decode(c->in + pos, c->in_len - pos, &rec, &used);

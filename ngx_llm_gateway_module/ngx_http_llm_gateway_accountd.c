@@ -818,6 +818,63 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 }
 
 
+ngx_uint_t
+ngx_http_llm_gateway_accountd_up(void)
+{
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    return ad && ad->peer.connection && !ad->down;
+}
+
+
+/*
+ * A lease of a tenant's budget asked for: after what is being sent, ahead
+ * of what the journal holds.  NGX_DECLINED without a connection or room.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
+    const char *model, size_t model_len)
+{
+    size_t                            n;
+    llm_lease_t                       l;
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    if (ad == NULL || ad->peer.connection == NULL || ad->down) {
+        return NGX_DECLINED;
+    }
+
+    if (ad->pos == ad->last) {
+        ad->pos = ad->out;
+        ad->last = ad->out;
+    }
+
+    ngx_memzero(&l, sizeof(llm_lease_t));
+
+    l.type = LLM_REC_LEASE_REQ;
+    l.tenant_id = tenant_id;
+    l.want = want;
+    l.model_len = ngx_min(model_len, LLM_RECORD_MODEL_MAX);
+    ngx_memcpy(l.model, model, l.model_len);
+
+    n = llm_lease_encode(&l, ad->last, ad->out + ad->out_size - ad->last);
+
+    if (n == 0) {
+        return NGX_DECLINED;
+    }
+
+    ad->last += n;
+
+    ngx_http_llm_gateway_flush(ad);
+
+    return NGX_OK;
+}
+
+
 /* an acknowledgement releases the oldest record sent, which it must name */
 
 static ngx_int_t
@@ -971,6 +1028,7 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, u_char *buf,
     int              rc, type;
     uint32_t         count;
     uint64_t         generation;
+    llm_lease_t      lease;
     llm_record_t     ack;
     llm_key_entry_t  e;
 
@@ -984,6 +1042,16 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, u_char *buf,
 
         if (rc == 1 && ngx_http_llm_gateway_ack(ad, &ack) != NGX_OK) {
             return -1;
+        }
+
+        return rc;
+
+    case LLM_REC_LEASE:
+        rc = llm_lease_decode(buf, len, &lease, used);
+
+        if (rc == 1) {
+            ngx_http_llm_gateway_budget_lease((ngx_cycle_t *) ngx_cycle,
+                                              &lease, ad->log);
         }
 
         return rc;

@@ -12,6 +12,10 @@
 static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
+static void ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
+    int64_t until);
 static ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
@@ -157,12 +161,129 @@ ngx_http_llm_gateway_body_handler(ngx_http_request_t *r)
 
     ngx_http_llm_gateway_admit(r, ctx);
 
+    if (ctx->waiting) {
+        /* for a lease: looked at again shortly, as limit_req delays */
+        ctx->waiting = 0;
+
+        r->read_event_handler = ngx_http_test_reading;
+        r->write_event_handler = ngx_http_llm_gateway_wait_handler;
+
+        r->connection->write->delayed = 1;
+        ngx_add_timer(r->connection->write, NGX_HTTP_LLM_GATEWAY_WAIT_STEP);
+
+        return;
+    }
+
     ctx->status = NGX_DECLINED;
 
     r->preserve_body = 1;
 
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
+}
+
+
+static void
+ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r)
+{
+    ngx_event_t  *wev;
+
+    wev = r->connection->write;
+
+    if (wev->delayed) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+
+        return;
+    }
+
+    if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    r->read_event_handler = ngx_http_block_reading;
+
+    ngx_http_llm_gateway_body_handler(r);
+}
+
+
+/*
+ * What the budget said, for the request: wait for a lease (asked for
+ * here), or a refusal.  A cap that is spent is not a rate limit: the
+ * client is told so, and not to retry before the period ends.
+ */
+
+static void
+ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
+    int64_t until)
+{
+    u_char  *p;
+
+    switch (rc) {
+
+    case NGX_AGAIN:
+
+        if (ctx->wait_until == 0) {
+            ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
+        }
+
+        if (ctx->lease_want >= 0) {
+            (void) ngx_http_llm_gateway_lease_ask(ctx->key->tenant_id,
+                                                  ctx->lease_want,
+                                                  ctx->req.model,
+                                                  ctx->req.model_len);
+        }
+
+        /* without accountd no answer comes: refused at once */
+        if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
+            ctx->waiting = 1;
+            return;
+        }
+
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "llm gateway: no answer from accountd about the "
+                      "spend cap of tenant \"%V\"", &ctx->key->tenant);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "server_error", "budget_unavailable",
+                                    NULL, "The gateway cannot check the "
+                                    "spend cap right now; retry shortly.");
+        ctx->retry_after = 1;
+        ctx->retry_after_ms = 1000;
+        return;
+
+    case NGX_DECLINED:
+        ctx->retry_after_ms = ngx_max(until - now, 1000);
+        ctx->retry_after = (ctx->retry_after_ms + 999) / 1000;
+        ctx->never = 1;
+
+        p = ngx_pnalloc(r->pool, 160);
+        if (p != NULL) {
+            ngx_sprintf(p, "You exceeded your spend cap; it resets in %Ls. "
+                        "Raise the cap or wait for the reset.%Z",
+                        ctx->retry_after);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                    "insufficient_quota",
+                                    "insufficient_quota", NULL, (char *) p);
+        return;
+
+    default: /* NGX_ERROR */
+        p = ngx_pnalloc(r->pool, ctx->req.model_len + 96);
+        if (p != NULL) {
+            ngx_sprintf(p, "Model \"%s\" has no price: a tenant with a "
+                        "spend cap cannot call it.%Z", ctx->req.model);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                    "permission_error", "model_not_priced",
+                                    "model", (char *) p);
+        return;
+    }
 }
 
 
@@ -179,13 +300,17 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     int64_t                           now;
     llm_admit_t                       adm;
     llm_inspect_conf_t                icf;
+    int64_t                           until, wall;
+    ngx_int_t                         brc_budget;
     llm_bucket_rc_e                   brc;
     ngx_http_llm_gateway_node_t      *node;
     ngx_http_llm_gateway_tier_t      *tier;
     ngx_http_llm_gateway_zone_t      *zone;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
+    ngx_http_llm_gateway_main_conf_t *lmcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
 
     rc = ngx_http_llm_gateway_body(r, ctx, &body);
@@ -315,7 +440,34 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         llm_tenant_init(&node->state, &tier->limits, now);
     }
 
+    /* the spend cap first: a request it cannot pay for takes no tokens */
+    ctx->lease_want = -1;
+    ctx->body_len = body.len;
+
+    brc_budget = NGX_OK;
+
+    /* caps run on the wall clock: their periods are days and months */
+    wall = ngx_http_llm_gateway_wall_ms();
+
+    if (lmcf->journal_data) {
+        brc_budget = ngx_http_llm_gateway_budget_admit(ctx, node, wall,
+                                                       body.len);
+    }
+
+    if (brc_budget != NGX_OK) {
+        until = node->budget_until;
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_http_llm_gateway_journal_unhold(ctx);
+
+        ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
+        return;
+    }
+
     brc = llm_admit(&node->state, &tier->limits, cost, now, &adm);
+
+    if (brc != LLM_BUCKET_OK && ctx->budget_reserved) {
+        ngx_http_llm_gateway_budget_unreserve(ctx, node);
+    }
 
     ctx->remaining = llm_bucket_available(&node->state.tpm);
     ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &tier->limits.tpm);
@@ -330,6 +482,14 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     if (brc != LLM_BUCKET_OK) {
         ngx_http_llm_gateway_journal_unhold(ctx);
+    }
+
+    /* the next lease, asked for before the budget runs out */
+    if (ctx->lease_want >= 0) {
+        (void) ngx_http_llm_gateway_lease_ask(ctx->key->tenant_id,
+                                              ctx->lease_want,
+                                              ctx->req.model,
+                                              ctx->req.model_len);
     }
 
     if (brc == LLM_BUCKET_NEVER) {

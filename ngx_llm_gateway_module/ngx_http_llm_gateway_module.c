@@ -274,6 +274,17 @@ ngx_http_llm_gateway_now_ms(void)
 }
 
 
+int64_t
+ngx_http_llm_gateway_wall_ms(void)
+{
+    ngx_time_t  *tp;
+
+    tp = ngx_timeofday();
+
+    return (int64_t) tp->sec * 1000 + tp->msec;
+}
+
+
 /*
  * cJSON allocates through global hooks: while the gateway parses, they take
  * memory from the request pool, which goes with the request.  Outside such

@@ -27,6 +27,10 @@
  */
 #define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
 
+/* a request waiting for a lease looks again this often, this long (ms) */
+#define NGX_HTTP_LLM_GATEWAY_WAIT_STEP     5
+#define NGX_HTTP_LLM_GATEWAY_WAIT_MAX      3000
+
 /* the most held back to cut out a usage chunk: real ones are < 1k */
 #define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
 
@@ -87,12 +91,32 @@ typedef struct {
 } ngx_http_llm_gateway_table_t;
 
 
+/* a model's prices as accountd gave them (µ$ per Mtok; -1: none) */
+typedef struct {
+    uint32_t                     crc;       /* of the model's name */
+    int64_t                      seen;      /* ms; 0: an empty place */
+    int64_t                      p[4];      /* LLM_LEASE_IN ... */
+} ngx_http_llm_gateway_price_t;
+
+
+#define NGX_HTTP_LLM_GATEWAY_PRICES        4
+
+
 /* a tenant's state in the zone, shared by all workers */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: tenant_id */
     ngx_queue_t                  queue;     /* LRU, for expiry */
     int64_t                      tenant_id;
     llm_tenant_t                 state;
+
+    /* its spend caps as leased to this gateway (budget.c) */
+    int64_t                      budget;         /* pico-dollars free */
+    int64_t                      budget_until;   /* ms: the period ends */
+    int64_t                      budget_seen;    /* ms: accountd's word */
+    int64_t                      budget_asked;   /* ms: a lease asked for */
+    ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
+    unsigned                     capped:1;
+    unsigned                     spent:1;
 } ngx_http_llm_gateway_node_t;
 
 
@@ -108,7 +132,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  3
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  4
 
 
 typedef struct {
@@ -201,6 +225,14 @@ typedef struct {
     size_t                       json_len;
     size_t                       json_size;
 
+    /* the spend cap: the worst case reserved, at these prices */
+    int64_t                      budget_reserved;
+    int64_t                      budget_worst;
+    int64_t                      prices[4];
+    int64_t                      lease_want;      /* -1: none to ask */
+    int64_t                      wait_until;      /* ms, for a lease */
+    size_t                       body_len;
+
     /* the proxy's own, wrapped to learn how the upstream ended */
     void                       (*upstream_finalize)(ngx_http_request_t *r,
                                                     ngx_int_t rc);
@@ -217,6 +249,7 @@ typedef struct {
     unsigned                     client_closed:1;
     unsigned                     never:1;   /* refusal can never succeed */
     unsigned                     journal_held:1;   /* a place for the record */
+    unsigned                     waiting:1;        /* for a lease */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -263,6 +296,17 @@ void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_cleanup(void *data);
 ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
 void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now, size_t prompt_bytes);
+void ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, llm_settle_t *st);
+void ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node);
+void ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
+    ngx_log_t *log);
+ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
+ngx_int_t ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
+    const char *model, size_t model_len);
 ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
@@ -278,6 +322,7 @@ ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 
 int64_t ngx_http_llm_gateway_now_ms(void);
+int64_t ngx_http_llm_gateway_wall_ms(void);
 void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
 
 

@@ -152,6 +152,8 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         llm_release(&node->state, &ctx->tier->limits, ctx->reserved,
                     st.input_tokens + st.output_tokens,
                     ngx_http_llm_gateway_now_ms());
+
+        ngx_http_llm_gateway_budget_settle(ctx, node, &st);
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);

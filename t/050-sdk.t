@@ -19,6 +19,8 @@ my $clients = "$s->{LLMGW_BUILD}/sdk/clients.mjs";
 plan(skip_all => 'the SDKs are not installed (make sdk)') unless -f $clients;
 
 my $pro = new_tenant(tier => 'pro');
+my $capped = new_tenant(tier => 'pro');
+accountd('tenant', 'update', '--name', $capped->{name}, '--daily-cap-usd', '0');
 my $tiny = new_tenant(tier => 'tiny');
 my $tight = new_tenant(tier => 'tight');
 
@@ -111,10 +113,18 @@ is_deeply([ @$e{qw(status code name)} ],
           [ 429, 'request_too_large', 'RateLimitError' ],
           'a request that can never fit: RateLimitError');
 
+$e = client('openai-error', LLMGW_KEY => $capped->{key});
+is_deeply([ @$e{qw(status code name)} ],
+          [ 429, 'insufficient_quota', 'RateLimitError' ],
+          'a spent cap: RateLimitError, code insufficient_quota');
+
 open(my $fh, '<', $ng->dir() . '/retry.log') or die;
-my @tries = grep { /^429 \Q$tiny->{name}\E / } <$fh>;
+my @log = <$fh>;
 close($fh);
+my @tries = grep { /^429 \Q$tiny->{name}\E / } @log;
 is(scalar(@tries), 1, 'and the SDK did not retry it (x-should-retry: false)');
+is(scalar(grep { /^429 \Q$capped->{name}\E / } @log), 1,
+   'nor the spent cap');
 
 # The SDK's own retry: a bucket of 100 tokens refilled at 100 a second;
 # each request takes 59 (9 in, 50 out).  The second finds 41 and is told

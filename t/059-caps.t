@@ -12,6 +12,7 @@ use lib "$FindBin::Bin/lib";
 
 use DBI;
 use LLMGW;
+use POSIX ();
 use Test::More;
 
 my $s = stack();
@@ -132,7 +133,9 @@ for my $k (1 .. 8) {
             $n++;
         }
         $dbh->disconnect();
-        exit(0);
+
+        # not exit(): the parent's handles would be closed with it
+        POSIX::_exit(0);
     }
 
     push(@kids, $pid);

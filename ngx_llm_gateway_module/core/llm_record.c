@@ -260,3 +260,112 @@ llm_record_get_u64(const uint8_t *p)
     return ((uint64_t) llm_record_get_u32(p) << 32)
            | llm_record_get_u32(p + 4);
 }
+
+
+size_t
+llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
+{
+    size_t    i, len;
+    uint8_t  *p;
+
+    if (l->model_len > LLM_RECORD_MODEL_MAX
+        || (l->type != LLM_REC_LEASE_REQ && l->type != LLM_REC_LEASE))
+    {
+        return 0;
+    }
+
+    len = 2 + 8 + (l->type == LLM_REC_LEASE ? 8 * 7 : 8) + 1 + l->model_len;
+
+    if (cap < 4 + len) {
+        return 0;
+    }
+
+    p = llm_record_put_u32(buf, (uint32_t) len);
+    *p++ = LLM_RECORD_VERSION;
+    *p++ = l->type;
+    p = llm_record_put_u64(p, (uint64_t) l->tenant_id);
+
+    if (l->type == LLM_REC_LEASE_REQ) {
+        p = llm_record_put_u64(p, (uint64_t) l->want);
+
+    } else {
+        p = llm_record_put_u64(p, (uint64_t) l->granted);
+        p = llm_record_put_u64(p, (uint64_t) l->remaining);
+        p = llm_record_put_u64(p, (uint64_t) l->resets_at_ms);
+
+        for (i = 0; i < 4; i++) {
+            p = llm_record_put_u64(p, (uint64_t) l->prices[i]);
+        }
+    }
+
+    *p++ = l->model_len;
+    memcpy(p, l->model, l->model_len);
+
+    return 4 + len;
+}
+
+
+int
+llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
+    size_t *consumed)
+{
+    size_t          i, plen, fixed;
+    const uint8_t  *p;
+
+    if (len < 6) {
+        return 0;
+    }
+
+    plen = llm_record_get_u32(buf);
+
+    if (buf[4] != LLM_RECORD_VERSION
+        || (buf[5] != LLM_REC_LEASE_REQ && buf[5] != LLM_REC_LEASE))
+    {
+        return -1;
+    }
+
+    fixed = 2 + 8 + (buf[5] == LLM_REC_LEASE ? 8 * 7 : 8) + 1;
+
+    if (plen < fixed || plen > fixed + LLM_RECORD_MODEL_MAX) {
+        return -1;
+    }
+
+    if (len < 4 + plen) {
+        return 0;
+    }
+
+    memset(l, 0, sizeof(llm_lease_t));
+
+    p = buf + 4;
+    l->type = p[1];
+    l->tenant_id = (int64_t) llm_record_get_u64(p + 2);
+    p += 10;
+
+    if (l->type == LLM_REC_LEASE_REQ) {
+        l->want = (int64_t) llm_record_get_u64(p);
+        p += 8;
+
+    } else {
+        l->granted = (int64_t) llm_record_get_u64(p);
+        l->remaining = (int64_t) llm_record_get_u64(p + 8);
+        l->resets_at_ms = (int64_t) llm_record_get_u64(p + 16);
+        p += 24;
+
+        for (i = 0; i < 4; i++) {
+            l->prices[i] = (int64_t) llm_record_get_u64(p);
+            p += 8;
+        }
+    }
+
+    l->model_len = *p++;
+
+    if (fixed + l->model_len != plen) {
+        return -1;
+    }
+
+    memcpy(l->model, p, l->model_len);
+
+    *consumed = 4 + plen;
+
+    return 1;
+}

@@ -59,7 +59,11 @@ typedef enum {
     /* the key set, accountd to nginx: see llm_key.h */
     LLM_REC_KEYS_BEGIN = 3,
     LLM_REC_KEY = 4,
-    LLM_REC_KEYS_END = 5
+    LLM_REC_KEYS_END = 5,
+
+    /* spend caps: a lease asked for, and what accountd granted */
+    LLM_REC_LEASE_REQ = 6,
+    LLM_REC_LEASE = 7
 } llm_record_type_e;
 
 
@@ -135,6 +139,46 @@ size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
  * the caller closes the connection).
  */
 int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
+    size_t *consumed);
+
+
+/*
+ * A lease of a tenant's budget, in pico-dollars.  nginx asks for want;
+ * accountd answers with the grant (0: a cap is spent), what the caps leave
+ * after it (-1: the tenant has no cap), when the binding period begins
+ * again, and the prices of the model asked about, in micro-dollars per
+ * million tokens (-1: it has none).  Both are frames of their own:
+ *
+ *     u32 length, u8 version, u8 type, i64 tenant_id, i64 want (request)
+ *     or i64 granted, i64 remaining, i64 resets_at_ms, i64 prices[4]
+ *     (answer), then u8 model length and the model.
+ */
+
+#define LLM_LEASE_IN              0
+#define LLM_LEASE_OUT             1
+#define LLM_LEASE_CACHED          2
+#define LLM_LEASE_CACHE_WRITE     3
+
+#define LLM_LEASE_MAX_FRAME       (4 + 2 + 8 * 8 + 1 + LLM_RECORD_MODEL_MAX)
+
+
+typedef struct {
+    uint8_t    type;                 /* LLM_REC_LEASE_REQ or LLM_REC_LEASE */
+    int64_t    tenant_id;
+    int64_t    want;
+    int64_t    granted;
+    int64_t    remaining;
+    int64_t    resets_at_ms;
+    int64_t    prices[4];
+    uint8_t    model_len;
+    char       model[LLM_RECORD_MODEL_MAX];
+} llm_lease_t;
+
+
+size_t llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap);
+
+/* as llm_record_decode(), for the two lease frames */
+int llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed);
 
 

@@ -26,6 +26,7 @@ static void test_random(void);
 static void test_back_to_back(void);
 static void test_rejects(void);
 static void test_set(void);
+static void test_lease(void);
 
 
 /*
@@ -51,6 +52,7 @@ main(void)
     test_back_to_back();
     test_rejects();
     test_set();
+    test_lease();
 
     return tap_done();
 }
@@ -640,4 +642,75 @@ test_set(void)
 
     n = llm_record_set_finish_reason(&rec, NULL, 0);
     tap_ok(n == 0 && rec.finish_reason_len == 0, "set of an empty string");
+}
+
+
+/* the lease frames: both kinds round-trip, whole and cut, and wrong ones */
+
+static void
+test_lease(void)
+{
+    int          rc;
+    size_t       n, used, cut;
+    uint8_t      buf[LLM_LEASE_MAX_FRAME + 8];
+    llm_lease_t  l, got;
+
+    memset(&l, 0, sizeof(llm_lease_t));
+    l.type = LLM_REC_LEASE_REQ;
+    l.tenant_id = 42;
+    l.want = 16000000000LL;
+    l.model_len = 11;
+    memcpy(l.model, "mock-capped", 11);
+
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    tap_is(n, 4 + 2 + 8 + 8 + 1 + 11, "a lease request: its length");
+
+    rc = llm_lease_decode(buf, n, &got, &used);
+    tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE_REQ
+           && got.tenant_id == 42 && got.want == 16000000000LL
+           && got.model_len == 11 && memcmp(got.model, "mock-capped", 11) == 0,
+           "a lease request round-trips");
+
+    memset(&l, 0, sizeof(llm_lease_t));
+    l.type = LLM_REC_LEASE;
+    l.tenant_id = -7;
+    l.granted = 1900000000;
+    l.remaining = -1;
+    l.resets_at_ms = 1795996800000LL;
+    l.prices[LLM_LEASE_IN] = 1000000;
+    l.prices[LLM_LEASE_OUT] = 2000000;
+    l.prices[LLM_LEASE_CACHED] = -1;
+    l.prices[LLM_LEASE_CACHE_WRITE] = 1250000;
+    l.model_len = 0;
+
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    rc = llm_lease_decode(buf, n, &got, &used);
+    tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE
+           && got.tenant_id == -7 && got.granted == 1900000000
+           && got.remaining == -1 && got.resets_at_ms == 1795996800000LL
+           && got.prices[LLM_LEASE_IN] == 1000000
+           && got.prices[LLM_LEASE_OUT] == 2000000
+           && got.prices[LLM_LEASE_CACHED] == -1
+           && got.prices[LLM_LEASE_CACHE_WRITE] == 1250000
+           && got.model_len == 0,
+           "a lease answer round-trips, negative figures too");
+
+    for (cut = 0; cut < n; cut++) {
+        if (llm_lease_decode(buf, cut, &got, &used) != 0) {
+            break;
+        }
+    }
+
+    tap_ok(cut == n, "a cut lease frame asks for more bytes");
+
+    tap_is(llm_lease_encode(&l, buf, n - 1), 0, "no room: nothing written");
+
+    buf[5] = LLM_REC_SETTLE;
+    tap_is(llm_lease_decode(buf, n, &got, &used), -1,
+           "another type is refused");
+
+    buf[5] = LLM_REC_LEASE;
+    buf[3]++;
+    tap_is(llm_lease_decode(buf, n + 1, &got, &used), -1,
+           "a length that does not add up is refused");
 }

@@ -1,0 +1,313 @@
+
+/*
+ * Spend caps.  A tenant's budget reaches this gateway as leases that
+ * accountd takes from PostgreSQL (llm.take_lease): the gateway spends only
+ * what it leased, so that all gateways together never pass the cap.
+ *
+ * At admission a request reserves its worst-case cost, an upper bound of
+ * its prompt (the body's bytes: a token is at least one) at the input
+ * price plus max_tokens at the output price, from the tenant's leased
+ * budget in the zone; at settlement the difference to its real cost goes
+ * back.  A tenant whose cap is unknown, or whose budget is short, waits
+ * for a lease (accountd answers in a round trip); one whose cap is spent
+ * is refused with 429 insufficient_quota until its period ends.  Tenants
+ * without a cap cost one lease request a second to learn it.
+ */
+
+
+#include "ngx_http_llm_gateway_module.h"
+
+
+/* what accountd said holds this long; then it is asked again */
+#define NGX_HTTP_LLM_GATEWAY_CAP_FRESH     1000
+
+/* a model's prices hold this long */
+#define NGX_HTTP_LLM_GATEWAY_PRICE_FRESH   60000
+
+/* a lease is this many worst-case requests, and at least this much */
+#define NGX_HTTP_LLM_GATEWAY_LEASE_REQS    16
+#define NGX_HTTP_LLM_GATEWAY_LEASE_MIN     1000000000LL   /* 1/1000 $ */
+
+
+static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
+    ngx_http_llm_gateway_node_t *node, uint32_t crc, int create);
+static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
+
+
+/*
+ * Under the zone's lock.  NGX_OK: admitted as far as the budget goes (and
+ * reserved, if capped); NGX_AGAIN: wait for accountd's answer to a lease;
+ * NGX_DECLINED: the cap is spent; NGX_ERROR: no price to bound the cost.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now, size_t prompt_bytes)
+{
+    int64_t                        worst, in;
+    uint32_t                       crc;
+    ngx_http_llm_gateway_price_t  *price;
+
+    ctx->lease_want = -1;
+
+    if (node->budget_seen && now >= node->budget_until) {
+        /* a new period: what was leased for the last one is gone */
+        node->budget = 0;
+        node->spent = 0;
+        node->budget_seen = 0;
+    }
+
+    if (node->budget_seen == 0) {
+        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                 now);
+        return NGX_AGAIN;
+    }
+
+    if (!node->capped) {
+        if (now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH) {
+            /* a cap set meanwhile is learned by the next requests */
+            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+        }
+
+        return NGX_OK;
+    }
+
+    crc = ngx_crc32_short((u_char *) ctx->req.model, ctx->req.model_len);
+    price = ngx_http_llm_gateway_price(node, crc, 0);
+
+    if (price == NULL || now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH)
+    {
+        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                 now);
+        return NGX_AGAIN;
+    }
+
+    if (price->p[LLM_LEASE_IN] < 0 || price->p[LLM_LEASE_OUT] < 0) {
+        /* a spent cap is the answer, whatever the model */
+        return node->spent ? NGX_DECLINED : NGX_ERROR;
+    }
+
+    /* cache writes may cost more than plain input: the larger bounds both */
+    in = ngx_max(price->p[LLM_LEASE_IN], price->p[LLM_LEASE_CACHE_WRITE]);
+    worst = (int64_t) prompt_bytes * in
+            + ctx->req.max_tokens * price->p[LLM_LEASE_OUT];
+
+    if (node->budget >= worst) {
+        node->budget -= worst;
+
+        ctx->budget_reserved = worst;
+        ngx_memcpy(ctx->prices, price->p, sizeof(ctx->prices));
+
+        /* the next lease before this one runs out */
+        if (node->budget < worst * (NGX_HTTP_LLM_GATEWAY_LEASE_REQS / 4)
+            || now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
+        {
+            ngx_http_llm_gateway_ask(ctx, node,
+                                     ngx_max(worst
+                                             * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                                             NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
+                                     now);
+        }
+
+        return NGX_OK;
+    }
+
+    ctx->budget_worst = worst;
+
+    if (node->spent && now - node->budget_seen <= NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
+    {
+        return NGX_DECLINED;
+    }
+
+    ngx_http_llm_gateway_ask(ctx, node,
+                             ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                                     NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
+                             now);
+
+    return NGX_AGAIN;
+}
+
+
+/* a lease to ask for, once a second at most while one is unanswered */
+
+static void
+ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now)
+{
+    if (node->budget_asked && now - node->budget_asked < 1000) {
+        return;
+    }
+
+    node->budget_asked = now;
+    ctx->lease_want = want;
+}
+
+
+/* under the zone's lock: the difference to the real cost goes back */
+
+void
+ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, llm_settle_t *st)
+{
+    int64_t  cost, uncached;
+
+    if (ctx->budget_reserved == 0) {
+        return;
+    }
+
+    uncached = (int64_t) st->input_tokens - (int64_t) st->cached_input_tokens
+               - (int64_t) st->cache_write_tokens;
+
+    /* the same rule as llm.usage_cost() */
+    cost = ngx_max(uncached, 0) * ctx->prices[LLM_LEASE_IN]
+           + (int64_t) st->cached_input_tokens
+             * ngx_max(ctx->prices[LLM_LEASE_CACHED], 0)
+           + (int64_t) st->cache_write_tokens
+             * ngx_max(ctx->prices[LLM_LEASE_CACHE_WRITE], 0)
+           + (int64_t) st->output_tokens * ctx->prices[LLM_LEASE_OUT];
+
+    /* a budget from a period that is over stays at 0 */
+    if (node->budget_seen) {
+        node->budget += ctx->budget_reserved - cost;
+    }
+
+    ctx->budget_reserved = 0;
+}
+
+
+/* under the zone's lock: a request that was not served gives it all back */
+
+void
+ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node)
+{
+    if (node->budget_seen) {
+        node->budget += ctx->budget_reserved;
+    }
+
+    ctx->budget_reserved = 0;
+}
+
+
+/* accountd's answer, for the tenant's node in each zone */
+
+void
+ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
+    ngx_log_t *log)
+{
+    int64_t                            now;
+    uint32_t                           crc;
+    ngx_uint_t                         i;
+    ngx_shm_zone_t                    *shm_zone;
+    ngx_list_part_t                   *part;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_price_t      *price;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_llm_gateway_module);
+
+    now = ngx_http_llm_gateway_wall_ms();
+    crc = ngx_crc32_short((u_char *) l->model, l->model_len);
+
+    part = &cycle->shared_memory.part;
+    shm_zone = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            shm_zone = part->elts;
+            i = 0;
+        }
+
+        if (shm_zone[i].tag != &ngx_http_llm_gateway_module
+            || &shm_zone[i] == lmcf->journal)
+        {
+            continue;
+        }
+
+        zone = shm_zone[i].data;
+
+        if (zone == NULL || zone->sh == NULL) {
+            continue;
+        }
+
+        ngx_shmtx_lock(&zone->shpool->mutex);
+
+        node = ngx_http_llm_gateway_lookup(zone, l->tenant_id);
+
+        if (node == NULL) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            continue;
+        }
+
+        node->budget_asked = 0;
+
+        if (l->remaining == -2) {
+            /* accountd could not ask PostgreSQL: the wait ends */
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            continue;
+        }
+
+        if (node->budget_seen == 0 || now >= node->budget_until) {
+            node->budget = 0;
+        }
+
+        node->budget += l->granted;
+        node->budget_until = l->resets_at_ms;
+        node->budget_seen = now;
+        node->capped = (l->remaining != -1);
+        node->spent = (node->capped && l->granted == 0 && l->remaining == 0);
+
+        price = ngx_http_llm_gateway_price(node, crc, 1);
+        price->seen = now;
+        ngx_memcpy(price->p, l->prices, sizeof(price->p));
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+    }
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log, 0,
+                   "llm gateway lease: tenant %L, granted %L, left %L, "
+                   "until %L", l->tenant_id, l->granted, l->remaining,
+                   l->resets_at_ms);
+}
+
+
+/* a model's prices among the few the node keeps; the oldest goes */
+
+static ngx_http_llm_gateway_price_t *
+ngx_http_llm_gateway_price(ngx_http_llm_gateway_node_t *node, uint32_t crc,
+    int create)
+{
+    ngx_uint_t                     i;
+    ngx_http_llm_gateway_price_t  *p, *oldest;
+
+    oldest = &node->prices[0];
+
+    for (i = 0; i < NGX_HTTP_LLM_GATEWAY_PRICES; i++) {
+        p = &node->prices[i];
+
+        if (p->seen && p->crc == crc) {
+            return p;
+        }
+
+        if (p->seen < oldest->seen) {
+            oldest = p;
+        }
+    }
+
+    if (!create) {
+        return NULL;
+    }
+
+    oldest->crc = crc;
+
+    return oldest;
+}
