@@ -13,6 +13,8 @@ static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
+static void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *code, const char *message, int64_t seconds);
 static void ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
     int64_t until);
@@ -247,12 +249,10 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
                       "llm gateway: no answer from accountd about the "
                       "spend cap of tenant \"%V\"", &ctx->key->tenant);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                    "server_error", "budget_unavailable",
-                                    NULL, "The gateway cannot check the "
-                                    "spend cap right now; retry shortly.");
-        ctx->retry_after = 1;
-        ctx->retry_after_ms = 1000;
+        ngx_http_llm_gateway_unavailable(ctx, "budget_unavailable",
+                                         "The gateway cannot check the "
+                                         "spend cap right now; retry "
+                                         "shortly.", 1);
         return;
 
     case NGX_DECLINED:
@@ -404,12 +404,9 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "llm gateway: accountd journal full, request refused");
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                    "server_error", "accounting_unavailable",
-                                    NULL, "The gateway cannot record usage "
-                                    "right now; retry shortly.");
-        ctx->retry_after = 5;
-        ctx->retry_after_ms = 5000;
+        ngx_http_llm_gateway_unavailable(ctx, "accounting_unavailable",
+                                         "The gateway cannot record usage "
+                                         "right now; retry shortly.", 5);
         return;
     }
 
@@ -425,12 +422,9 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                       "llm_gateway_zone \"%V\" is full",
                       &llcf->shm_zone->shm.name);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                    "server_error", "gateway_overloaded",
-                                    NULL, "The gateway is overloaded; "
-                                    "retry shortly.");
-        ctx->retry_after = 1;
-        ctx->retry_after_ms = 1000;
+        ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
+                                         "The gateway is overloaded; retry "
+                                         "shortly.", 1);
         return;
     }
 
@@ -817,6 +811,20 @@ ngx_http_llm_gateway_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
     }
 
     return NULL;
+}
+
+
+/* 503: the gateway, not the client, is short of something for a while */
+
+static void
+ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *code, const char *message, int64_t seconds)
+{
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                "server_error", code, NULL, message);
+
+    ctx->retry_after = seconds;
+    ctx->retry_after_ms = seconds * 1000;
 }
 
 
