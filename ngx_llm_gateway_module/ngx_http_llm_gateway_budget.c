@@ -97,6 +97,7 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
         node->budget -= worst;
 
         ctx->budget_reserved = worst;
+        ctx->budget_until = node->budget_until;
         ngx_memcpy(ctx->prices, price->p, sizeof(ctx->prices));
 
         /* the next lease before this one runs out */
@@ -167,8 +168,8 @@ ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
              * ngx_max(ctx->prices[LLM_LEASE_CACHE_WRITE], 0)
            + (int64_t) st->output_tokens * ctx->prices[LLM_LEASE_OUT];
 
-    /* a budget from a period that is over stays at 0 */
-    if (node->budget_seen) {
+    /* what a period that is over reserved is not the next one's */
+    if (node->budget_seen && node->budget_until == ctx->budget_until) {
         node->budget += ctx->budget_reserved - cost;
     }
 
@@ -182,7 +183,7 @@ void
 ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node)
 {
-    if (node->budget_seen) {
+    if (node->budget_seen && node->budget_until == ctx->budget_until) {
         node->budget += ctx->budget_reserved;
     }
 

@@ -227,6 +227,7 @@ typedef struct {
 
     /* the spend cap: the worst case reserved, at these prices */
     int64_t                      budget_reserved;
+    int64_t                      budget_until;    /* of its period */
     int64_t                      budget_worst;
     int64_t                      prices[4];
     int64_t                      lease_want;      /* -1: none to ask */
