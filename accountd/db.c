@@ -222,6 +222,10 @@ static const char  db_lease_sql[] =
     " ORDER BY model = $4::text DESC, effective_from DESC LIMIT 1) p"
     " ON true";
 
+/* sql/006: this gateway's share of a tenant's rate limits */
+static const char  db_share_sql[] =
+    "SELECT llm.take_share($1::bigint, $2::text, $3::bigint)";
+
 static const char  db_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
@@ -1268,6 +1272,11 @@ db_send_lease(void)
 
     db.query = DB_Q_LEASE;
 
+    if (l->req.type == LLM_REC_SHARE_REQ) {
+        db_send(db_share_sql, 3);
+        return;
+    }
+
     db_send(db_lease_sql, 4);
 }
 
@@ -1290,7 +1299,19 @@ db_lease_answer(PGresult *res)
     a.model_len = l->req.model_len;
     memcpy(a.model, l->req.model, a.model_len);
 
-    if (res && PQntuples(res) == 1) {
+    if (l->req.type == LLM_REC_SHARE_REQ) {
+        a.type = LLM_REC_SHARE;
+        a.model_len = 0;
+
+        /* no answer: the whole limits, as a gateway alone has them */
+        a.granted = (res && PQntuples(res) == 1)
+                    ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 1000000;
+
+        log_debug("share for tenant %lld: %lld ppm (demand %lld)",
+                  (long long) a.tenant_id, (long long) a.granted,
+                  (long long) l->req.want);
+
+    } else if (res && PQntuples(res) == 1) {
         a.granted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         a.remaining = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
         a.resets_at_ms = strtoll(PQgetvalue(res, 0, 2), NULL, 10);

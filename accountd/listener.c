@@ -676,14 +676,19 @@ client_process(acd_client_t *c)
             break;
         }
 
-        if (c->in_len - pos >= 6 && c->in[pos + 5] == LLM_REC_LEASE_REQ) {
+        if (c->in_len - pos >= 6
+            && (c->in[pos + 5] == LLM_REC_LEASE_REQ
+                || c->in[pos + 5] == LLM_REC_SHARE_REQ))
+        {
             rc = llm_lease_decode(c->in + pos, c->in_len - pos, &lease,
                                   &used);
             if (rc == 0) {
                 break;
             }
 
-            if (rc == 1 && lease.type == LLM_REC_LEASE_REQ
+            if (rc == 1
+                && (lease.type == LLM_REC_LEASE_REQ
+                    || lease.type == LLM_REC_SHARE_REQ)
                 && db_lease(c, &lease) == 0)
             {
                 c->pending++;

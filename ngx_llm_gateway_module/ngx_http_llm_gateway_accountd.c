@@ -109,6 +109,7 @@ static void ngx_http_llm_gateway_reclaim(ngx_http_llm_gateway_journal_t *j);
 static void ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_reap(ngx_event_t *ev);
+static void ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
 static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_ack(
@@ -592,6 +593,7 @@ ngx_http_llm_gateway_reap(ngx_event_t *ev)
     /* also what a worker without a connection wrote: anyone may send it */
     if (ad->peer.connection) {
         ngx_http_llm_gateway_flush(ad);
+        ngx_http_llm_gateway_report(ad);
     }
 
     if (!ngx_exiting && !ngx_terminate) {
@@ -814,6 +816,40 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
         }
 
         ad->pos += n;
+    }
+}
+
+
+/* the tenants' demand here, for their share of the limits (sql/006) */
+
+static void
+ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad)
+{
+    size_t        n;
+    ngx_uint_t    i, count;
+    llm_lease_t   demand[128];
+
+    count = ngx_http_llm_gateway_demand((ngx_cycle_t *) ngx_cycle, demand,
+                                        128);
+
+    for (i = 0; i < count; i++) {
+
+        if (ad->pos == ad->last) {
+            ad->pos = ad->out;
+            ad->last = ad->out;
+        }
+
+        n = llm_lease_encode(&demand[i], ad->last,
+                             ad->out + ad->out_size - ad->last);
+        if (n == 0) {
+            break;
+        }
+
+        ad->last += n;
+    }
+
+    if (count) {
+        ngx_http_llm_gateway_flush(ad);
     }
 }
 
@@ -1047,6 +1083,7 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, u_char *buf,
         return rc;
 
     case LLM_REC_LEASE:
+    case LLM_REC_SHARE:
         rc = llm_lease_decode(buf, len, &lease, used);
 
         if (rc == 1) {

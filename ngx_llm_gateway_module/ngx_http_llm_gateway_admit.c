@@ -457,19 +457,23 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    brc = llm_admit(&node->state, &tier->limits, cost, now, &adm);
+    /* what this gateway may admit of the tier's limits: all, alone */
+    node->demand += cost;
+    ngx_http_llm_gateway_share_limits(node, &tier->limits, &ctx->limits);
+
+    brc = llm_admit(&node->state, &ctx->limits, cost, now, &adm);
 
     if (brc != LLM_BUCKET_OK && ctx->budget_reserved) {
         ngx_http_llm_gateway_budget_unreserve(ctx, node);
     }
 
     ctx->remaining = llm_bucket_available(&node->state.tpm);
-    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &tier->limits.tpm);
+    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
 
     if (tier->limits.rpm.rate) {
         ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
         ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
-                                                    &tier->limits.rpm);
+                                                    &ctx->limits.rpm);
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);

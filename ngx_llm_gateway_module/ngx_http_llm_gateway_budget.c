@@ -249,6 +249,12 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
             continue;
         }
 
+        if (l->type == LLM_REC_SHARE) {
+            node->share_ppm = l->granted;
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            continue;
+        }
+
         node->budget_asked = 0;
 
         if (l->remaining == -2) {
@@ -311,4 +317,116 @@ ngx_http_llm_gateway_price(ngx_http_llm_gateway_node_t *node, uint32_t crc,
     oldest->crc = crc;
 
     return oldest;
+}
+
+
+/*
+ * Rate limits shared by gateways: the tier's limits scaled by this
+ * gateway's share of the tenant's recent demand (sql/006).  The rates are
+ * shared, the bursts not: a request as large as the tier's burst still
+ * passes somewhere, and a window of a minute holds L and the bursts.
+ */
+
+void
+ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
+    const llm_limits_t *tier, llm_limits_t *out)
+{
+    *out = *tier;
+
+    if (node->share_ppm <= 0 || node->share_ppm >= 1000000) {
+        return;
+    }
+
+    out->tpm.rate = ngx_max(tier->tpm.rate * node->share_ppm / 1000000, 1);
+
+    if (tier->rpm.rate) {
+        out->rpm.rate = ngx_max(tier->rpm.rate * node->share_ppm / 1000000,
+                                1);
+    }
+}
+
+
+/*
+ * Once a second, by whichever worker comes first: the tokens each tenant
+ * asked of this gateway since, as SHARE_REQ frames, most recent first.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
+    ngx_uint_t max)
+{
+    int64_t                            now;
+    ngx_uint_t                         i, n;
+    ngx_queue_t                       *q;
+    ngx_shm_zone_t                    *shm_zone;
+    ngx_list_part_t                   *part;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_llm_gateway_module);
+
+    now = ngx_http_llm_gateway_wall_ms();
+    n = 0;
+
+    part = &cycle->shared_memory.part;
+    shm_zone = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            shm_zone = part->elts;
+            i = 0;
+        }
+
+        if (shm_zone[i].tag != &ngx_http_llm_gateway_module
+            || &shm_zone[i] == lmcf->journal)
+        {
+            continue;
+        }
+
+        zone = shm_zone[i].data;
+
+        if (zone == NULL || zone->sh == NULL) {
+            continue;
+        }
+
+        ngx_shmtx_lock(&zone->shpool->mutex);
+
+        if (now - zone->sh->demand_reported < 1000) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            continue;
+        }
+
+        zone->sh->demand_reported = now;
+
+        for (q = ngx_queue_head(&zone->sh->queue);
+             q != ngx_queue_sentinel(&zone->sh->queue) && n < max;
+             q = ngx_queue_next(q))
+        {
+            node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+            if (node->demand == 0) {
+                continue;
+            }
+
+            ngx_memzero(&out[n], sizeof(llm_lease_t));
+            out[n].type = LLM_REC_SHARE_REQ;
+            out[n].tenant_id = node->tenant_id;
+            out[n].want = node->demand;
+            n++;
+
+            node->demand = 0;
+        }
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+    }
+
+    return n;
 }

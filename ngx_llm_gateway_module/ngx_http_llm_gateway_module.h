@@ -117,6 +117,10 @@ typedef struct {
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     unsigned                     capped:1;
     unsigned                     spent:1;
+
+    /* its limits shared with other gateways (budget.c): demand, share */
+    int64_t                      demand;         /* tokens asked since */
+    int64_t                      share_ppm;      /* 0: not known, all */
 } ngx_http_llm_gateway_node_t;
 
 
@@ -132,7 +136,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  4
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  5
 
 
 typedef struct {
@@ -143,6 +147,7 @@ typedef struct {
     ngx_rbtree_t                 addrs;
     ngx_rbtree_node_t            addrs_sentinel;
     ngx_queue_t                  addrs_queue;
+    int64_t                      demand_reported;   /* ms, by any worker */
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -199,6 +204,8 @@ typedef struct {
 
     llm_request_t                req;
     int64_t                      reserved;
+    llm_limits_t                 limits;    /* the tier's, this gateway's
+                                               share of them */
 
     /* what the request was settled at, for $llm_input_tokens and others */
     int64_t                      input_tokens;
@@ -305,6 +312,10 @@ void ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node);
 void ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     ngx_log_t *log);
+void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
+    const llm_limits_t *tier, llm_limits_t *out);
+ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
+    ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
 ngx_int_t ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
     const char *model, size_t model_len);

@@ -149,7 +149,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
                             ngx_http_llm_gateway_now_ms());
         }
 
-        llm_release(&node->state, &ctx->tier->limits, ctx->reserved,
+        llm_release(&node->state, &ctx->limits, ctx->reserved,
                     st.input_tokens + st.output_tokens,
                     ngx_http_llm_gateway_now_ms());
 

@@ -44,23 +44,7 @@ accountd('tenant', 'update', '--name', $_->{name}, '--daily-cap-usd', $cap)
 accountd('tenant', 'update', '--name', $zero->{name}, '--daily-cap-usd', '0');
 
 # a second accountd, as a second host would run, on the same database
-my $dir2 = "$s->{LLMGW_DIR}/accountd2";
-mkdir($dir2);
-open(my $fh, '>', "$dir2/accountd.conf") or die;
-print $fh <<"EOF";
-database_url = postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/llmgw
-listen = $dir2/accountd.sock
-listen_mode = 0666
-key_secret_file = $s->{LLMGW_KEY_SECRET}
-key_snapshot = $dir2/keys.snapshot
-pidfile = $dir2/accountd.pid
-logfile = $dir2/accountd.log
-gateway_name = second
-EOF
-close($fh);
-
-system("$s->{LLMGW_BUILD}/accountd -c $dir2/accountd.conf -d") == 0
-    or die 'the second accountd did not start';
+my $other = accountd_other('second');
 
 sub gateway {
     my ($socket, $snapshot) = @_;
@@ -84,13 +68,8 @@ sub gateway {
 EOF
 }
 
-for (1 .. 50) {
-    last if -f "$dir2/keys.snapshot";
-    sleep(0.1);
-}
-
 my $g1 = gateway($s->{LLMGW_ACCOUNTD_SOCKET}, $s->{LLMGW_KEY_SNAPSHOT});
-my $g2 = gateway("$dir2/accountd.sock", "$dir2/keys.snapshot");
+my $g2 = gateway($other->{socket}, $other->{snapshot});
 
 my $http = HTTP::Tiny->new(timeout => 10, keep_alive => 0);
 
@@ -216,6 +195,6 @@ is($back, 200, 'a raised cap serves again');
 $g1->no_alerts();
 $g2->no_alerts();
 
-system("kill \$(cat $dir2/accountd.pid) 2>/dev/null");
+system("kill \$(cat $other->{pidfile}) 2>/dev/null");
 
 done_testing();

@@ -265,16 +265,20 @@ llm_record_get_u64(const uint8_t *p)
 size_t
 llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
 {
+    int       answer;
     size_t    i, len;
     uint8_t  *p;
 
     if (l->model_len > LLM_RECORD_MODEL_MAX
-        || (l->type != LLM_REC_LEASE_REQ && l->type != LLM_REC_LEASE))
+        || (l->type != LLM_REC_LEASE_REQ && l->type != LLM_REC_LEASE
+            && l->type != LLM_REC_SHARE_REQ && l->type != LLM_REC_SHARE))
     {
         return 0;
     }
 
-    len = 2 + 8 + (l->type == LLM_REC_LEASE ? 8 * 7 : 8) + 1 + l->model_len;
+    answer = (l->type == LLM_REC_LEASE || l->type == LLM_REC_SHARE);
+
+    len = 2 + 8 + (answer ? 8 * 7 : 8) + 1 + l->model_len;
 
     if (cap < 4 + len) {
         return 0;
@@ -285,7 +289,7 @@ llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
     *p++ = l->type;
     p = llm_record_put_u64(p, (uint64_t) l->tenant_id);
 
-    if (l->type == LLM_REC_LEASE_REQ) {
+    if (!answer) {
         p = llm_record_put_u64(p, (uint64_t) l->want);
 
     } else {
@@ -309,6 +313,7 @@ int
 llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed)
 {
+    int             answer;
     size_t          i, plen, fixed;
     const uint8_t  *p;
 
@@ -319,12 +324,13 @@ llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     plen = llm_record_get_u32(buf);
 
     if (buf[4] != LLM_RECORD_VERSION
-        || (buf[5] != LLM_REC_LEASE_REQ && buf[5] != LLM_REC_LEASE))
+        || buf[5] < LLM_REC_LEASE_REQ || buf[5] > LLM_REC_SHARE)
     {
         return -1;
     }
 
-    fixed = 2 + 8 + (buf[5] == LLM_REC_LEASE ? 8 * 7 : 8) + 1;
+    answer = (buf[5] == LLM_REC_LEASE || buf[5] == LLM_REC_SHARE);
+    fixed = 2 + 8 + (answer ? 8 * 7 : 8) + 1;
 
     if (plen < fixed || plen > fixed + LLM_RECORD_MODEL_MAX) {
         return -1;
@@ -341,7 +347,7 @@ llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     l->tenant_id = (int64_t) llm_record_get_u64(p + 2);
     p += 10;
 
-    if (l->type == LLM_REC_LEASE_REQ) {
+    if (!answer) {
         l->want = (int64_t) llm_record_get_u64(p);
         p += 8;
 

@@ -63,7 +63,15 @@ typedef enum {
 
     /* spend caps: a lease asked for, and what accountd granted */
     LLM_REC_LEASE_REQ = 6,
-    LLM_REC_LEASE = 7
+    LLM_REC_LEASE = 7,
+
+    /*
+     * Rate limits shared by gateways: a tenant's demand here (in "want",
+     * tokens a second), and this gateway's share of its limits (in
+     * "granted", parts per million).  The lease frames' layouts.
+     */
+    LLM_REC_SHARE_REQ = 8,
+    LLM_REC_SHARE = 9
 } llm_record_type_e;
 
 

@@ -17,9 +17,9 @@ use JSON::PP;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-our @EXPORT = qw(stack accountd accountd_stop accountd_start new_tenant
-                 nginx http_post raw_post json_body usage_row usage_rows db
-                 forge_key);
+our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
+                 new_tenant nginx http_post raw_post json_body usage_row
+                 usage_rows db forge_key);
 
 my %stack;
 my $tenants = 0;
@@ -76,6 +76,40 @@ sub accountd_start {
     my $s = stack();
     return system("$s->{LLMGW_BUILD}/accountd -c $s->{LLMGW_ACCOUNTD_CONF} -d")
            == 0;
+}
+
+# Another accountd on the same database, as a second gateway host runs:
+# its socket, key snapshot and pidfile, under its name.  Stopped by the
+# caller (kill of its pidfile).
+sub accountd_other {
+    my ($name) = @_;
+    my $s = stack();
+    my $dir = "$s->{LLMGW_DIR}/accountd-$name";
+
+    make_path($dir);
+    open(my $fh, '>', "$dir/accountd.conf") or die "$dir: $!";
+    print $fh join("\n",
+        "database_url = postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/llmgw",
+        "listen = $dir/accountd.sock",
+        'listen_mode = 0666',
+        "key_secret_file = $s->{LLMGW_KEY_SECRET}",
+        "key_snapshot = $dir/keys.snapshot",
+        "pidfile = $dir/accountd.pid",
+        "logfile = $dir/accountd.log",
+        "gateway_name = $name", '');
+    close($fh);
+
+    system("$s->{LLMGW_BUILD}/accountd -c $dir/accountd.conf -d") == 0
+        or die "accountd $name did not start";
+
+    for (1 .. 50) {
+        last if -f "$dir/keys.snapshot";
+        sleep(0.1);
+    }
+
+    return { dir => $dir, socket => "$dir/accountd.sock",
+             snapshot => "$dir/keys.snapshot",
+             pidfile => "$dir/accountd.pid" };
 }
 
 # A tenant of its own for each caller, with one key.
