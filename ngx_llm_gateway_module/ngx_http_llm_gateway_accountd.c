@@ -110,6 +110,8 @@ static void ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_reap(ngx_event_t *ev);
 static void ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad);
+static ngx_int_t ngx_http_llm_gateway_out_frame(
+    ngx_http_llm_gateway_accountd_t *ad, llm_lease_t *l);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
 static void ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_ack(
@@ -825,7 +827,6 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 static void
 ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad)
 {
-    size_t        n;
     ngx_uint_t    i, count;
     llm_lease_t   demand[128];
 
@@ -833,24 +834,38 @@ ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad)
                                         128);
 
     for (i = 0; i < count; i++) {
-
-        if (ad->pos == ad->last) {
-            ad->pos = ad->out;
-            ad->last = ad->out;
-        }
-
-        n = llm_lease_encode(&demand[i], ad->last,
-                             ad->out + ad->out_size - ad->last);
-        if (n == 0) {
+        if (ngx_http_llm_gateway_out_frame(ad, &demand[i]) != NGX_OK) {
             break;
         }
-
-        ad->last += n;
     }
 
     if (count) {
         ngx_http_llm_gateway_flush(ad);
     }
+}
+
+
+/* a lease or share frame, after what is being sent */
+
+static ngx_int_t
+ngx_http_llm_gateway_out_frame(ngx_http_llm_gateway_accountd_t *ad,
+    llm_lease_t *l)
+{
+    size_t  n;
+
+    if (ad->pos == ad->last) {
+        ad->pos = ad->out;
+        ad->last = ad->out;
+    }
+
+    n = llm_lease_encode(l, ad->last, ad->out + ad->out_size - ad->last);
+    if (n == 0) {
+        return NGX_DECLINED;
+    }
+
+    ad->last += n;
+
+    return NGX_OK;
 }
 
 
@@ -874,7 +889,6 @@ ngx_int_t
 ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
     const char *model, size_t model_len)
 {
-    size_t                            n;
     llm_lease_t                       l;
     ngx_http_llm_gateway_accountd_t  *ad;
 
@@ -882,11 +896,6 @@ ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
 
     if (ad == NULL || ad->peer.connection == NULL || ad->down) {
         return NGX_DECLINED;
-    }
-
-    if (ad->pos == ad->last) {
-        ad->pos = ad->out;
-        ad->last = ad->out;
     }
 
     ngx_memzero(&l, sizeof(llm_lease_t));
@@ -897,13 +906,9 @@ ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
     l.model_len = ngx_min(model_len, LLM_RECORD_MODEL_MAX);
     ngx_memcpy(l.model, model, l.model_len);
 
-    n = llm_lease_encode(&l, ad->last, ad->out + ad->out_size - ad->last);
-
-    if (n == 0) {
+    if (ngx_http_llm_gateway_out_frame(ad, &l) != NGX_OK) {
         return NGX_DECLINED;
     }
-
-    ad->last += n;
 
     ngx_http_llm_gateway_flush(ad);
 

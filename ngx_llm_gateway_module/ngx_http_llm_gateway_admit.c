@@ -10,6 +10,8 @@
 
 
 static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
@@ -287,30 +289,26 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
 }
 
 
-static void
-ngx_http_llm_gateway_admit(ngx_http_request_t *r,
+/*
+ * The body, read once, inspected once: a request that waits for a lease
+ * comes back to ngx_http_llm_gateway_admit() only.  NGX_OK if it may go
+ * on to admission (ctx->body is its body), else it is refused.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    int64_t                           cost;
     u_char                           *p;
     ngx_int_t                         rc;
-    ngx_uint_t                        allowed;
-    ngx_http_llm_gateway_alias_t     *alias;
     ngx_str_t                         body;
-    int64_t                           now;
-    llm_admit_t                       adm;
+    ngx_uint_t                        allowed;
     llm_inspect_conf_t                icf;
-    int64_t                           until, wall;
-    ngx_int_t                         brc_budget;
-    llm_bucket_rc_e                   brc;
-    ngx_http_llm_gateway_node_t      *node;
     ngx_http_llm_gateway_tier_t      *tier;
-    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_alias_t     *alias;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
-    ngx_http_llm_gateway_main_conf_t *lmcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
 
     rc = ngx_http_llm_gateway_body(r, ctx, &body);
@@ -319,17 +317,17 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                     "server_error", "internal_error", NULL,
                                     "Internal error.");
-        return;
+        return NGX_DECLINED;
     }
 
     if (rc != NGX_OK) {
-        return;
+        return NGX_DECLINED;
     }
 
     /* a chunked body announces no length */
     if (body.len > llcf->max_body) {
         ngx_http_llm_gateway_too_large(ctx);
-        return;
+        return NGX_DECLINED;
     }
 
     icf.default_max_tokens = tier->default_max_tokens;
@@ -349,7 +347,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                     ctx->req.param ? "invalid_value"
                                                    : "invalid_json",
                                     ctx->req.param, ctx->req.message);
-        return;
+        return NGX_DECLINED;
     }
 
     ngx_http_llm_gateway_json_pool(NULL);
@@ -371,7 +369,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                         "server_error", "internal_error",
                                         NULL, "Internal error.");
-            return;
+            return NGX_DECLINED;
         }
 
         allowed = allowed || ngx_http_llm_gateway_model_allowed(ctx);
@@ -388,8 +386,42 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
                                     "permission_error", "model_not_allowed",
                                     "model", (char *) p);
+        return NGX_DECLINED;
+    }
+
+    ctx->body = body;
+    ctx->inspected = 1;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_llm_gateway_admit(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char                           *p;
+    int64_t                           cost, now, until, wall;
+    ngx_str_t                         body;
+    ngx_int_t                         brc_budget;
+    llm_admit_t                       adm;
+    llm_bucket_rc_e                   brc;
+    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_tier_t      *tier;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+    ngx_http_llm_gateway_main_conf_t *lmcf;
+
+    if (!ctx->inspected
+        && ngx_http_llm_gateway_inspect(r, ctx) != NGX_OK)
+    {
         return;
     }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+    tier = ctx->tier;
+    body = ctx->body;
 
     cost = ctx->req.prompt_tokens + ctx->req.max_tokens;
 
@@ -436,7 +468,6 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     /* the spend cap first: a request it cannot pay for takes no tokens */
     ctx->lease_want = -1;
-    ctx->body_len = body.len;
 
     brc_budget = NGX_OK;
 

@@ -33,6 +33,9 @@ static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
     ngx_http_llm_gateway_node_t *node, uint32_t crc, int create);
 static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
+static ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
+    ngx_uint_t *i);
 
 
 /*
@@ -200,7 +203,6 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     int64_t                            now;
     uint32_t                           crc;
     ngx_uint_t                         i;
-    ngx_shm_zone_t                    *shm_zone;
     ngx_list_part_t                   *part;
     ngx_http_llm_gateway_node_t       *node;
     ngx_http_llm_gateway_zone_t       *zone;
@@ -214,31 +216,9 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     crc = ngx_crc32_short((u_char *) l->model, l->model_len);
 
     part = &cycle->shared_memory.part;
-    shm_zone = part->elts;
+    i = 0;
 
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            shm_zone = part->elts;
-            i = 0;
-        }
-
-        if (shm_zone[i].tag != &ngx_http_llm_gateway_module
-            || &shm_zone[i] == lmcf->journal)
-        {
-            continue;
-        }
-
-        zone = shm_zone[i].data;
-
-        if (zone == NULL || zone->sh == NULL) {
-            continue;
-        }
+    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -284,6 +264,44 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
                    "llm gateway lease: tenant %L, granted %L, left %L, "
                    "until %L", l->tenant_id, l->granted, l->remaining,
                    l->resets_at_ms);
+}
+
+
+/* the llm_gateway_zone zones of the cycle, one a call, then NULL */
+
+static ngx_http_llm_gateway_zone_t *
+ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
+    ngx_list_part_t **part, ngx_uint_t *i)
+{
+    ngx_shm_zone_t               *shm_zone;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    for ( ;; ) {
+
+        if (*i >= (*part)->nelts) {
+            if ((*part)->next == NULL) {
+                return NULL;
+            }
+
+            *part = (*part)->next;
+            *i = 0;
+            continue;
+        }
+
+        shm_zone = (ngx_shm_zone_t *) (*part)->elts + (*i)++;
+
+        if (shm_zone->tag != &ngx_http_llm_gateway_module
+            || shm_zone == lmcf->journal)
+        {
+            continue;
+        }
+
+        zone = shm_zone->data;
+
+        if (zone != NULL && zone->sh != NULL) {
+            return zone;
+        }
+    }
 }
 
 
@@ -358,7 +376,6 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     int64_t                            now;
     ngx_uint_t                         i, n;
     ngx_queue_t                       *q;
-    ngx_shm_zone_t                    *shm_zone;
     ngx_list_part_t                   *part;
     ngx_http_llm_gateway_node_t       *node;
     ngx_http_llm_gateway_zone_t       *zone;
@@ -371,31 +388,9 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     n = 0;
 
     part = &cycle->shared_memory.part;
-    shm_zone = part->elts;
+    i = 0;
 
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            shm_zone = part->elts;
-            i = 0;
-        }
-
-        if (shm_zone[i].tag != &ngx_http_llm_gateway_module
-            || &shm_zone[i] == lmcf->journal)
-        {
-            continue;
-        }
-
-        zone = shm_zone[i].data;
-
-        if (zone == NULL || zone->sh == NULL) {
-            continue;
-        }
+    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 

@@ -239,7 +239,7 @@ typedef struct {
     int64_t                      prices[4];
     int64_t                      lease_want;      /* -1: none to ask */
     int64_t                      wait_until;      /* ms, for a lease */
-    size_t                       body_len;
+    ngx_str_t                    body;            /* as inspected */
 
     /* the proxy's own, wrapped to learn how the upstream ended */
     void                       (*upstream_finalize)(ngx_http_request_t *r,
@@ -258,6 +258,7 @@ typedef struct {
     unsigned                     never:1;   /* refusal can never succeed */
     unsigned                     journal_held:1;   /* a place for the record */
     unsigned                     waiting:1;        /* for a lease */
+    unsigned                     inspected:1;
 } ngx_http_llm_gateway_ctx_t;
 
 
