@@ -178,8 +178,9 @@ PGconn *db_connect_blocking(const char *url, int timeout);
 /*
  * An expiry is written rounded down: nginx may refuse a key up to a second
  * early, never accept it late; 'infinity', which SQL allows, is never.
- * The last column is the same on every row: the milliseconds until the
- * next key expires, NULL if none will.
+ * Column 7 is the same on every row: the milliseconds until the next key
+ * expires, NULL if none will.  Column 8 says which caps the key answers to
+ * (1: its tenant's, 2: its own; sql/007).
  */
 #define SNAPSHOT_QUERY                                                        \
     "SELECT encode(k.key_hash, 'hex'), k.key_id, k.tenant_id, k.tier,"        \
@@ -188,7 +189,10 @@ PGconn *db_connect_blocking(const char *url, int timeout);
     " THEN floor(extract(epoch FROM k.expires_at))::bigint ELSE 0 END,"       \
     " coalesce(array_to_string(k.models, ','), '*'),"                         \
     " (extract(epoch FROM min(k.expires_at)"                                  \
-    " FILTER (WHERE isfinite(k.expires_at)) OVER () - now()) * 1000)::bigint" \
+    " FILTER (WHERE isfinite(k.expires_at)) OVER () - now()) * 1000)::bigint,"\
+    " (t.daily_cap_pusd IS NOT NULL OR t.monthly_cap_pusd IS NOT NULL)::int"  \
+    " + 2 * (k.daily_cap_pusd IS NOT NULL"                                    \
+    " OR k.monthly_cap_pusd IS NOT NULL)::int"                                \
     " FROM llm.api_keys k JOIN llm.tenants t USING (tenant_id)"               \
     " WHERE k.revoked_at IS NULL"                                             \
     " AND (k.expires_at IS NULL OR k.expires_at > now())"                     \

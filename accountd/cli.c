@@ -48,6 +48,7 @@ static int cli_tenant_create(int argc, char **argv);
 static int cli_tenant_update(int argc, char **argv);
 static int cli_tenant_list(int argc, char **argv);
 static int cli_key_create(int argc, char **argv);
+static int cli_key_update(int argc, char **argv);
 static int cli_key_list(int argc, char **argv);
 static int cli_key_revoke(int argc, char **argv);
 static int cli_key_rotate(int argc, char **argv);
@@ -81,6 +82,7 @@ static cli_command_t  cli_commands[] = {
     { "tenant", "update", cli_tenant_update },
     { "tenant", "list", cli_tenant_list },
     { "key", "create", cli_key_create },
+    { "key", "update", cli_key_update },
     { "key", "list", cli_key_list },
     { "key", "revoke", cli_key_revoke },
     { "key", "rotate", cli_key_rotate },
@@ -388,14 +390,16 @@ cli_key_create(int argc, char **argv)
     PGconn      *conn;
     uint8_t      hash[LLM_KEY_HASH_LEN];
     PGresult    *res;
-    const char  *values[6], *models;
-    int          lengths[6], formats[6];
+    const char  *values[8], *models;
+    int          lengths[8], formats[8];
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
         { "tier", 0, NULL, 0 },
         { "test", 1, NULL, 0 },
         { "models", 0, NULL, 0 },
         { "expires-in", 0, NULL, 0 },
+        { "daily-cap-usd", 0, NULL, 0 },
+        { "monthly-cap-usd", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
     };
 
@@ -406,12 +410,15 @@ cli_key_create(int argc, char **argv)
     if (opts[0].value == NULL) {
         fprintf(stderr, "usage: accountd key create --tenant NAME "
                 "[--tier TIER] [--models LIST] [--expires-in DURATION] "
+                "[--daily-cap-usd AMOUNT] [--monthly-cap-usd AMOUNT] "
                 "[--test]\n");
         return 2;
     }
 
-    if (opts[1].value != NULL
-        && cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
+    if ((opts[1].value != NULL
+         && cli_name("tier", opts[1].value, LLM_KEY_TIER_MAX) != 0)
+        || cli_amount("--daily-cap-usd", opts[5].value) != 0
+        || cli_amount("--monthly-cap-usd", opts[6].value) != 0)
     {
         return 1;
     }
@@ -457,26 +464,30 @@ cli_key_create(int argc, char **argv)
     values[3] = opts[1].value;
     values[4] = models;
     values[5] = opts[4].value ? expires : NULL;
+    values[6] = cli_cap(opts[5].value);
+    values[7] = cli_cap(opts[6].value);
 
     memset(lengths, 0, sizeof(lengths));
     memset(formats, 0, sizeof(formats));
     lengths[1] = LLM_KEY_HASH_LEN;
     formats[1] = 1;
 
+    /* amounts become exact pico-dollars in SQL, never a float */
     res = PQexecParams(conn,
                        "INSERT INTO llm.api_keys"
                        " (tenant_id, key_hash, display_prefix, tier, models,"
-                       " expires_at)"
+                       " expires_at, daily_cap_pusd, monthly_cap_pusd)"
                        " SELECT tenant_id, $2::bytea, $3::text,"
                        " coalesce($4::text, tier),"
                        " string_to_array($5::text, ','),"
-                       " now() + $6::bigint * interval '1 second'"
+                       " now() + $6::bigint * interval '1 second',"
+                       " llm.usd_to_pusd($7), llm.usd_to_pusd($8)"
                        " FROM llm.tenants WHERE name = $1"
                        " RETURNING key_id, tier,"
                        " coalesce(array_to_string(models, ','), '*'),"
                        " coalesce(to_char(expires_at, " CLI_TIME_FORMAT "),"
                        " '-')",
-                       6, NULL, values, lengths, formats, 0);
+                       8, NULL, values, lengths, formats, 0);
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         rc = cli_failed(res, conn, "key create");
@@ -515,11 +526,108 @@ done:
 }
 
 
+/*
+ * A key's own caps, on top of its tenant's.  They are not in the key
+ * snapshot: the gateways learn them with their leases.
+ */
+
+static int
+cli_key_update(int argc, char **argv)
+{
+    int          rc;
+    char         id[24];
+    PGconn      *conn;
+    PGresult    *res;
+    const char  *values[3], *arg;
+    cli_opt_t    opts[] = {
+        { "daily-cap-usd", 0, NULL, 0 },
+        { "monthly-cap-usd", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, &arg) != 0 || arg == NULL
+        || (opts[0].value == NULL && opts[1].value == NULL))
+    {
+        fprintf(stderr, "usage: accountd key update ID|PREFIX "
+                "[--daily-cap-usd AMOUNT|none] "
+                "[--monthly-cap-usd AMOUNT|none]\n");
+        return 2;
+    }
+
+    if (cli_amount("--daily-cap-usd", opts[0].value) != 0
+        || cli_amount("--monthly-cap-usd", opts[1].value) != 0)
+    {
+        return 1;
+    }
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    res = NULL;
+
+    rc = cli_key_find(conn, arg, id, sizeof(id));
+    if (rc != 0) {
+        goto done;
+    }
+
+    values[0] = id;
+    values[1] = opts[0].value;
+    values[2] = opts[1].value;
+
+    /* a cap not given stays; "none" removes it */
+    res = PQexecParams(conn,
+                       "UPDATE llm.api_keys k"
+                       " SET daily_cap_pusd = CASE WHEN $2::text IS NULL"
+                       " THEN k.daily_cap_pusd WHEN $2 = 'none' THEN NULL"
+                       " ELSE llm.usd_to_pusd($2) END,"
+                       " monthly_cap_pusd = CASE WHEN $3::text IS NULL"
+                       " THEN k.monthly_cap_pusd WHEN $3 = 'none' THEN NULL"
+                       " ELSE llm.usd_to_pusd($3) END"
+                       " FROM llm.tenants t"
+                       " WHERE k.key_id = $1::bigint"
+                       " AND t.tenant_id = k.tenant_id"
+                       " RETURNING k.key_id, t.name,"
+                       " coalesce((k.daily_cap_pusd * 0.000000000001)::text,"
+                       " '-'),"
+                       " coalesce((k.monthly_cap_pusd * 0.000000000001)"
+                       "::text, '-')",
+                       3, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "key update");
+        goto done;
+    }
+
+    if (PQntuples(res) == 0) {
+        log_error("no key with id %s", id);
+        rc = 1;
+        goto done;
+    }
+
+    printf("key_id %s, tenant %s, daily cap %s, monthly cap %s\n",
+           PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
+    fflush(stdout);
+
+    rc = 0;
+
+done:
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
+}
+
+
 static int
 cli_key_list(int argc, char **argv)
 {
     const char  *values[1];
-    const char  *head[] = { "id", "tenant", "tier", "prefix", "created",
+    const char  *head[] = { "id", "tenant", "tier", "prefix",
+                            "daily_cap_usd", "monthly_cap_usd", "created",
                             "expires", "revoked", "models", NULL };
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
@@ -534,6 +642,10 @@ cli_key_list(int argc, char **argv)
 
     return cli_list("key list",
                     "SELECT k.key_id, t.name, k.tier, k.display_prefix,"
+                    " coalesce((k.daily_cap_pusd * 0.000000000001)::text,"
+                    " '-'),"
+                    " coalesce((k.monthly_cap_pusd * 0.000000000001)::text,"
+                    " '-'),"
                     " to_char(k.created_at, " CLI_TIME_FORMAT "),"
                     " coalesce(to_char(k.expires_at, " CLI_TIME_FORMAT "),"
                     " '-'),"

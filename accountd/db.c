@@ -144,7 +144,7 @@ static const char *db_api_name(uint8_t api);
 static db_lease_t  db_leases[DB_LEASES_MAX];
 static size_t      db_leases_head;
 static size_t      db_leases_n;
-static char        db_lease_num[2][24];
+static char        db_lease_num[4][24];
 static char        db_lease_model[LLM_RECORD_MODEL_MAX + 1];
 static char        db_gateway[256];
 
@@ -207,20 +207,27 @@ static const char  db_insert_tail[] =
     " RETURNING request_id";
 
 /*
- * A lease of the tenant's caps (llm.take_lease, sql/005), and the prices of
- * the model asked about as they are now: its own, else those of "*".
+ * A lease of the tenant's caps, or of one key's (llm.take_lease, sql/007),
+ * and the prices of the model asked about as they are now: its own, else
+ * those of "*".
  */
 static const char  db_lease_sql[] =
     "SELECT l.granted_pusd, coalesce(l.remaining_pusd, -1),"
     " (extract(epoch FROM l.resets_at) * 1000)::bigint,"
+    " (extract(epoch FROM l.lease_until) * 1000)::bigint,"
     " coalesce(p.input_per_mtok, -1), coalesce(p.output_per_mtok, -1),"
     " coalesce(p.cached_input_per_mtok, -1),"
     " coalesce(p.cache_write_per_mtok, -1)"
-    " FROM llm.take_lease($1::bigint, $2::text, $3::bigint) l"
+    " FROM llm.take_lease($1::bigint, $5::bigint, $2::text, $3::bigint) l"
     " LEFT JOIN LATERAL (SELECT * FROM llm.prices"
     " WHERE model IN ($4::text, '*') AND effective_from <= now()"
     " ORDER BY model = $4::text DESC, effective_from DESC LIMIT 1) p"
     " ON true";
+
+/* sql/007: budget a gateway leased and gives back unspent */
+static const char  db_return_sql[] =
+    "SELECT llm.return_lease($1::bigint, $5::bigint, $2::text, $3::bigint,"
+    " timestamptz 'epoch' + $4::bigint * interval '1 millisecond')";
 
 /* sql/006: this gateway's share of a tenant's rate limits */
 static const char  db_share_sql[] =
@@ -1264,20 +1271,33 @@ db_send_lease(void)
              (long long) l->req.tenant_id);
     snprintf(db_lease_num[1], sizeof(db_lease_num[1]), "%lld",
              (long long) l->req.want);
+    snprintf(db_lease_num[2], sizeof(db_lease_num[2]), "%lld",
+             (long long) l->req.key_id);
+    snprintf(db_lease_num[3], sizeof(db_lease_num[3]), "%lld",
+             (long long) l->req.until_ms);
 
     db.values[0] = db_lease_num[0];
     db.values[1] = db_gateway;
     db.values[2] = db_lease_num[1];
     db.values[3] = db_lease_model;
+    db.values[4] = db_lease_num[2];
 
     db.query = DB_Q_LEASE;
 
-    if (l->req.type == LLM_REC_SHARE_REQ) {
+    switch (l->req.type) {
+
+    case LLM_REC_SHARE_REQ:
         db_send(db_share_sql, 3);
         return;
-    }
 
-    db_send(db_lease_sql, 4);
+    case LLM_REC_LEASE_RETURN:
+        db.values[3] = db_lease_num[3];
+        db_send(db_return_sql, 5);
+        return;
+
+    default:
+        db_send(db_lease_sql, 5);
+    }
 }
 
 
@@ -1296,8 +1316,25 @@ db_lease_answer(PGresult *res)
 
     a.type = LLM_REC_LEASE;
     a.tenant_id = l->req.tenant_id;
+    a.key_id = l->req.key_id;
     a.model_len = l->req.model_len;
     memcpy(a.model, l->req.model, a.model_len);
+
+    if (l->req.type == LLM_REC_LEASE_RETURN) {
+        /* nothing to answer: what did not come back stays leased */
+        if (res && PQntuples(res) == 1) {
+            log_info("tenant %lld key %lld: %s of %lld pico-dollars leased "
+                     "given back", (long long) a.tenant_id,
+                     (long long) a.key_id, PQgetvalue(res, 0, 0),
+                     (long long) l->req.want);
+        }
+
+        listener_release(l->client);
+
+        db_leases_head = (db_leases_head + 1) % DB_LEASES_MAX;
+        db_leases_n--;
+        return;
+    }
 
     if (l->req.type == LLM_REC_SHARE_REQ) {
         a.type = LLM_REC_SHARE;
@@ -1315,13 +1352,15 @@ db_lease_answer(PGresult *res)
         a.granted = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         a.remaining = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
         a.resets_at_ms = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        a.until_ms = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
 
         for (i = 0; i < 4; i++) {
-            a.prices[i] = strtoll(PQgetvalue(res, 0, 3 + i), NULL, 10);
+            a.prices[i] = strtoll(PQgetvalue(res, 0, 4 + i), NULL, 10);
         }
 
-        log_debug("lease for tenant %lld: %lld of %lld granted, %lld left",
-                  (long long) a.tenant_id, (long long) a.granted,
+        log_debug("lease for tenant %lld key %lld: %lld of %lld granted, "
+                  "%lld left", (long long) a.tenant_id, (long long) a.key_id,
+                  (long long) a.granted,
                   (long long) l->req.want, (long long) a.remaining);
 
     } else {

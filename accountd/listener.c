@@ -678,7 +678,8 @@ client_process(acd_client_t *c)
 
         if (c->in_len - pos >= 6
             && (c->in[pos + 5] == LLM_REC_LEASE_REQ
-                || c->in[pos + 5] == LLM_REC_SHARE_REQ))
+                || c->in[pos + 5] == LLM_REC_SHARE_REQ
+                || c->in[pos + 5] == LLM_REC_LEASE_RETURN))
         {
             rc = llm_lease_decode(c->in + pos, c->in_len - pos, &lease,
                                   &used);
@@ -687,8 +688,8 @@ client_process(acd_client_t *c)
             }
 
             if (rc == 1
-                && (lease.type == LLM_REC_LEASE_REQ
-                    || lease.type == LLM_REC_SHARE_REQ)
+                && lease.type != LLM_REC_LEASE
+                && lease.type != LLM_REC_SHARE
                 && db_lease(c, &lease) == 0)
             {
                 c->pending++;

@@ -325,6 +325,9 @@ snapshot_entry(PGresult *res, int row, llm_key_entry_t *e)
     strcpy(e->tenant, tenant);
     strcpy(e->models, models);
 
+    /* LLM_KEY_CAP_TENANT | LLM_KEY_CAP_KEY */
+    e->caps = (uint8_t) (atoi(PQgetvalue(res, row, 8)) & 3);
+
     return 0;
 }
 

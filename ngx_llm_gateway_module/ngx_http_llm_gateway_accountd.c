@@ -881,15 +881,13 @@ ngx_http_llm_gateway_accountd_up(void)
 
 
 /*
- * A lease of a tenant's budget asked for: after what is being sent, ahead
- * of what the journal holds.  NGX_DECLINED without a connection or room.
+ * A lease of a budget asked for: after what is being sent, ahead of what
+ * the journal holds.  NGX_DECLINED without a connection or room.
  */
 
 ngx_int_t
-ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
-    const char *model, size_t model_len)
+ngx_http_llm_gateway_lease_ask(llm_lease_t *l)
 {
-    llm_lease_t                       l;
     ngx_http_llm_gateway_accountd_t  *ad;
 
     ad = ngx_http_llm_gateway_accountd_peer;
@@ -898,15 +896,7 @@ ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
         return NGX_DECLINED;
     }
 
-    ngx_memzero(&l, sizeof(llm_lease_t));
-
-    l.type = LLM_REC_LEASE_REQ;
-    l.tenant_id = tenant_id;
-    l.want = want;
-    l.model_len = ngx_min(model_len, LLM_RECORD_MODEL_MAX);
-    ngx_memcpy(l.model, model, l.model_len);
-
-    if (ngx_http_llm_gateway_out_frame(ad, &l) != NGX_OK) {
+    if (ngx_http_llm_gateway_out_frame(ad, l) != NGX_OK) {
         return NGX_DECLINED;
     }
 

@@ -17,6 +17,9 @@ static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
     const char *code, const char *message, int64_t seconds);
+static void ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier);
 static void ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
     int64_t until);
@@ -213,6 +216,77 @@ ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r)
 }
 
 
+/* the lease the budget asked for, if any, for the tenant or the key */
+
+static void
+ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    llm_lease_t  l;
+
+    if (ctx->lease_want < 0) {
+        return;
+    }
+
+    ngx_memzero(&l, sizeof(llm_lease_t));
+
+    l.type = LLM_REC_LEASE_REQ;
+    l.tenant_id = ctx->key->tenant_id;
+    l.key_id = ctx->budget_id < 0 ? -ctx->budget_id : 0;
+    l.want = ctx->lease_want;
+    l.model_len = (uint8_t) ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
+    ngx_memcpy(l.model, ctx->req.model, l.model_len);
+
+    (void) ngx_http_llm_gateway_lease_ask(&l);
+
+    ctx->lease_want = -1;
+}
+
+
+/*
+ * The tier's cheaper model instead of a refusal for a spent cap: the
+ * request is served by it, and says so.  NGX_DECLINED: it is that model
+ * already.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier)
+{
+    ngx_str_t  *from;
+
+    if (ctx->req.model_len == tier->downgrade.len
+        && ngx_strncmp(ctx->req.model, tier->downgrade.data,
+                       tier->downgrade.len) == 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    from = &ctx->downgraded_from;
+
+    from->data = ngx_pnalloc(r->pool, ctx->req.model_len);
+    if (from->data == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_memcpy(from->data, ctx->req.model, ctx->req.model_len);
+    from->len = ctx->req.model_len;
+
+    if (llm_inspect_set_model(&ctx->req, (char *) tier->downgrade.data,
+                              tier->downgrade.len)
+        != 0)
+    {
+        from->len = 0;
+        return NGX_DECLINED;
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
+                  "llm gateway: spend cap of tenant \"%V\": \"%V\" served "
+                  "by \"%V\"", &ctx->key->tenant, from, &tier->downgrade);
+
+    return NGX_OK;
+}
+
+
 /*
  * What the budget said, for the request: wait for a lease (asked for
  * here), or a refusal.  A cap that is spent is not a rate limit: the
@@ -234,12 +308,7 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
             ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
         }
 
-        if (ctx->lease_want >= 0) {
-            (void) ngx_http_llm_gateway_lease_ask(ctx->key->tenant_id,
-                                                  ctx->lease_want,
-                                                  ctx->req.model,
-                                                  ctx->req.model_len);
-        }
+        ngx_http_llm_gateway_ask_lease(ctx);
 
         /* without accountd no answer comes: refused at once */
         if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
@@ -406,7 +475,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_int_t                         brc_budget;
     llm_admit_t                       adm;
     llm_bucket_rc_e                   brc;
-    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_node_t      *node, *holder;
     ngx_http_llm_gateway_tier_t      *tier;
     ngx_http_llm_gateway_zone_t      *zone;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
@@ -444,20 +513,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node == NULL) {
         ngx_shmtx_unlock(&zone->shpool->mutex);
-        ngx_http_llm_gateway_journal_unhold(ctx);
-
-        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                      "llm_gateway_zone \"%V\" is full",
-                      &llcf->shm_zone->shm.name);
-
-        ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
-                                         "The gateway is overloaded; retry "
-                                         "shortly.", 1);
-        return;
+        goto full;
     }
 
     now = ngx_http_llm_gateway_now_ms();
@@ -470,18 +530,37 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ctx->lease_want = -1;
 
     brc_budget = NGX_OK;
+    holder = NULL;
 
     /* caps run on the wall clock: their periods are days and months */
     wall = ngx_http_llm_gateway_wall_ms();
 
     if (lmcf->journal_data) {
-        brc_budget = ngx_http_llm_gateway_budget_admit(ctx, node, wall,
+        brc_budget = ngx_http_llm_gateway_budget_node(ctx, node, &holder);
+    }
+
+    if (holder != NULL) {
+        brc_budget = ngx_http_llm_gateway_budget_admit(ctx, holder, wall,
                                                        body.len);
+
+        if (brc_budget == NGX_DECLINED && tier->downgrade.len
+            && ngx_http_llm_gateway_downgrade(r, ctx, tier) == NGX_OK)
+        {
+            /* the cheaper model, if the budget pays for it */
+            brc_budget = ngx_http_llm_gateway_budget_admit(ctx, holder, wall,
+                                                           body.len);
+        }
     }
 
     if (brc_budget != NGX_OK) {
-        until = node->budget_until;
+        until = holder ? holder->budget_resets : 0;
         ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        /* no room for the key's budget */
+        if (brc_budget == NGX_ERROR && holder == NULL) {
+            goto full;
+        }
+
         ngx_http_llm_gateway_journal_unhold(ctx);
 
         ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
@@ -514,12 +593,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     /* the next lease, asked for before the budget runs out */
-    if (ctx->lease_want >= 0) {
-        (void) ngx_http_llm_gateway_lease_ask(ctx->key->tenant_id,
-                                              ctx->lease_want,
-                                              ctx->req.model,
-                                              ctx->req.model_len);
-    }
+    ngx_http_llm_gateway_ask_lease(ctx);
 
     if (brc == LLM_BUCKET_NEVER) {
         p = ngx_pnalloc(r->pool, 160);
@@ -589,6 +663,20 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                     "server_error", "internal_error", NULL,
                                     "Internal error.");
     }
+
+    return;
+
+full:
+
+    ngx_http_llm_gateway_journal_unhold(ctx);
+
+    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                  "llm_gateway_zone \"%V\" is full",
+                  &llcf->shm_zone->shm.name);
+
+    ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
+                                     "The gateway is overloaded; retry "
+                                     "shortly.", 1);
 }
 
 
@@ -1073,6 +1161,15 @@ ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     ngx_uint_t                        i;
     ngx_http_llm_gateway_sunset_t    *sn;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    /* the model asked for, when a spent cap had a cheaper one serve it */
+    if (ctx->downgraded_from.len
+        && ngx_http_llm_gateway_add_header(r, "x-llm-downgraded-from",
+                                           &ctx->downgraded_from)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 

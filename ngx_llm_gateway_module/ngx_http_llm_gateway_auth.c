@@ -596,6 +596,7 @@ ngx_http_llm_gateway_keys_add(llm_key_entry_t *e)
     k->key_id = e->key_id;
     k->tenant_id = e->tenant_id;
     k->expires = (time_t) e->expires;
+    k->caps = e->caps;
 
     str[0] = &k->tier;
     str[1] = &k->tenant;

@@ -2,16 +2,22 @@
 /*
  * Spend caps.  A tenant's budget reaches this gateway as leases that
  * accountd takes from PostgreSQL (llm.take_lease): the gateway spends only
- * what it leased, so that all gateways together never pass the cap.
+ * what it leased, so that all gateways together never pass the cap.  A key
+ * with a cap of its own has its own budget (a node under -key_id), leased
+ * against both its cap and its tenant's.
  *
  * At admission a request reserves its worst-case cost, an upper bound of
  * its prompt (the body's bytes: a token is at least one) at the input
- * price plus max_tokens at the output price, from the tenant's leased
- * budget in the zone; at settlement the difference to its real cost goes
- * back.  A tenant whose cap is unknown, or whose budget is short, waits
- * for a lease (accountd answers in a round trip); one whose cap is spent
- * is refused with 429 insufficient_quota until its period ends.  Tenants
- * without a cap cost one lease request a second to learn it.
+ * price plus max_tokens at the output price, from the leased budget in the
+ * zone; at settlement the difference to its real cost goes back.  A budget
+ * whose cap is unknown, or short, waits for a lease (accountd answers in a
+ * round trip); one whose cap is spent is refused with 429
+ * insufficient_quota until its period ends.  Budget left idle goes back to
+ * PostgreSQL, for the other gateways.
+ *
+ * Which caps a key answers to comes with the key set: a key and tenant
+ * without any cost nothing here.  A key set of version 2 does not say: its
+ * tenants are asked about once a second.
  */
 
 
@@ -28,14 +34,57 @@
 #define NGX_HTTP_LLM_GATEWAY_LEASE_REQS    16
 #define NGX_HTTP_LLM_GATEWAY_LEASE_MIN     1000000000LL   /* 1/1000 $ */
 
+/* budget not reserved from for this long goes back (ms) */
+#define NGX_HTTP_LLM_GATEWAY_LEASE_IDLE    3000
+
 
 static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
     ngx_http_llm_gateway_node_t *node, uint32_t crc, int create);
 static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
+static ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_holder(
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node);
 static ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
     ngx_uint_t *i);
+
+
+/*
+ * Under the zone's lock, with the tenant's node: in *holder the node whose
+ * budget the request spends, NULL if it has no cap to answer to.
+ * NGX_ERROR: the zone has no room for its key's.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, ngx_http_llm_gateway_node_t **holder)
+{
+    ngx_uint_t                    caps;
+    ngx_http_llm_gateway_node_t  *kn;
+
+    caps = ctx->key->caps;
+
+    if (caps & LLM_KEY_CAP_KEY && !(caps & LLM_KEY_CAP_UNKNOWN)) {
+        kn = ngx_http_llm_gateway_lookup(ctx->zone, -ctx->key->key_id, 1);
+
+        if (kn == NULL) {
+            return NGX_ERROR;
+        }
+
+        kn->owner_id = ctx->key->tenant_id;
+        node = kn;
+
+    } else if (caps == 0) {
+        /* no cap, as the key set says: nothing to ask accountd */
+        *holder = NULL;
+        return NGX_OK;
+    }
+
+    ctx->budget_id = node->tenant_id;
+    *holder = node;
+
+    return NGX_OK;
+}
 
 
 /*
@@ -98,6 +147,8 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     if (node->budget >= worst) {
         node->budget -= worst;
+        node->budget_used = now;
+        node->budget_holds++;
 
         ctx->budget_reserved = worst;
         ctx->budget_until = node->budget_until;
@@ -148,7 +199,24 @@ ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
 }
 
 
-/* under the zone's lock: the difference to the real cost goes back */
+/* the node a reservation was made from, if it is still there */
+
+static ngx_http_llm_gateway_node_t *
+ngx_http_llm_gateway_holder(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node)
+{
+    if (ctx->budget_id == node->tenant_id) {
+        return node;
+    }
+
+    return ngx_http_llm_gateway_lookup(ctx->zone, ctx->budget_id, 0);
+}
+
+
+/*
+ * Under the zone's lock, with the tenant's node: the difference to the
+ * real cost goes back.
+ */
 
 void
 ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
@@ -171,36 +239,42 @@ ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
              * ngx_max(ctx->prices[LLM_LEASE_CACHE_WRITE], 0)
            + (int64_t) st->output_tokens * ctx->prices[LLM_LEASE_OUT];
 
-    /* what a period that is over reserved is not the next one's */
-    if (node->budget_seen && node->budget_until == ctx->budget_until) {
-        node->budget += ctx->budget_reserved - cost;
-    }
+    ctx->budget_reserved -= cost;
 
-    ctx->budget_reserved = 0;
+    ngx_http_llm_gateway_budget_unreserve(ctx, node);
 }
 
 
-/* under the zone's lock: a request that was not served gives it all back */
+/* the same: a request that was not served gives it all back */
 
 void
 ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node)
 {
-    if (node->budget_seen && node->budget_until == ctx->budget_until) {
-        node->budget += ctx->budget_reserved;
+    node = ngx_http_llm_gateway_holder(ctx, node);
+
+    if (node != NULL) {
+        /* what a period that is over reserved is not the next one's */
+        if (node->budget_seen && node->budget_until == ctx->budget_until) {
+            node->budget += ctx->budget_reserved;
+        }
+
+        if (node->budget_holds) {
+            node->budget_holds--;
+        }
     }
 
     ctx->budget_reserved = 0;
 }
 
 
-/* accountd's answer, for the tenant's node in each zone */
+/* accountd's answer, for the tenant's or key's node in each zone */
 
 void
 ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     ngx_log_t *log)
 {
-    int64_t                            now;
+    int64_t                            now, id;
     uint32_t                           crc;
     ngx_uint_t                         i;
     ngx_list_part_t                   *part;
@@ -214,6 +288,7 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
 
     now = ngx_http_llm_gateway_wall_ms();
     crc = ngx_crc32_short((u_char *) l->model, l->model_len);
+    id = l->key_id ? -l->key_id : l->tenant_id;
 
     part = &cycle->shared_memory.part;
     i = 0;
@@ -222,7 +297,7 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        node = ngx_http_llm_gateway_lookup(zone, l->tenant_id);
+        node = ngx_http_llm_gateway_lookup(zone, id, 0);
 
         if (node == NULL) {
             ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -247,11 +322,13 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
             node->budget = 0;
         }
 
+        /* a grant may be spent until its shortest capped period ends */
         node->budget += l->granted;
-        node->budget_until = l->resets_at_ms;
+        node->budget_until = l->until_ms ? l->until_ms : l->resets_at_ms;
+        node->budget_resets = l->resets_at_ms;
         node->budget_seen = now;
         node->capped = (l->remaining != -1);
-        node->spent = (node->capped && l->granted == 0 && l->remaining == 0);
+        node->spent = (node->capped && l->remaining == 0);
 
         price = ngx_http_llm_gateway_price(node, crc, 1);
         price->seen = now;
@@ -260,10 +337,10 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
         ngx_shmtx_unlock(&zone->shpool->mutex);
     }
 
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, log, 0,
-                   "llm gateway lease: tenant %L, granted %L, left %L, "
-                   "until %L", l->tenant_id, l->granted, l->remaining,
-                   l->resets_at_ms);
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, log, 0,
+                   "llm gateway lease: tenant %L key %L, granted %L, "
+                   "left %L, until %L", l->tenant_id, l->key_id, l->granted,
+                   l->remaining, l->until_ms);
 }
 
 
@@ -366,7 +443,8 @@ ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
 
 /*
  * Once a second, by whichever worker comes first: the tokens each tenant
- * asked of this gateway since, as SHARE_REQ frames, most recent first.
+ * asked of this gateway since, as SHARE_REQ frames, most recent first, and
+ * the budget left idle, as LEASE_RETURN frames.
  */
 
 ngx_uint_t
@@ -406,6 +484,31 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
              q = ngx_queue_next(q))
         {
             node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+            if (node->capped && node->budget > 0
+                && now - node->budget_used > NGX_HTTP_LLM_GATEWAY_LEASE_IDLE
+                && now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_LEASE_IDLE
+                && now < node->budget_until)
+            {
+                /*
+                 * Idle budget goes back, for other gateways to lease; lost
+                 * on the way, it is only never spent.
+                 */
+                ngx_memzero(&out[n], sizeof(llm_lease_t));
+                out[n].type = LLM_REC_LEASE_RETURN;
+                out[n].tenant_id = node->owner_id ? node->owner_id
+                                                  : node->tenant_id;
+                out[n].key_id = node->owner_id ? -node->tenant_id : 0;
+                out[n].want = node->budget;
+                out[n].until_ms = node->budget_until;
+                n++;
+
+                node->budget = 0;
+
+                if (n == max) {
+                    break;
+                }
+            }
 
             if (node->demand == 0) {
                 continue;

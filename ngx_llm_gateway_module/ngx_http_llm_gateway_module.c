@@ -331,7 +331,7 @@ ngx_http_llm_gateway_json_free(void *p)
 
 ngx_http_llm_gateway_node_t *
 ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
-    int64_t tenant_id)
+    int64_t tenant_id, ngx_uint_t create)
 {
     ngx_rbtree_key_t              hash;
     ngx_rbtree_node_t            *node, *sentinel;
@@ -358,6 +358,10 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
         }
 
         node = (tenant_id < ln->tenant_id) ? node->left : node->right;
+    }
+
+    if (!create) {
+        return NULL;
     }
 
     ln = ngx_slab_alloc_locked(zone->shpool,
@@ -390,8 +394,10 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
 
 /*
  * Frees up to n least recently used tenants that hold nothing: no request
- * in flight.  Their buckets are forgotten, which can only give them more
- * room, never less, and only after they were idle the longest.
+ * in flight, no reservation of their budget.  Their buckets are forgotten,
+ * which can only give them more room, never less, and only after they were
+ * idle the longest; so is what they had leased of a cap, which is then
+ * never spent.  The most recent node is the caller's: it stays.
  */
 
 static void
@@ -409,7 +415,9 @@ ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
 
         ln = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
 
-        if (ln->state.inflight) {
+        if (ln->state.inflight || ln->budget_holds
+            || q == ngx_queue_head(&sh->queue))
+        {
             continue;
         }
 
@@ -827,9 +835,12 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
 
         line++;
 
+        /* version 2 has no caps: they are learned from accountd */
         if (line == 1
             && ((size_t) (eol - p) != sizeof(LLM_KEY_SNAPSHOT_HEADER) - 1
-                || ngx_strncmp(p, LLM_KEY_SNAPSHOT_HEADER, eol - p) != 0))
+                || (ngx_strncmp(p, LLM_KEY_SNAPSHOT_HEADER, eol - p) != 0
+                    && ngx_strncmp(p, LLM_KEY_SNAPSHOT_HEADER_2, eol - p)
+                       != 0)))
         {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"%V\" is not a key snapshot: its first line "
@@ -878,6 +889,7 @@ ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
         k->key_id = e.key_id;
         k->tenant_id = e.tenant_id;
         k->expires = (time_t) e.expires;
+        k->caps = e.caps;
 
         if (ngx_http_llm_gateway_copy(cf, &k->tier, e.tier) != NGX_OK
             || ngx_http_llm_gateway_copy(cf, &k->tenant, e.tenant) != NGX_OK
@@ -1209,6 +1221,25 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
             /* NUL-terminated, as configuration strings are */
             tier->models = value[i].data + 7;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "downgrade=", 10) == 0) {
+            /* one model name, as in a models list */
+            if (value[i].len == 10
+                || value[i].len - 10 >= LLM_KEY_MODEL_MAX
+                || ngx_strlchr(value[i].data + 10,
+                               value[i].data + value[i].len, ',')
+                || ngx_strlchr(value[i].data + 10,
+                               value[i].data + value[i].len, '*')
+                || !llm_key_models_valid((char *) value[i].data + 10,
+                                         value[i].len - 10))
+            {
+                goto invalid;
+            }
+
+            tier->downgrade.data = value[i].data + 10;
+            tier->downgrade.len = value[i].len - 10;
             continue;
         }
 

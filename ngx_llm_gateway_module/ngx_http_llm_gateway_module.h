@@ -41,6 +41,7 @@ typedef struct {
     int64_t                      max_tokens;
     int64_t                      default_max_tokens;
     u_char                      *models;    /* as in a key: "*" or a list */
+    ngx_str_t                    downgrade; /* served when the cap is short */
 } ngx_http_llm_gateway_tier_t;
 
 
@@ -65,6 +66,7 @@ typedef struct {
     int64_t                      key_id;
     int64_t                      tenant_id;
     time_t                       expires;   /* 0: never */
+    ngx_uint_t                   caps;      /* LLM_KEY_CAP_* */
     ngx_str_t                    tier;
     ngx_str_t                    tenant;
     ngx_str_t                    models;    /* "*": any */
@@ -102,18 +104,26 @@ typedef struct {
 #define NGX_HTTP_LLM_GATEWAY_PRICES        4
 
 
-/* a tenant's state in the zone, shared by all workers */
+/*
+ * A tenant's state in the zone, shared by all workers.  A key with a spend
+ * cap of its own has a node too, under the negated key_id, for its budget
+ * only.
+ */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: tenant_id */
     ngx_queue_t                  queue;     /* LRU, for expiry */
-    int64_t                      tenant_id;
+    int64_t                      tenant_id;      /* or -key_id */
+    int64_t                      owner_id;       /* a key's: its tenant */
     llm_tenant_t                 state;
 
     /* its spend caps as leased to this gateway (budget.c) */
     int64_t                      budget;         /* pico-dollars free */
-    int64_t                      budget_until;   /* ms: the period ends */
+    int64_t                      budget_until;   /* ms: it may be spent */
+    int64_t                      budget_resets;  /* ms: the cap is new */
     int64_t                      budget_seen;    /* ms: accountd's word */
     int64_t                      budget_asked;   /* ms: a lease asked for */
+    int64_t                      budget_used;    /* ms: last reserved from */
+    ngx_uint_t                   budget_holds;   /* reservations out */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     unsigned                     capped:1;
     unsigned                     spent:1;
@@ -136,7 +146,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  5
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  6
 
 
 typedef struct {
@@ -233,6 +243,7 @@ typedef struct {
     size_t                       json_size;
 
     /* the spend cap: the worst case reserved, at these prices */
+    int64_t                      budget_id;       /* whose: a node's id */
     int64_t                      budget_reserved;
     int64_t                      budget_until;    /* of its period */
     int64_t                      budget_worst;
@@ -240,6 +251,7 @@ typedef struct {
     int64_t                      lease_want;      /* -1: none to ask */
     int64_t                      wait_until;      /* ms, for a lease */
     ngx_str_t                    body;            /* as inspected */
+    ngx_str_t                    downgraded_from; /* the model asked for */
 
     /* the proxy's own, wrapped to learn how the upstream ended */
     void                       (*upstream_finalize)(ngx_http_request_t *r,
@@ -311,6 +323,8 @@ void ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, llm_settle_t *st);
 void ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node);
+ngx_int_t ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, ngx_http_llm_gateway_node_t **holder);
 void ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     ngx_log_t *log);
 void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
@@ -318,8 +332,7 @@ void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
 ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
-ngx_int_t ngx_http_llm_gateway_lease_ask(int64_t tenant_id, int64_t want,
-    const char *model, size_t model_len);
+ngx_int_t ngx_http_llm_gateway_lease_ask(llm_lease_t *l);
 ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
@@ -328,7 +341,7 @@ void ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
     llm_record_t *rec);
 
 ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
-    ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id);
+    ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id, ngx_uint_t create);
 ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,

@@ -141,7 +141,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     /* a node with a request in flight is never expired */
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id);
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node != NULL) {
         if (node->state.tpm.last_ms == -1) {

@@ -87,7 +87,7 @@ is db_mentions($key), 0, 'the plain key is nowhere in the database';
 is db_mentions(substr($key, 11)), 0,
     'nor is its random part';
 
-my $line = "$row->{hash} $key_id $tenant_id pro $tenant 0 *";
+my $line = "$row->{hash} $key_id $tenant_id pro $tenant 0 * -";
 ok snapshot_has($line), 'the snapshot has the new key';
 
 ($out, $rc) = run('key', 'create', '--tenant', $tenant, '--tier', 'gold',
@@ -117,7 +117,7 @@ is $rc, 0, 'snapshot succeeds';
 open my $fh, '<', $snapshot or die "$snapshot: $!";
 my $first = <$fh>;
 close $fh;
-is $first, "llmgw-keys 2\n", 'the snapshot starts with its header';
+is $first, "llmgw-keys 3\n", 'the snapshot starts with its header';
 is((stat $snapshot)[2] & 07777, 0640, 'the snapshot is mode 0640');
 
 

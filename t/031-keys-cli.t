@@ -113,8 +113,8 @@ is_deeply $dbh->selectrow_array(
     'the database holds the models as an array';
 
 my $line = snapshot_find($k2{id});
-like $line // '', qr/ gpt-4o,claude-3-5-haiku\@20241022$/,
-    'the snapshot line ends with the models';
+like $line // '', qr/ gpt-4o,claude-3-5-haiku\@20241022 -$/,
+    'the snapshot line ends with the models, and "-": no cap';
 near(snapshot_expires($k2{id}), time + 2 * 3600,
      'the snapshot expiry is now + 2h');
 
@@ -272,7 +272,7 @@ push @keys, $r8{key};
 like $r8{key}, qr/^llmgw_test_/, 'its successor is a test key';
 near(snapshot_expires($k8{id}), time + 900,
      'a grace longer than the key\'s life does not extend it');
-ok snapshot_find($r8{id}) =~ / 0 \*$/, 'the new key never expires';
+ok snapshot_find($r8{id}) =~ / 0 \* -$/, 'the new key never expires';
 
 ($out, $err, $rc) = run('key', 'rotate', $k4{id}, '--grace', '1h');
 is $rc, 1, 'a revoked key cannot be rotated';
@@ -305,7 +305,7 @@ note sprintf 'after %.3f s', time - $t0;
 my %k10 = create_key('--tenant', $tenant);
 $dbh->do("UPDATE llm.api_keys SET models = '{mock-gpt-4o-mini}'"
          . ' WHERE key_id = ?', undef, $k10{id});
-ok poll(sub { (snapshot_find($k10{id}) // '') =~ / mock-gpt-4o-mini$/ }),
+ok poll(sub { (snapshot_find($k10{id}) // '') =~ / mock-gpt-4o-mini -$/ }),
     'models set by plain SQL reach the snapshot within 1 s';
 
 $dbh->do('UPDATE llm.tenants SET name = ? WHERE tenant_id = ?', undef,
@@ -334,7 +334,7 @@ for my $i (1 .. 50) {
     sleep 0.02;
 }
 
-ok poll(sub { (snapshot_find($k10{id}) // '') =~ / burst-50$/ }),
+ok poll(sub { (snapshot_find($k10{id}) // '') =~ / burst-50 -$/ }),
     'after 50 changes the snapshot has the last one';
 
 my @at = map { /^\S+ (\d\d):(\d\d):(\d\d\.\d+) LOG key snapshot .* written/
@@ -438,7 +438,7 @@ sub snapshot_line {
     my $row = key_row($k{id});
 
     return "$k{hash} $k{id} $row->{tenant_id} $row->{tier} $k{tenant} 0"
-           . " $models";
+           . " $models -";
 }
 
 

@@ -363,7 +363,9 @@ sub parse {
             return error($c, 'KEY length') if length $rest < 2;
             my ($models) = unpack 'n/a', $rest;
             return error($c, 'KEY length')
-                if length($models) != length($rest) - 2;
+                if length($models) != length($rest) - 3;
+            my $caps = unpack 'C', substr($rest, -1);
+            return error($c, 'KEY caps') if $caps > 3;
             return error($c, 'KEY names')
                 if $tier !~ /^[A-Za-z0-9_.-]{1,31}\z/
                    || $tname !~ /^[A-Za-z0-9_.-]{1,63}\z/
@@ -371,7 +373,7 @@ sub parse {
                                     (?:,[A-Za-z0-9_.:/\@+-]{1,127})*)\z}x;
             my $k = { hash => unpack('H*', $hash), key_id => $kid,
                       tenant_id => $tid, expires => $exp, tier => $tier,
-                      tenant => $tname, models => $models };
+                      tenant => $tname, models => $models, caps => $caps };
             push @{$s->{keys}}, $k;
             $s->{keys_by_hash}{$k->{hash}} = $k;
 
@@ -463,7 +465,10 @@ sub db_keys {
         . " CASE WHEN k.expires_at IS NULL THEN 0"
         . " ELSE floor(extract(epoch FROM k.expires_at))::bigint END"
         . " AS expires, k.tier, t.name AS tenant,"
-        . " coalesce(array_to_string(k.models, ','), '*') AS models"
+        . " coalesce(array_to_string(k.models, ','), '*') AS models,"
+        . " (t.daily_cap_pusd IS NOT NULL OR t.monthly_cap_pusd IS NOT NULL)"
+        . "::int + 2 * (k.daily_cap_pusd IS NOT NULL"
+        . " OR k.monthly_cap_pusd IS NOT NULL)::int AS caps"
         . " FROM llm.api_keys k JOIN llm.tenants t USING (tenant_id)"
         . " WHERE t.name = ? AND k.revoked_at IS NULL"
         . " AND (k.expires_at IS NULL OR k.expires_at > now())"

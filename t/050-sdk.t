@@ -21,6 +21,7 @@ plan(skip_all => 'the SDKs are not installed (make sdk)') unless -f $clients;
 my $pro = new_tenant(tier => 'pro');
 my $capped = new_tenant(tier => 'pro');
 accountd('tenant', 'update', '--name', $capped->{name}, '--daily-cap-usd', '0');
+snapshot_caps($s->{LLMGW_KEY_SNAPSHOT}, $capped->{key_id}, 't');
 my $tiny = new_tenant(tier => 'tiny');
 my $tight = new_tenant(tier => 'tight');
 

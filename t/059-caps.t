@@ -87,10 +87,12 @@ my ($b) = db()->selectrow_array('SELECT tenant_id FROM llm.tenants '
 
 my $at = '2026-11-29 12:00+00';
 
+# the gateway typed: four untyped parameters would fit sql/007's
+# take_lease(tenant, key, gateway, want) as well
 sub lease {
     my ($tenant, $gw, $want, $when) = @_;
     return db()->selectrow_hashref(
-        'SELECT * FROM llm.take_lease(?, ?, ?, ?)', undef, $tenant, $gw,
+        'SELECT * FROM llm.take_lease(?, ?::text, ?, ?)', undef, $tenant, $gw,
         $want, $when // $at);
 }
 
@@ -127,7 +129,7 @@ for my $k (1 .. 8) {
         my $n = 0;
         for (1 .. 10000) {
             my ($g) = $dbh->selectrow_array(
-                'SELECT granted_pusd FROM llm.take_lease(?, ?, ?, ?)',
+                'SELECT granted_pusd FROM llm.take_lease(?, ?::text, ?, ?)',
                 undef, $c, "gw$k", 12_345_678_901, $at);
             last if $g == 0;
             $n++;

@@ -46,6 +46,12 @@ accountd('tenant', 'update', '--name', $zero->{name}, '--daily-cap-usd', '0');
 # a second accountd, as a second host would run, on the same database
 my $other = accountd_other('second');
 
+# the gateways learn which keys have a cap from the key set
+for my $t (@rounds, $single, $zero) {
+    snapshot_caps($_, $t->{key_id}, 't')
+        for $s->{LLMGW_KEY_SNAPSHOT}, $other->{snapshot};
+}
+
 sub gateway {
     my ($socket, $snapshot) = @_;
 

@@ -16,7 +16,7 @@
 #include "llm_record.h"
 
 
-#define LLM_KEY_FIELDS            7
+#define LLM_KEY_FIELDS            8
 
 /*
  * 248 is the largest multiple of 62 that fits in a byte: a byte at or
@@ -37,6 +37,7 @@ static int llm_key_hex_value(int c);
 static int llm_key_hex_lower(int c);
 static int llm_key_parse_int(const char *s, size_t len, int64_t *out);
 static int llm_key_parse_id(const char *s, size_t len, int64_t *out);
+static int llm_key_parse_caps(const char *s, size_t len, uint8_t *out);
 static size_t llm_key_put_id(char *p, int64_t v);
 
 
@@ -195,8 +196,10 @@ llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
         return 0;
     }
 
-    if (len == sizeof(LLM_KEY_SNAPSHOT_HEADER) - 1
-        && memcmp(line, LLM_KEY_SNAPSHOT_HEADER, len) == 0)
+    if ((len == sizeof(LLM_KEY_SNAPSHOT_HEADER) - 1
+         && memcmp(line, LLM_KEY_SNAPSHOT_HEADER, len) == 0)
+        || (len == sizeof(LLM_KEY_SNAPSHOT_HEADER_2) - 1
+            && memcmp(line, LLM_KEY_SNAPSHOT_HEADER_2, len) == 0))
     {
         return 0;
     }
@@ -208,17 +211,14 @@ llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
     p = line;
     last = line + len;
 
+    /* seven fields (version 2) or eight */
     for (i = 0; i < LLM_KEY_FIELDS; i++) {
         sp = memchr(p, ' ', (size_t) (last - p));
 
-        if (i == LLM_KEY_FIELDS - 1) {
-            if (sp != NULL) {
-                return -1;
-            }
-
+        if (sp == NULL) {
             sp = last;
 
-        } else if (sp == NULL) {
+        } else if (i == LLM_KEY_FIELDS - 1) {
             return -1;
         }
 
@@ -231,6 +231,15 @@ llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
         }
 
         p = sp + 1;
+
+        if (sp == last) {
+            i++;
+            break;
+        }
+    }
+
+    if (i < LLM_KEY_FIELDS - 1) {
+        return -1;
     }
 
     memset(e, 0, sizeof(llm_key_entry_t));
@@ -277,7 +286,12 @@ llm_key_parse_line(const char *line, size_t len, llm_key_entry_t *e)
     memcpy(e->models, f[6], flen[6]);
     e->models[flen[6]] = '\0';
 
-    return 1;
+    if (i < LLM_KEY_FIELDS) {
+        e->caps = LLM_KEY_CAP_UNKNOWN;
+        return 1;
+    }
+
+    return llm_key_parse_caps(f[7], flen[7], &e->caps) == 0 ? 1 : -1;
 }
 
 
@@ -327,6 +341,24 @@ llm_key_format_line(const llm_key_entry_t *e, char *buf, size_t cap)
     *p++ = ' ';
     memcpy(p, e->models, models_len);
     p += models_len;
+    *p++ = ' ';
+
+    if (e->caps & LLM_KEY_CAP_UNKNOWN) {
+        return 0;
+    }
+
+    if (e->caps == 0) {
+        *p++ = '-';
+    }
+
+    if (e->caps & LLM_KEY_CAP_TENANT) {
+        *p++ = 't';
+    }
+
+    if (e->caps & LLM_KEY_CAP_KEY) {
+        *p++ = 'k';
+    }
+
     *p++ = '\n';
 
     if ((size_t) (p - line) > cap) {
@@ -693,7 +725,7 @@ llm_key_encode_entry(uint8_t *buf, size_t cap, const llm_key_entry_t *e)
     }
 
     len = 2 + LLM_KEY_HASH_LEN + 3 * 8 + 1 + tier_len + 1 + tenant_len
-          + 2 + models_len;
+          + 2 + models_len + 1;
 
     if (cap < 4 + len) {
         return 0;
@@ -718,6 +750,8 @@ llm_key_encode_entry(uint8_t *buf, size_t cap, const llm_key_entry_t *e)
     *p++ = (uint8_t) (models_len >> 8);
     *p++ = (uint8_t) models_len;
     memcpy(p, e->models, models_len);
+    p += models_len;
+    *p = e->caps;
 
     return 4 + len;
 }
@@ -831,11 +865,20 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
     n = (size_t) p[0] << 8 | p[1];
     p += 2;
 
-    if (n >= LLM_KEY_MODELS_MAX || (size_t) (last - p) != n) {
+    if (n >= LLM_KEY_MODELS_MAX
+        || ((size_t) (last - p) != n && (size_t) (last - p) != n + 1))
+    {
         return -1;
     }
 
     memcpy(e->models, p, n);
+
+    e->caps = ((size_t) (last - p) == n) ? LLM_KEY_CAP_UNKNOWN : p[n];
+
+    if (e->caps & ~(LLM_KEY_CAP_TENANT | LLM_KEY_CAP_KEY | LLM_KEY_CAP_UNKNOWN))
+    {
+        return -1;
+    }
 
     if (!llm_key_name_valid(e->tier, strlen(e->tier), LLM_KEY_TIER_MAX)
         || !llm_key_name_valid(e->tenant, strlen(e->tenant),
@@ -848,4 +891,32 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
     *consumed = frame;
 
     return 1;
+}
+
+
+/* "-", "t", "k" or "tk" */
+
+static int
+llm_key_parse_caps(const char *s, size_t len, uint8_t *out)
+{
+    if (len == 1 && s[0] == '-') {
+        *out = 0;
+        return 0;
+    }
+
+    *out = 0;
+
+    if (len > 0 && s[0] == 't') {
+        *out |= LLM_KEY_CAP_TENANT;
+        s++;
+        len--;
+    }
+
+    if (len > 0 && s[0] == 'k') {
+        *out |= LLM_KEY_CAP_KEY;
+        s++;
+        len--;
+    }
+
+    return (len == 0 && *out != 0) ? 0 : -1;
 }

@@ -17,16 +17,20 @@
  *
  * The snapshot is text, one key a line, fields separated by one space:
  *
- *     llmgw-keys 2
+ *     llmgw-keys 3
  *     <hmac, 64 hex> <key_id> <tenant_id> <tier> <tenant name> <expires>
- *         <models>
+ *         <models> <caps>
  *
  * (one line).  The first line names the format and its version.  Tier and
  * tenant names are [A-Za-z0-9_.-], 1 to 31 and 1 to 63 characters.
  * <expires> is the unix time, in seconds, from which the key no longer
  * works, or 0 for never.  <models> is "*" for any model, or the models the
  * key may call, comma-separated, each [A-Za-z0-9_.:/@+-], 1 to 127
- * characters.  Lines starting with '#' and empty lines are ignored.
+ * characters.  <caps> says which spend caps the key's requests answer to,
+ * so that a gateway knows without asking: "-" none, "t" its tenant's, "k"
+ * its own, "tk" both.  Lines of version 2, without <caps>, are still read:
+ * their caps are unknown, and learned from accountd.  Lines starting with
+ * '#' and empty lines are ignored.
  */
 
 #ifndef _LLM_KEY_H_INCLUDED_
@@ -57,13 +61,20 @@
 #define LLM_KEY_MODELS_MAX        1024      /* with its NUL */
 #define LLM_KEY_MODEL_MAX         128       /* one name, with its NUL */
 
-#define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 2"
+#define LLM_KEY_SNAPSHOT_HEADER   "llmgw-keys 3"
+#define LLM_KEY_SNAPSHOT_HEADER_2 "llmgw-keys 2"
 /* the second line: "# generation <ms>", when the rows were read */
 #define LLM_KEY_GENERATION        "# generation "
 /* the longest snapshot line, without its newline */
 #define LLM_KEY_LINE_MAX          (64 + 1 + 20 + 1 + 20 + 1                  \
                                    + LLM_KEY_TIER_MAX + LLM_KEY_TENANT_MAX    \
-                                   + 20 + 1 + LLM_KEY_MODELS_MAX)
+                                   + 20 + 1 + LLM_KEY_MODELS_MAX + 3)
+
+
+/* the caps field: which spend caps apply, if known */
+#define LLM_KEY_CAP_TENANT        0x01
+#define LLM_KEY_CAP_KEY           0x02
+#define LLM_KEY_CAP_UNKNOWN       0x80
 
 
 typedef struct {
@@ -74,6 +85,7 @@ typedef struct {
     char       tier[LLM_KEY_TIER_MAX];        /* NUL-terminated */
     char       tenant[LLM_KEY_TENANT_MAX];    /* NUL-terminated */
     char       models[LLM_KEY_MODELS_MAX];    /* NUL-terminated, "*": any */
+    uint8_t    caps;                          /* LLM_KEY_CAP_* */
 } llm_key_entry_t;
 
 
@@ -125,17 +137,18 @@ int llm_key_model_allowed(const char *models, const char *model, size_t len);
  *     LLM_REC_KEY          32 bytes hash, i64 key_id, i64 tenant_id,
  *                          i64 expires, u8 tier length + tier,
  *                          u8 tenant length + tenant,
- *                          u16 models length + models
+ *                          u16 models length + models, u8 caps
  *     LLM_REC_KEYS_END     u64 generation, u32 count
  *
  * A set is BEGIN, count KEY frames in ascending memcmp order of their hash,
- * and END; only a whole set replaces the worker's table.
+ * and END; only a whole set replaces the worker's table.  A KEY frame
+ * without its last byte (an older accountd) has unknown caps.
  */
 
 #define LLM_KEY_FRAME_MAX         (4 + 2 + LLM_KEY_HASH_LEN + 3 * 8           \
                                    + 1 + LLM_KEY_TIER_MAX                     \
                                    + 1 + LLM_KEY_TENANT_MAX                   \
-                                   + 2 + LLM_KEY_MODELS_MAX)
+                                   + 2 + LLM_KEY_MODELS_MAX + 1)
 
 
 /* the frame's type, or -1 if fewer than 6 bytes are there */

@@ -270,15 +270,14 @@ llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
     uint8_t  *p;
 
     if (l->model_len > LLM_RECORD_MODEL_MAX
-        || (l->type != LLM_REC_LEASE_REQ && l->type != LLM_REC_LEASE
-            && l->type != LLM_REC_SHARE_REQ && l->type != LLM_REC_SHARE))
+        || l->type < LLM_REC_LEASE_REQ || l->type > LLM_REC_LEASE_RETURN)
     {
         return 0;
     }
 
     answer = (l->type == LLM_REC_LEASE || l->type == LLM_REC_SHARE);
 
-    len = 2 + 8 + (answer ? 8 * 7 : 8) + 1 + l->model_len;
+    len = 2 + 8 * 2 + (answer ? 8 * 8 : 8 * 2) + 1 + l->model_len;
 
     if (cap < 4 + len) {
         return 0;
@@ -288,14 +287,17 @@ llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
     *p++ = LLM_RECORD_VERSION;
     *p++ = l->type;
     p = llm_record_put_u64(p, (uint64_t) l->tenant_id);
+    p = llm_record_put_u64(p, (uint64_t) l->key_id);
 
     if (!answer) {
         p = llm_record_put_u64(p, (uint64_t) l->want);
+        p = llm_record_put_u64(p, (uint64_t) l->until_ms);
 
     } else {
         p = llm_record_put_u64(p, (uint64_t) l->granted);
         p = llm_record_put_u64(p, (uint64_t) l->remaining);
         p = llm_record_put_u64(p, (uint64_t) l->resets_at_ms);
+        p = llm_record_put_u64(p, (uint64_t) l->until_ms);
 
         for (i = 0; i < 4; i++) {
             p = llm_record_put_u64(p, (uint64_t) l->prices[i]);
@@ -324,13 +326,13 @@ llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     plen = llm_record_get_u32(buf);
 
     if (buf[4] != LLM_RECORD_VERSION
-        || buf[5] < LLM_REC_LEASE_REQ || buf[5] > LLM_REC_SHARE)
+        || buf[5] < LLM_REC_LEASE_REQ || buf[5] > LLM_REC_LEASE_RETURN)
     {
         return -1;
     }
 
     answer = (buf[5] == LLM_REC_LEASE || buf[5] == LLM_REC_SHARE);
-    fixed = 2 + 8 + (answer ? 8 * 7 : 8) + 1;
+    fixed = 2 + 8 * 2 + (answer ? 8 * 8 : 8 * 2) + 1;
 
     if (plen < fixed || plen > fixed + LLM_RECORD_MODEL_MAX) {
         return -1;
@@ -345,17 +347,20 @@ llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     p = buf + 4;
     l->type = p[1];
     l->tenant_id = (int64_t) llm_record_get_u64(p + 2);
-    p += 10;
+    l->key_id = (int64_t) llm_record_get_u64(p + 10);
+    p += 18;
 
     if (!answer) {
         l->want = (int64_t) llm_record_get_u64(p);
-        p += 8;
+        l->until_ms = (int64_t) llm_record_get_u64(p + 8);
+        p += 16;
 
     } else {
         l->granted = (int64_t) llm_record_get_u64(p);
         l->remaining = (int64_t) llm_record_get_u64(p + 8);
         l->resets_at_ms = (int64_t) llm_record_get_u64(p + 16);
-        p += 24;
+        l->until_ms = (int64_t) llm_record_get_u64(p + 24);
+        p += 32;
 
         for (i = 0; i < 4; i++) {
             l->prices[i] = (int64_t) llm_record_get_u64(p);

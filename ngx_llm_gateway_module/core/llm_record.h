@@ -71,7 +71,10 @@ typedef enum {
      * "granted", parts per million).  The lease frames' layouts.
      */
     LLM_REC_SHARE_REQ = 8,
-    LLM_REC_SHARE = 9
+    LLM_REC_SHARE = 9,
+
+    /* budget a gateway leased and gives back unspent: a request's layout */
+    LLM_REC_LEASE_RETURN = 10
 } llm_record_type_e;
 
 
@@ -151,15 +154,19 @@ int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
 
 
 /*
- * A lease of a tenant's budget, in pico-dollars.  nginx asks for want;
- * accountd answers with the grant (0: a cap is spent), what the caps leave
- * after it (-1: the tenant has no cap), when the binding period begins
- * again, and the prices of the model asked about, in micro-dollars per
- * million tokens (-1: it has none).  Both are frames of their own:
+ * A lease of a tenant's budget, or of one key's (key_id > 0: its leases
+ * count against its tenant's caps too), in pico-dollars.  nginx asks for
+ * want; accountd answers with the grant (0: a cap is spent), what the caps
+ * leave after it (-1: no cap), when the binding period begins again, until
+ * when the grant may be spent (the end of the shortest capped period), and
+ * the prices of the model asked about, in micro-dollars per million tokens
+ * (-1: it has none).  A return gives back want, leased for the period
+ * that ends at until_ms.  All are frames of their own:
  *
- *     u32 length, u8 version, u8 type, i64 tenant_id, i64 want (request)
- *     or i64 granted, i64 remaining, i64 resets_at_ms, i64 prices[4]
- *     (answer), then u8 model length and the model.
+ *     u32 length, u8 version, u8 type, i64 tenant_id, i64 key_id,
+ *     i64 want, i64 until_ms (request, return)
+ *     or i64 granted, i64 remaining, i64 resets_at_ms, i64 until_ms,
+ *     i64 prices[4] (answer), then u8 model length and the model.
  */
 
 #define LLM_LEASE_IN              0
@@ -167,16 +174,18 @@ int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
 #define LLM_LEASE_CACHED          2
 #define LLM_LEASE_CACHE_WRITE     3
 
-#define LLM_LEASE_MAX_FRAME       (4 + 2 + 8 * 8 + 1 + LLM_RECORD_MODEL_MAX)
+#define LLM_LEASE_MAX_FRAME       (4 + 2 + 8 * 10 + 1 + LLM_RECORD_MODEL_MAX)
 
 
 typedef struct {
-    uint8_t    type;                 /* LLM_REC_LEASE_REQ or LLM_REC_LEASE */
+    uint8_t    type;                 /* LLM_REC_LEASE_REQ ... _RETURN */
     int64_t    tenant_id;
+    int64_t    key_id;               /* 0: the tenant's own caps */
     int64_t    want;
     int64_t    granted;
     int64_t    remaining;
     int64_t    resets_at_ms;
+    int64_t    until_ms;
     int64_t    prices[4];
     uint8_t    model_len;
     char       model[LLM_RECORD_MODEL_MAX];
@@ -185,7 +194,7 @@ typedef struct {
 
 size_t llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap);
 
-/* as llm_record_decode(), for the two lease frames */
+/* as llm_record_decode(), for the lease frames */
 int llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed);
 

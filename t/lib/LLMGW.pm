@@ -19,7 +19,7 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
                  new_tenant nginx http_post raw_post json_body usage_row
-                 usage_rows db forge_key);
+                 usage_rows db forge_key snapshot_caps);
 
 my %stack;
 my $tenants = 0;
@@ -122,10 +122,35 @@ sub new_tenant {
     my @lines = split(/\n/, accountd('key', 'create', '--tenant', $name,
                                       @{ $o{args} // [] }));
 
-    my $id = db()->selectrow_array(
-        'SELECT tenant_id FROM llm.tenants WHERE name = ?', undef, $name);
+    my ($id, $key_id) = db()->selectrow_array(
+        'SELECT tenant_id, max(key_id) FROM llm.tenants'
+        . ' LEFT JOIN llm.api_keys USING (tenant_id)'
+        . ' WHERE name = ? GROUP BY tenant_id', undef, $name);
 
-    return { name => $name, key => $lines[-1], id => $id, tier => $tier };
+    return { name => $name, key => $lines[-1], id => $id, key_id => $key_id,
+             tier => $tier };
+}
+
+# The caps field of a key in a key snapshot ("-", "t", "k", "tk"), once
+# it is $want (up to 5 s), else what it is.  A gateway started from the
+# file, or reached by accountd's push, knows the caps from then on.
+sub snapshot_caps {
+    my ($file, $key_id, $want) = @_;
+    my $caps = '';
+
+    for (1 .. 100) {
+        if (open(my $fh, '<', $file)) {
+            while (<$fh>) {
+                my @f = split(/ /);
+                chomp($caps = $f[7] // '') if @f >= 8 && $f[1] eq $key_id;
+            }
+            close($fh);
+        }
+        last if defined $want && $caps eq $want;
+        sleep(0.05);
+    }
+
+    return $caps;
 }
 
 # A well-formed key that accountd never issued: the checksum is the first

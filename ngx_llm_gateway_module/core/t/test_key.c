@@ -375,6 +375,7 @@ test_parse(void)
     llm_key_entry_t  e;
 
     tap_is(test_parse_str(LLM_KEY_SNAPSHOT_HEADER, &e), 0, "the header");
+    tap_is(test_parse_str("llmgw-keys 2", &e), 0, "the header of version 2");
     tap_is(test_parse_str("", &e), 0, "an empty line");
     tap_is(test_parse_str("# comment", &e), 0, "a comment");
 
@@ -391,6 +392,31 @@ test_parse(void)
     rc = test_parse_str(TEST_HASH " 17 4 gold acme 0 *", &e);
     tap_ok(rc == 1 && e.expires == 0 && strcmp(e.models, "*") == 0,
            "no expiry, any model");
+    tap_is(e.caps, LLM_KEY_CAP_UNKNOWN, "a line of version 2: caps unknown");
+
+    /* the caps, version 3 */
+
+    rc = test_parse_str(TEST_HASH " 17 4 gold acme 0 * -", &e);
+    tap_ok(rc == 1 && e.caps == 0, "caps -: none");
+    rc = test_parse_str(TEST_HASH " 17 4 gold acme 0 * t", &e);
+    tap_ok(rc == 1 && e.caps == LLM_KEY_CAP_TENANT, "caps t: the tenant's");
+    rc = test_parse_str(TEST_HASH " 17 4 gold acme 0 a,b k", &e);
+    tap_ok(rc == 1 && e.caps == LLM_KEY_CAP_KEY
+           && strcmp(e.models, "a,b") == 0, "caps k: the key's");
+    rc = test_parse_str(TEST_HASH " 17 4 gold acme 0 * tk", &e);
+    tap_ok(rc == 1 && e.caps == (LLM_KEY_CAP_TENANT | LLM_KEY_CAP_KEY),
+           "caps tk: both");
+
+    tap_is(test_parse_str(TEST_HASH " 17 4 gold acme 0 * kt", &e), -1,
+           "caps kt: not in order");
+    tap_is(test_parse_str(TEST_HASH " 17 4 gold acme 0 * tt", &e), -1,
+           "caps tt");
+    tap_is(test_parse_str(TEST_HASH " 17 4 gold acme 0 * t-", &e), -1,
+           "caps t-");
+    tap_is(test_parse_str(TEST_HASH " 17 4 gold acme 0 * x", &e), -1,
+           "caps x");
+    tap_is(test_parse_str(TEST_HASH " 17 4 gold acme 0 * t k", &e), -1,
+           "nine fields");
 
     rc = test_parse_str(TEST_HASH " 9223372036854775807 1 t a"
                         " 9223372036854775807 *", &e);
@@ -454,7 +480,7 @@ test_parse(void)
     tap_is(test_parse_str(TEST_HASH " 1 1 t a", &e), -1,
            "five fields, version 1");
     tap_is(test_parse_str(TEST_HASH " 1 1 t a 0 * b", &e), -1,
-           "eight fields");
+           "eight fields, the last not caps");
     tap_is(test_parse_str(TEST_HASH " 1 1 t a 0 a b", &e), -1,
            "a model with a space");
     tap_is(test_parse_str(TEST_HASH " 1 1 t a 0 ", &e), -1,
@@ -488,7 +514,7 @@ test_parse(void)
     tap_is(test_parse_str(TEST_HASH " 1 1 t a;b 0 *", &e), -1,
            "a bad tenant");
     tap_is(test_parse_str("llmgw-keys 1", &e), -1, "the version 1 header");
-    tap_is(test_parse_str("llmgw-keys 3", &e), -1, "another version");
+    tap_is(test_parse_str("llmgw-keys 4", &e), -1, "another version");
 
     /* the longest valid names, and one character more */
 
@@ -550,14 +576,14 @@ test_format(void)
     llm_key_entry_t  e, back;
 
     rc = test_parse_str(TEST_HASH " 123 45 silver tenant_1 1790000000"
-                        " gpt-4o,o1:2024/x+y", &e);
+                        " gpt-4o,o1:2024/x+y tk", &e);
     n = llm_key_format_line(&e, buf, sizeof(buf));
 
     tap_ok(rc == 1 && n > 0 && buf[n - 1] == '\n', "format ends in newline");
 
     buf[n] = '\0';
     tap_is_str(buf, TEST_HASH " 123 45 silver tenant_1 1790000000"
-               " gpt-4o,o1:2024/x+y\n",
+               " gpt-4o,o1:2024/x+y tk\n",
                "format gives back the parsed line");
 
     rc = llm_key_parse_line(buf, n - 1, &back);
@@ -572,8 +598,21 @@ test_format(void)
     strcpy(e.models, "*");
     n = llm_key_format_line(&e, buf, sizeof(buf));
     buf[n] = '\0';
-    tap_is_str(buf, TEST_HASH " 123 45 silver tenant_1 0 *\n",
+    tap_is_str(buf, TEST_HASH " 123 45 silver tenant_1 0 * tk\n",
                "no expiry, any model");
+
+    e.caps = LLM_KEY_CAP_KEY;
+    n = llm_key_format_line(&e, buf, sizeof(buf));
+    tap_ok(n > 2 && memcmp(buf + n - 3, " k\n", 3) == 0, "caps: k");
+
+    e.caps = 0;
+    n = llm_key_format_line(&e, buf, sizeof(buf));
+    tap_ok(n > 2 && memcmp(buf + n - 3, " -\n", 3) == 0, "caps: none");
+
+    e.caps = LLM_KEY_CAP_UNKNOWN;
+    tap_is(llm_key_format_line(&e, buf, sizeof(buf)), 0,
+           "unknown caps are not written");
+    e.caps = 0;
 
     memset(&e, 0, sizeof(e));
     memset(e.hash, 0xff, sizeof(e.hash));
@@ -713,7 +752,7 @@ test_frames(void)
            "an end frame");
 
     test_parse_str(TEST_HASH " 123 45 silver tenant_1 1790000000"
-                   " gpt-4o,o1:2024/x+y", &e);
+                   " gpt-4o,o1:2024/x+y t", &e);
 
     n = llm_key_encode_entry(buf, sizeof(buf), &e);
     tap_ok(n > 0 && llm_key_frame_type(buf, n) == LLM_REC_KEY,
@@ -721,6 +760,19 @@ test_frames(void)
     tap_is(llm_key_decode_entry(buf, n, &back, &used), 1, "decodes");
     tap_ok(used == n && memcmp(&e, &back, sizeof(e)) == 0,
            "the entry round trips");
+
+    /* an older accountd's frame: no caps byte */
+    memcpy(copy, buf, n - 1);
+    copy[3]--;
+    tap_ok(llm_key_decode_entry(copy, n - 1, &back, &used) == 1
+           && used == n - 1 && back.caps == LLM_KEY_CAP_UNKNOWN
+           && strcmp(back.models, e.models) == 0,
+           "a frame without caps: caps unknown");
+
+    copy[n - 1] = 0x10;
+    memcpy(copy, buf, 4);
+    tap_is(llm_key_decode_entry(copy, n, &back, &used), -1,
+           "a caps byte with unknown bits");
 
     bad = 0;
 

@@ -658,18 +658,37 @@ test_lease(void)
     memset(&l, 0, sizeof(llm_lease_t));
     l.type = LLM_REC_LEASE_REQ;
     l.tenant_id = 42;
+    l.key_id = 9;
     l.want = 16000000000LL;
     l.model_len = 11;
     memcpy(l.model, "mock-capped", 11);
 
     n = llm_lease_encode(&l, buf, sizeof(buf));
-    tap_is(n, 4 + 2 + 8 + 8 + 1 + 11, "a lease request: its length");
+    tap_is(n, 4 + 2 + 8 * 4 + 1 + 11, "a lease request: its length");
 
     rc = llm_lease_decode(buf, n, &got, &used);
     tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE_REQ
-           && got.tenant_id == 42 && got.want == 16000000000LL
+           && got.tenant_id == 42 && got.key_id == 9
+           && got.want == 16000000000LL && got.until_ms == 0
            && got.model_len == 11 && memcmp(got.model, "mock-capped", 11) == 0,
            "a lease request round-trips");
+
+    memset(&l, 0, sizeof(llm_lease_t));
+    l.type = LLM_REC_LEASE_RETURN;
+    l.tenant_id = 42;
+    l.want = 123456789;
+    l.until_ms = 1795996800000LL;
+
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    rc = llm_lease_decode(buf, n, &got, &used);
+    tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE_RETURN
+           && got.tenant_id == 42 && got.key_id == 0
+           && got.want == 123456789 && got.until_ms == 1795996800000LL,
+           "a return round-trips");
+
+    l.type = LLM_REC_LEASE_RETURN + 1;
+    tap_is(llm_lease_encode(&l, buf, sizeof(buf)), 0,
+           "an unknown type is not written");
 
     memset(&l, 0, sizeof(llm_lease_t));
     l.type = LLM_REC_LEASE;
@@ -677,6 +696,7 @@ test_lease(void)
     l.granted = 1900000000;
     l.remaining = -1;
     l.resets_at_ms = 1795996800000LL;
+    l.until_ms = 1795910400000LL;
     l.prices[LLM_LEASE_IN] = 1000000;
     l.prices[LLM_LEASE_OUT] = 2000000;
     l.prices[LLM_LEASE_CACHED] = -1;
@@ -688,6 +708,7 @@ test_lease(void)
     tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE
            && got.tenant_id == -7 && got.granted == 1900000000
            && got.remaining == -1 && got.resets_at_ms == 1795996800000LL
+           && got.until_ms == 1795910400000LL
            && got.prices[LLM_LEASE_IN] == 1000000
            && got.prices[LLM_LEASE_OUT] == 2000000
            && got.prices[LLM_LEASE_CACHED] == -1
