@@ -276,6 +276,41 @@ ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx)
 }
 
 
+/* the journal's counters, for the metrics; all 0 without a journal */
+
+void
+ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
+    ngx_http_llm_gateway_journal_stats_t *st)
+{
+    ngx_slab_pool_t                 *shpool;
+    ngx_http_llm_gateway_journal_t  *j;
+
+    ngx_memzero(st, sizeof(ngx_http_llm_gateway_journal_stats_t));
+
+    j = lmcf->journal_data;
+
+    if (j == NULL) {
+        return;
+    }
+
+    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    st->written = j->written;
+    st->acked = j->acked;
+    st->lost = j->lost;
+    st->refused = j->refused;
+    st->size = j->size;
+    st->used = (size_t) (j->tail - j->head);
+    st->held = j->held;
+
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    st->connected = ngx_http_llm_gateway_accountd_up();
+}
+
+
 /* a request that will not be recorded after all gives its place back */
 
 void

@@ -44,6 +44,8 @@ static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -179,6 +181,13 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       ngx_conf_set_size_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_llm_gateway_loc_conf_t, response_buffer),
+      NULL },
+
+    { ngx_string("llm_gateway_metrics"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_gateway_metrics,
+      0,
+      0,
       NULL },
 
     { ngx_string("llm_gateway_reject_log_level"),
@@ -1299,6 +1308,20 @@ invalid:
                        "invalid parameter \"%V\" of tier \"%V\"",
                        &value[i], &value[1]);
     return NGX_CONF_ERROR;
+}
+
+
+/* like stub_status: the location answers with the metrics */
+
+static char *
+ngx_http_llm_gateway_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_llm_gateway_metrics_handler;
+
+    return NGX_CONF_OK;
 }
 
 

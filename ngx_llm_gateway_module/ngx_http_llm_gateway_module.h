@@ -274,6 +274,19 @@ typedef struct {
 } ngx_http_llm_gateway_ctx_t;
 
 
+/* the journal's counters, as the metrics show them */
+typedef struct {
+    uint64_t                     written;
+    uint64_t                     acked;
+    uint64_t                     lost;
+    uint64_t                     refused;
+    size_t                       size;
+    size_t                       used;
+    size_t                       held;
+    ngx_uint_t                   connected;  /* this worker, to accountd */
+} ngx_http_llm_gateway_journal_stats_t;
+
+
 /* the pieces of a stream's buffer the client gets, as a chain */
 typedef struct {
     ngx_http_request_t          *request;
@@ -333,6 +346,10 @@ ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
 ngx_int_t ngx_http_llm_gateway_lease_ask(llm_lease_t *l);
+void ngx_http_llm_gateway_journal_stats(
+    ngx_http_llm_gateway_main_conf_t *lmcf,
+    ngx_http_llm_gateway_journal_stats_t *st);
+ngx_int_t ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);

@@ -12,6 +12,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use HTTP::Tiny;
 use LLMGW;
 use Test::More;
 use Time::HiRes qw(sleep);
@@ -38,8 +39,24 @@ sub gateway {
             llm_gateway  zone=llm;
             proxy_pass   http://127.0.0.1:%%MOCK%%;
         }
+
+        location = /metrics {
+            llm_gateway_metrics;
+        }
     }
 EOF
+}
+
+# the gateway's metrics, as name{labels} => value
+sub metrics {
+    my ($ng) = @_;
+    my $r = HTTP::Tiny->new(timeout => 5)->get($ng->url('/metrics'));
+    my %m;
+    for (split(/\n/, $r->{content} // '')) {
+        next if /^#/;
+        $m{$1} = $2 if /^(\S+) (\d+)$/;
+    }
+    return \%m;
 }
 
 sub ask {
@@ -161,6 +178,14 @@ sub workers {
     ok($served > 100 && $status{503}, 'served while there was room, then '
        . 'refused');
 
+    my $mx = metrics($ng);
+    is($mx->{llmgw_journal_refused_total}, $status{503},
+       'llmgw_journal_refused_total counts the refusals');
+    is($mx->{llmgw_journal_unacknowledged}, $served,
+       'llmgw_journal_unacknowledged the records waiting for accountd');
+    ok(!grep({ /^llmgw_accountd_connected/ && $mx->{$_} } keys %$mx),
+       'llmgw_accountd_connected 0');
+
     ok(accountd_start(), 'accountd is back');
 
     is(settled_rows($tight, $before + $served) - $before, $served,
@@ -198,6 +223,8 @@ sub workers {
     my @lost = grep { /accountd journal full, record of request .* lost/ }
                split(/\n/, $ng->error_log());
     is(scalar(@lost), 500 - $rows, 'the others logged as lost, each');
+    is(metrics($ng)->{llmgw_journal_lost_total}, 500 - $rows,
+       'and counted in llmgw_journal_lost_total');
 
     $ng->stop();
 }
