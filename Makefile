@@ -142,9 +142,14 @@ test: deps build sdk
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.
 # bench/with-stack stops everything it started, even when interrupted.
-.PHONY: bench bench-ttfb
+.PHONY: bench bench-ttfb bench-load
 
-bench: bench-ttfb
+bench: bench-load bench-ttfb
+
+# requests/s, latency and CPU a request: mockllm, nginx proxy_pass and the
+# gateway, JSON and SSE, 1, 32 and 128 connections (see bench/load.pl)
+bench-load: build
+	BENCH_TIMEOUT=$${BENCH_TIMEOUT:-900} bench/with-stack perl bench/load.pl
 
 # time to first byte of an SSE stream: mockllm direct, nginx proxy_pass,
 # the gateway (BENCH_N rounds, 300; see bench/ttfb.pl for the others)

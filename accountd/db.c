@@ -64,6 +64,7 @@ typedef enum {
     DB_Q_SNAPSHOT,
     DB_Q_LISTEN,
     DB_Q_SESSION,
+    DB_Q_PREPARE,
     DB_Q_LEASE
 } db_query_e;
 
@@ -111,8 +112,8 @@ typedef struct {
     size_t          rows_cap;
     db_row_t       *rows;
     const char    **values;
-    char           *sql;
-    size_t          sql_rows;
+    char           *arrays;           /* the batch's 15 array literals */
+    const char     *array[DB_PARAMS];
 } db_t;
 
 
@@ -127,6 +128,8 @@ static void db_failed(PGresult *res);
 static void db_down(const char *reason);
 static int db_send(const char *sql, int nparams);
 static void db_send_batch(void);
+static void db_arrays(size_t n);
+static int db_array_quoted(size_t k);
 static void db_send_reject(void);
 static void db_send_lease(void);
 static void db_lease_answer(PGresult *res);
@@ -157,31 +160,44 @@ static db_t  db = {
 
 
 /*
- * One statement a batch: the new records go into llm.usage; a record whose
- * request_id is there already is a replay, ignored if its figures are the
- * same, and refused into llm.usage_rejected, and logged, if they are not.
- * A request's figures are never counted twice, nor changed once written.
+ * One statement a batch, prepared once a connection: the records come as
+ * 15 arrays, a column each.  Each record looks llm.usage up by its
+ * request_id through the index (a subquery with LIMIT, which the planner
+ * cannot turn into a join over the whole ledger).  The new ones go into llm.usage with their
+ * cost (sql/008); a record whose request_id is there already is a replay,
+ * ignored if its figures are the same, and refused into
+ * llm.usage_rejected, and logged, if they are not.  A request's figures
+ * are never counted twice, nor changed once written.
  */
 
-static const char  db_insert_head[] =
-    "WITH r (request_id, tenant_id, key_id, model, api, input_tokens,"
+#define DB_INSERT_NAME            "llmgw_insert"
+
+static const char  db_insert_sql[] =
+    "WITH r AS (SELECT a.*,"
+    " timestamptz 'epoch' + a.ts_ms * interval '1 millisecond' AS ts"
+    " FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[],"
+    " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[],"
+    " $10::bigint[], $11::bigint[], $12::text[], $13::int[], $14::int[],"
+    " $15::bigint[])"
+    " AS a (request_id, tenant_id, key_id, model, api, input_tokens,"
     " output_tokens, cached_input_tokens, cache_write_tokens,"
-    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)"
-    " AS (VALUES ";
-
-static const char  db_insert_row[] =
-    "($%zu::text, $%zu::bigint, $%zu::bigint, $%zu::text, $%zu::text,"
-    " $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint, $%zu::bigint,"
-    " $%zu::bigint, $%zu::text, $%zu::int, $%zu::int,"
-    " timestamptz 'epoch' + $%zu::bigint * interval '1 millisecond')";
-
-static const char  db_insert_tail[] =
+    " reasoning_tokens, reserved_tokens, finish_reason, status, flags,"
+    " ts_ms)"
     "), ins AS ("
     "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
     " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
-    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)"
-    " SELECT * FROM r WHERE NOT EXISTS"
-    " (SELECT FROM llm.usage u WHERE u.request_id = r.request_id)"
+    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,"
+    " cost_pusd)"
+    " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
+    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
+    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
+    " r.finish_reason, r.status, r.flags, r.ts,"
+    " CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END"
+    " FROM r LEFT JOIN LATERAL llm.price_at(r.model, r.ts) p ON true"
+    " CROSS JOIN LATERAL (SELECT llm.cost_numeric(p, r.input_tokens,"
+    " r.cached_input_tokens, r.cache_write_tokens, r.output_tokens) AS c) c"
+    " WHERE (SELECT 1 FROM llm.usage u WHERE u.request_id = r.request_id"
+    " LIMIT 1) IS NULL"
     " ON CONFLICT (request_id, ts) DO NOTHING RETURNING request_id)"
     " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
@@ -190,10 +206,10 @@ static const char  db_insert_tail[] =
     " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
     " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
     " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags,"
-    " (extract(epoch FROM r.ts) * 1000)::bigint,"
+    " r.finish_reason, r.status, r.flags, r.ts_ms,"
     " 'llm.usage has this request_id already, with other figures'"
-    " FROM r JOIN llm.usage u ON u.request_id = r.request_id"
+    " FROM r CROSS JOIN LATERAL (SELECT * FROM llm.usage u"
+    " WHERE u.request_id = r.request_id LIMIT 1) u"
     " WHERE r.request_id NOT IN (SELECT request_id FROM ins)"
     " AND (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
     " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
@@ -205,6 +221,11 @@ static const char  db_insert_tail[] =
     " r.finish_reason, r.status, r.flags, r.ts)"
     " ON CONFLICT (request_id) DO NOTHING"
     " RETURNING request_id";
+
+/* the longest text of one row's 15 elements in the arrays, quoted */
+#define DB_ARRAY_ROW_MAX                                                      \
+    (2 * (LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + LLM_RECORD_FINISH_MAX)   \
+     + 3 * 3 + 16 + 11 * 21 + DB_PARAMS)
 
 /*
  * A lease of the tenant's caps, or of one key's (llm.take_lease, sql/007),
@@ -778,6 +799,24 @@ db_done(PGresult *res)
         break;
 
     case DB_Q_SESSION:
+        /* the batch statement, planned once a connection */
+        db.query = DB_Q_PREPARE;
+
+        if (!PQsendPrepare(db.conn, DB_INSERT_NAME, db_insert_sql, DB_PARAMS,
+                           NULL))
+        {
+            db_error_text(db.error, sizeof(db.error),
+                          PQerrorMessage(db.conn));
+            db_down(db.error);
+            break;
+        }
+
+        db.state = DB_BUSY;
+        db.timer_at = acd_now() + DB_QUERY_TIMEOUT;
+        db_flush();
+        break;
+
+    case DB_Q_PREPARE:
         db.query = DB_Q_LISTEN;
         db_send("LISTEN " DB_CHANNEL, 0);
         break;
@@ -822,7 +861,9 @@ db_failed(PGresult *res)
         return;
     }
 
-    if (db.query == DB_Q_LISTEN || db.query == DB_Q_SESSION) {
+    if (db.query == DB_Q_LISTEN || db.query == DB_Q_SESSION
+        || db.query == DB_Q_PREPARE)
+    {
         db_down(db.error);
         return;
     }
@@ -958,9 +999,7 @@ db_send(const char *sql, int nparams)
 static void
 db_send_batch(void)
 {
-    int     len;
-    char   *p;
-    size_t  n, i, k;
+    size_t  n, i;
 
     n = queue_len();
 
@@ -981,37 +1020,92 @@ db_send_batch(void)
         return;
     }
 
-    if (db.sql_rows != n) {
-        p = db.sql;
-        p += sprintf(p, "%s", db_insert_head);
-
-        for (i = 0; i < n; i++) {
-            k = i * DB_PARAMS;
-
-            if (i) {
-                *p++ = ',';
-            }
-
-            len = sprintf(p, db_insert_row, k + 1, k + 2, k + 3, k + 4,
-                          k + 5, k + 6, k + 7, k + 8, k + 9, k + 10, k + 11,
-                          k + 12, k + 13, k + 14, k + 15);
-            p += len;
-        }
-
-        strcpy(p, db_insert_tail);
-        db.sql_rows = n;
-    }
-
     for (i = 0; i < n; i++) {
         db_bind(i, &queue_at(i)->rec);
     }
+
+    db_arrays(n);
 
     db.query = DB_Q_INSERT;
     db.batch_n = n;
 
     log_noise("sending a batch of %zu records", n);
 
-    db_send(db.sql, (int) (n * DB_PARAMS));
+    if (!PQsendQueryPrepared(db.conn, DB_INSERT_NAME, DB_PARAMS, db.array,
+                             NULL, NULL, 0))
+    {
+        db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
+        db_down(db.error);
+        return;
+    }
+
+    db.state = DB_BUSY;
+    db.timer_at = acd_now() + DB_QUERY_TIMEOUT;
+
+    db_flush();
+}
+
+
+/*
+ * The bound rows as one array literal a column: {"a","b"} for text, {1,2}
+ * for numbers, NULL for a NULL.  Text is quoted whatever it holds.
+ */
+
+static void
+db_arrays(size_t n)
+{
+    char         *p;
+    size_t        i, k;
+    const char   *v, *s;
+
+    p = db.arrays;
+
+    for (k = 0; k < DB_PARAMS; k++) {
+        db.array[k] = p;
+        *p++ = '{';
+
+        for (i = 0; i < n; i++) {
+            v = db.values[i * DB_PARAMS + k];
+
+            if (i) {
+                *p++ = ',';
+            }
+
+            if (v == NULL) {
+                p = stpcpy(p, "NULL");
+                continue;
+            }
+
+            if (!db_array_quoted(k)) {
+                p = stpcpy(p, v);
+                continue;
+            }
+
+            *p++ = '"';
+
+            for (s = v; *s; s++) {
+                if (*s == '"' || *s == '\\') {
+                    *p++ = '\\';
+                }
+
+                *p++ = *s;
+            }
+
+            *p++ = '"';
+        }
+
+        *p++ = '}';
+        *p++ = '\0';
+    }
+}
+
+
+/* the text columns: request_id, model, api, finish_reason */
+
+static int
+db_array_quoted(size_t k)
+{
+    return k == 0 || k == 3 || k == 4 || k == 11;
 }
 
 
@@ -1123,8 +1217,7 @@ static int
 db_prepare(size_t n)
 {
     size_t   cap;
-    char    *sql;
-    void    *rows, *values;
+    void    *rows, *values, *arrays;
 
     if (n <= db.rows_cap) {
         return 0;
@@ -1142,19 +1235,17 @@ db_prepare(size_t n)
         db.values = values;
     }
 
-    sql = realloc(db.sql, sizeof(db_insert_head) + sizeof(db_insert_tail)
-                          + cap * (sizeof(db_insert_row) + DB_PARAMS * 6));
-    if (sql != NULL) {
-        db.sql = sql;
+    arrays = realloc(db.arrays, cap * DB_ARRAY_ROW_MAX + DB_PARAMS * 3);
+    if (arrays != NULL) {
+        db.arrays = arrays;
     }
 
-    if (rows == NULL || values == NULL || sql == NULL) {
+    if (rows == NULL || values == NULL || arrays == NULL) {
         log_error("out of memory for a batch of %zu records", n);
         return -1;
     }
 
     db.rows_cap = cap;
-    db.sql_rows = 0;
 
     return 0;
 }

@@ -216,6 +216,24 @@ is(insert_row($rows[1]) + 0, 0, 'a replayed insert writes nothing');
 is($dbh->selectrow_array('SELECT count(*) FROM llm.usage WHERE request_id = ?',
                          undef, "$tag-a2"), 1, 'the row is there once');
 
+# sql/008: an update of its tokens costs the row again; an insert that
+# brings its cost (accountd's) keeps it
+$dbh->begin_work();
+$dbh->do('UPDATE llm.usage SET output_tokens = output_tokens + 1'
+         . ' WHERE request_id = ?', undef, "$tag-a1");
+is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
+                         . ' WHERE request_id = ?', undef, "$tag-a1"),
+   12_500_000 + 10_000_000, 'an update of its tokens costs a row again');
+$dbh->do(q{INSERT INTO llm.usage (request_id, tenant_id, model, api,
+               input_tokens, output_tokens, reserved_tokens, status, flags,
+               ts, cost_pusd)
+           VALUES (?, ?, ?, 'openai', 1, 1, 2, 200, 0, '2024-02-10', 7)},
+         undef, "$tag-given", $tenant{A}{id}, model('alpha'));
+is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
+                         . ' WHERE request_id = ?', undef, "$tag-given"), 7,
+   'a cost given with the row is kept');
+$dbh->rollback();
+
 # the far-future row moves when its month gets a partition
 $dbh->begin_work();
 is($dbh->selectrow_array(q{SELECT llm.create_usage_partition('2999-05-01')}),

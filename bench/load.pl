@@ -1,0 +1,404 @@
+#!/usr/bin/perl
+
+# Throughput: the same load, in one run, against (a) mockllm directly,
+# (b) plain nginx proxy_pass to it and (c) the gateway with accounting on
+# (accountd and PostgreSQL receive every record).  Run by `make bench-load`
+# through bench/with-stack, which gives it a stack as `make test` has.
+#
+# One nginx (Debian's, the module loaded) serves (b) and (c) from two
+# locations over one upstream keepalive pool.  For each mode (JSON, SSE)
+# and number of connections (1, 32, 128), wrk runs BENCH_SECS against each
+# target in turn, the order rotated, BENCH_ROUNDS times.  Printed per cell:
+# requests/s, p50 and p99 latency, and CPU per request of nginx, accountd
+# and PostgreSQL (from /proc, the processes' own time); then the ratios of
+# (c) to (b) and the issue's targets, met or missed.  Everything also goes
+# to build/bench/load-<time>.json.  No figure is ever a failure: the run
+# fails only if a request does, or if a gateway request has no ledger row.
+#
+# Knobs (environment): BENCH_SECS per run (3), BENCH_ROUNDS (3),
+# BENCH_CONNS ("1 32 128"), BENCH_MODES ("json sse"), BENCH_WORKERS nginx
+# workers (1: the other CPU runs wrk, mockllm, accountd and PostgreSQL).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../t/lib";
+
+use HTTP::Tiny;
+use JSON::PP;
+use LLMGW;
+use POSIX qw(strftime);
+use Time::HiRes qw(sleep time);
+
+$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
+
+my $s = stack();
+
+my %o = (
+    secs    => $ENV{BENCH_SECS}    // 3,
+    rounds  => $ENV{BENCH_ROUNDS}  // 3,
+    conns   => [ split(' ', $ENV{BENCH_CONNS} // '1 32 128') ],
+    modes   => [ split(' ', $ENV{BENCH_MODES} // 'json sse') ],
+    workers => $ENV{BENCH_WORKERS} // 1,
+);
+
+my @targets = qw(direct proxy_pass gateway);
+
+# a tier that never runs short, a price so that caps could apply
+my $t = new_tenant(tier => 'bench');
+
+my $ng = nginx(workers => $o{workers}, log_level => 'warn',
+               http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
+
+    upstream mock {
+        server     127.0.0.1:%%MOCK%%;
+        keepalive  256;
+    }
+
+    server {
+        listen      127.0.0.1:%%PORT%% backlog=4096;
+        access_log  off;
+
+        client_max_body_size     1m;
+        client_body_buffer_size  1m;
+
+        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+
+        # (b) plain nginx, unbuffered as the gateway makes SSE responses
+        location = /plain/v1/chat/completions {
+            proxy_buffering  off;
+            proxy_pass       http://mock/v1/chat/completions;
+        }
+
+        # (c) the gateway
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://mock;
+        }
+
+        location = /metrics {
+            llm_gateway_metrics;
+        }
+    }
+EOF
+
+my %url = (
+    direct     => "http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
+    proxy_pass => $ng->url('/plain/v1/chat/completions'),
+    gateway    => $ng->url('/v1/chat/completions'),
+);
+
+my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+my ($cpus) = `nproc` =~ /(\d+)/;
+my ($nginx_v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
+
+printf("load: nginx %s, %d worker(s); wrk %s s a run, %d rounds; %d CPUs\n",
+       $nginx_v // '?', $o{workers}, $o{secs}, $o{rounds}, $cpus // 0);
+
+local $ENV{LLMGW_KEY} = $t->{key};
+
+# --- the runs ----------------------------------------------------------------
+
+my (%runs, %gateway_cut, $failed);
+my $gateway_requests = 0;
+my $n = 0;
+
+for my $round (1 .. $o{rounds}) {
+    for my $mode (@{ $o{modes} }) {
+        for my $c (@{ $o{conns} }) {
+            # a different target first each round and cell
+            my @order = @targets;
+            push(@order, shift(@order)) for 1 .. ($n++ % @targets);
+
+            for my $target (@order) {
+                my $r = run_wrk($mode, $c, $target) or next;
+                push(@{ $runs{$mode}{$c}{$target} }, $r);
+            }
+        }
+    }
+    printf("  round %d of %d done\n", $round, $o{rounds});
+}
+
+# --- the table ---------------------------------------------------------------
+
+my %cell;
+
+print "\n";
+printf("%-4s %4s  %-10s %9s %8s %8s %9s %9s %9s %9s %9s\n", 'mode',
+       'conn', 'target', 'req/s', 'p50 ms', 'p99 ms', 'nginx µs',
+       'acctd µs', 'pg µs', '(backend)', 'all µs');
+
+for my $mode (@{ $o{modes} }) {
+    for my $c (@{ $o{conns} }) {
+        for my $target (@targets) {
+            my $m = merge($runs{$mode}{$c}{$target} // []);
+            $cell{$mode}{$c}{$target} = $m;
+            printf("%-4s %4d  %-10s %9.0f %8.3f %8.3f %9.1f %9.1f %9.1f "
+                   . "%9.1f %9.1f\n", $mode, $c, $target, $m->{rps},
+                   $m->{p50_us} / 1000, $m->{p99_us} / 1000,
+                   $m->{cpu_us}{nginx}, $m->{cpu_us}{accountd},
+                   $m->{cpu_us}{postgres}, $m->{cpu_us}{pg_accountd},
+                   $m->{cpu_us}{all});
+        }
+    }
+}
+
+print "\ngateway / proxy_pass:\n";
+printf("%-4s %4s  %8s %10s %14s %10s %12s\n", 'mode', 'conn', 'req/s',
+       'CPU all', 'added p99 ms', 'spread', 'rows/commit');
+
+for my $mode (@{ $o{modes} }) {
+    for my $c (@{ $o{conns} }) {
+        my ($b, $g) = @{ $cell{$mode}{$c} }{qw(proxy_pass gateway)};
+        my $ratio = {
+            rps     => ratio($g->{rps}, $b->{rps}),
+            cpu     => ratio($g->{cpu_us}{all}, $b->{cpu_us}{all}),
+            p99_add => ($g->{p99_us} - $b->{p99_us}) / 1000,
+        };
+        $cell{$mode}{$c}{ratio} = $ratio;
+        printf("%-4s %4d  %8.3f %10.2f %14.3f %9.0f%% %12.1f\n", $mode, $c,
+               $ratio->{rps}, $ratio->{cpu}, $ratio->{p99_add},
+               100 * ($b->{spread} > $g->{spread} ? $b->{spread}
+                                                  : $g->{spread}),
+               $g->{per_commit});
+    }
+}
+
+# the issue's targets, at 32 connections
+my @targets_met;
+my ($j32, $s32) = ($cell{json}{32}{ratio}, $cell{sse}{32}{ratio});
+
+push(@targets_met,
+     [ 'JSON req/s, gateway / proxy_pass at 32', '>= 0.80', $j32->{rps},
+       $j32->{rps} >= 0.80 ]) if $j32;
+push(@targets_met,
+     [ 'SSE req/s, gateway / proxy_pass at 32', '>= 0.90', $s32->{rps},
+       $s32->{rps} >= 0.90 ]) if $s32;
+
+for my $m ([ 'JSON', $j32 ], [ 'SSE', $s32 ]) {
+    next unless $m->[1];
+    push(@targets_met,
+         [ "$m->[0] all-in CPU a request, gateway / proxy_pass at 32",
+           '<= 1.50', $m->[1]{cpu}, $m->[1]{cpu} <= 1.5 ],
+         [ "$m->[0] added p99 at 32 (ms)", '<= 0.50', $m->[1]{p99_add},
+           $m->[1]{p99_add} <= 0.5 ]);
+}
+
+print "\ntargets:\n";
+printf("  %-55s %8s %9.3f  %s\n", $_->[0], $_->[1], $_->[2],
+       $_->[3] ? 'met' : 'MISSED') for @targets_met;
+
+# --- the ledger: accounting was really on ------------------------------------
+
+# wrk counts the responses it read whole; those its end cut short are rows
+# too (partial), at most one a connection
+my $rows = ledger_rows($gateway_requests);
+my $cut = 0;
+$cut += $_ for map { @$_ } values %gateway_cut;
+
+printf("\nledger: %d llm.usage rows for %d gateway requests wrk completed "
+       . "and at most %d it cut%s\n", $rows, $gateway_requests, $cut,
+       $rows >= $gateway_requests && $rows <= $gateway_requests + $cut
+       ? '' : ' (NOT AS EXPECTED)');
+$failed++ unless $rows >= $gateway_requests
+                 && $rows <= $gateway_requests + $cut;
+
+my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
+my $json = "$s->{LLMGW_BUILD}/bench/load-$stamp.json";
+mkdir("$s->{LLMGW_BUILD}/bench");
+open(my $fh, '>', $json) or die "$json: $!";
+print $fh JSON::PP->new->canonical->pretty->encode({
+    when => $stamp, nginx => $nginx_v, cpus => $cpus, options => \%o,
+    cells => \%cell, runs => \%runs,
+    targets => [ map { { name => $_->[0], target => $_->[1],
+                         value => $_->[2], met => $_->[3] ? \1 : \0 } }
+                 @targets_met ],
+    ledger => { rows => $rows, gateway_requests => $gateway_requests } });
+close($fh);
+print "written to $json\n";
+
+$ng->stop();
+my @log = grep { /\[(error|crit|alert|emerg)\]/ }
+          split(/\n/, $ng->error_log());
+if (@log) {
+    print "\nnginx error.log (" . scalar(@log) . " lines), the first:\n";
+    print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
+}
+
+exit($failed ? 1 : 0);
+
+
+# One wrk run, and the CPU the stack's processes spent meanwhile.
+sub run_wrk {
+    my ($mode, $c, $target) = @_;
+
+    local $ENV{BENCH_MODE} = $mode;
+
+    my $commits = commits();
+    my $before = cpu();
+    my $out = `wrk -t1 -c$c -d$o{secs}s --timeout 10s -s $FindBin::Bin/load.lua $url{$target} 2>&1`;
+    my ($line) = $out =~ /^BENCH (\{.*\})$/m;
+
+    # the gateway's records are committed after: their CPU is its too
+    if ($line && $target eq 'gateway') {
+        my $r = decode_json($line);
+        $gateway_requests += $r->{requests};
+        push(@{ $gateway_cut{$mode} }, $c);
+        drained();
+    }
+
+    my $after = cpu();
+    $commits = commits() - $commits;
+
+    unless ($line) {
+        print "wrk failed ($mode, $c, $target):\n$out";
+        $failed++;
+        return undef;
+    }
+
+    my $r = decode_json($line);
+
+    if ($r->{errors} || !$r->{requests}) {
+        printf("  %s %d %s: %d errors in %d requests\n", $mode, $c, $target,
+               $r->{errors}, $r->{requests});
+        $failed++;
+    }
+
+    for my $p (keys %$after) {
+        $r->{cpu_ticks}{$p} = $after->{$p} - ($before->{$p} // 0);
+    }
+
+    $r->{commits} = $commits;
+
+    return $r;
+}
+
+# Once accountd has acknowledged every record (up to 30 s): nginx's
+# metrics, not the ledger, so that PostgreSQL does not count rows meanwhile.
+sub drained {
+    my $http = HTTP::Tiny->new(timeout => 5);
+    my $deadline = time() + 30;
+    while (time() < $deadline) {
+        my $r = $http->get($ng->url('/metrics'));
+        return if ($r->{content} // '') =~ /^llmgw_journal_unacknowledged 0$/m;
+        sleep(0.01);
+    }
+    print "  the journal did not drain in 30 s\n";
+}
+
+# The tenant's rows, once there are at least n (up to 30 s).
+sub ledger_rows {
+    my ($n) = @_;
+    my ($rows, $deadline) = (0, time() + 30);
+    while (1) {
+        $rows = db()->selectrow_array(
+            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
+            $t->{id});
+        return $rows if $rows >= $n || time() > $deadline;
+        sleep(0.02);
+    }
+}
+
+# Transactions committed in the database so far (PostgreSQL's statistics,
+# flushed about once a second: a rough count).
+sub commits {
+    db()->do('SELECT pg_stat_clear_snapshot()');
+    return db()->selectrow_array(
+        'SELECT xact_commit FROM pg_stat_database'
+        . ' WHERE datname = current_database()');
+}
+
+# Clock ticks spent so far by nginx's workers, accountd, PostgreSQL (every
+# backend of the cluster) and mockllm.
+sub cpu {
+    my %pids = (
+        nginx    => [ children(pidfile($ng->dir() . '/nginx.pid')) ],
+        accountd => [ pidfile("$s->{LLMGW_DIR}/accountd.pid") ],
+        mockllm  => [ pidfile("$s->{LLMGW_DIR}/mockllm.pid") ],
+    );
+
+    # PostgreSQL: accountd's backend, and all the rest of the cluster
+    # (the WAL writer, autovacuum, the checkpointer...)
+    my $pm = pidfile("$s->{LLMGW_DIR}/pg/postmaster.pid");
+    my ($be) = db()->selectrow_array(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
+        . " AND backend_type = 'client backend' LIMIT 1");
+    $pids{pg_accountd} = [ $be // 0 ];
+    $pids{postgres} = [ $pm, children($pm) ];
+
+    my %ticks;
+    for my $p (keys %pids) {
+        $ticks{$p} = 0;
+        for my $pid (grep { $_ } @{ $pids{$p} }) {
+            open(my $fh, '<', "/proc/$pid/stat") or next;
+            my $stat = <$fh>;
+            close($fh);
+            # the fields after the command, which may hold spaces
+            my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
+            $ticks{$p} += $f[11] + $f[12];    # utime, stime
+        }
+    }
+
+    return \%ticks;
+}
+
+sub pidfile {
+    open(my $fh, '<', $_[0]) or return 0;
+    my ($pid) = <$fh> =~ /(\d+)/;
+    close($fh);
+    return $pid // 0;
+}
+
+sub children {
+    my ($ppid) = @_;
+    return () unless $ppid;
+    my @kids;
+    for my $stat (glob('/proc/[0-9]*/stat')) {
+        open(my $fh, '<', $stat) or next;
+        my $line = <$fh> // '';
+        close($fh);
+        my @f = split(' ', substr($line, rindex($line, ')') + 2));
+        push(@kids, $stat =~ m{/proc/(\d+)/}) if ($f[1] // 0) == $ppid;
+    }
+    return @kids;
+}
+
+# The runs of a cell together: requests/s over all of them, the median
+# run's latencies, CPU a request, and the spread of requests/s (max / min
+# - 1) as a measure of noise.
+sub merge {
+    my ($runs) = @_;
+    my ($req, $dur, %ticks) = (0, 0);
+    my @rps;
+
+    my $commits = 0;
+    for my $r (@$runs) {
+        $commits += $r->{commits} // 0;
+        $req += $r->{requests};
+        $dur += $r->{duration_us};
+        $ticks{$_} += $r->{cpu_ticks}{$_} for keys %{ $r->{cpu_ticks} };
+        push(@rps, $r->{requests} / ($r->{duration_us} / 1e6));
+    }
+
+    my @by = sort { $a->{p99_us} <=> $b->{p99_us} } @$runs;
+    my $mid = $by[$#by / 2] // { p50_us => 0, p99_us => 0 };
+    @rps = sort { $a <=> $b } @rps;
+
+    my %us;
+    for my $p (qw(nginx accountd postgres pg_accountd mockllm)) {
+        $us{$p} = $req ? ($ticks{$p} // 0) / $tck * 1e6 / $req : 0;
+    }
+    $us{all} = $us{nginx} + $us{accountd} + $us{postgres};
+
+    return { requests => $req, rps => $dur ? $req / ($dur / 1e6) : 0,
+             per_commit => $commits ? $req / $commits : 0,
+             p50_us => $mid->{p50_us}, p99_us => $mid->{p99_us},
+             cpu_us => \%us,
+             spread => @rps > 1 && $rps[0] ? $rps[-1] / $rps[0] - 1 : 0 };
+}
+
+sub ratio { return $_[1] ? $_[0] / $_[1] : 0 }
