@@ -142,9 +142,9 @@ test: deps build sdk
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.
 # bench/with-stack stops everything it started, even when interrupted.
-.PHONY: bench bench-ttfb bench-load
+.PHONY: bench bench-ttfb bench-load bench-micro bench-ingest
 
-bench: bench-load bench-ttfb
+bench: bench-micro bench-ingest bench-load bench-ttfb
 
 # requests/s, latency and CPU a request: mockllm, nginx proxy_pass and the
 # gateway, JSON and SSE, 1, 32 and 128 connections (see bench/load.pl)
@@ -155,6 +155,26 @@ bench-load: build
 # the gateway (BENCH_N rounds, 300; see bench/ttfb.pl for the others)
 bench-ttfb: build $(BUILD)/bench/ttfb
 	bench/with-stack perl bench/ttfb.pl
+
+# accountd's sustained ingest rate into PostgreSQL (see bench/ingest.pl)
+bench-ingest: build
+	bench/with-stack perl bench/ingest.pl
+
+# admission ns/op, the keyed HMAC, bytes a tenant in the zone
+bench-micro: $(BUILD)/bench/micro
+	$(BUILD)/bench/micro
+
+NGX_INCS    := $(addprefix -I$(NGX_BUILD)/, src/core src/event \
+               src/event/modules src/os/unix src/http src/http/modules \
+               src/http/v2 objs)
+
+$(BUILD)/bench/micro: bench/micro.c $(CORE_SRC) $(CORE_HDR) \
+                      ngx_llm_gateway_module/ngx_http_llm_gateway_module.h \
+                      $(MODULE_SO)
+	@mkdir -p $(BUILD)/bench
+	$(CC) -std=gnu11 -O2 -g -I$(CORE) -Ingx_llm_gateway_module \
+	    -I/usr/include/cjson $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
+	    -lcjson -lcrypto -lm
 
 $(BUILD)/bench/ttfb: bench/ttfb.c
 	@mkdir -p $(BUILD)/bench

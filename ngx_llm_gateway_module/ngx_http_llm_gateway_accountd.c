@@ -96,6 +96,7 @@ typedef struct {
 
     ngx_event_t                  reconnect;
     ngx_event_t                  reap;
+    ngx_event_t                  send;      /* posted: the records written */
     ngx_msec_t                   retry;
     unsigned                     down:1;
 } ngx_http_llm_gateway_accountd_t;
@@ -119,6 +120,7 @@ static ngx_int_t ngx_http_llm_gateway_ack(
 static int ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad,
     u_char *buf, size_t len, size_t *used);
 static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
+static void ngx_http_llm_gateway_send(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad);
@@ -349,6 +351,7 @@ ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_slab_pool_t                   *shpool;
     ngx_http_llm_gateway_entry_t      *e;
     ngx_http_llm_gateway_journal_t    *j;
+    ngx_http_llm_gateway_accountd_t   *ad;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(ctx->request,
@@ -405,10 +408,14 @@ ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
 
     ngx_shmtx_unlock(&shpool->mutex);
 
-    if (ngx_http_llm_gateway_accountd_peer
-        && ngx_http_llm_gateway_accountd_peer->peer.connection)
-    {
-        ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_peer);
+    /*
+     * Sent once the events at hand are handled: the records of the
+     * requests that ended meanwhile go in one write.
+     */
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    if (ad && ad->peer.connection && !ad->send.posted) {
+        ngx_post_event(&ad->send, &ngx_posted_events);
     }
 
     return;
@@ -689,6 +696,10 @@ ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
     ad->reap.log = cycle->log;
     ad->reap.cancelable = 1;
 
+    ad->send.handler = ngx_http_llm_gateway_send;
+    ad->send.data = ad;
+    ad->send.log = cycle->log;
+
     ngx_http_llm_gateway_accountd_peer = ad;
 
     ngx_add_timer(&ad->reap, NGX_HTTP_LLM_GATEWAY_REAP);
@@ -708,6 +719,10 @@ ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle)
 
     if (ad == NULL) {
         return;
+    }
+
+    if (ad->send.posted) {
+        ngx_delete_posted_event(&ad->send);
     }
 
     if (ad->peer.connection) {
@@ -998,6 +1013,19 @@ ngx_http_llm_gateway_ack(ngx_http_llm_gateway_accountd_t *ad,
     }
 
     return rc;
+}
+
+
+static void
+ngx_http_llm_gateway_send(ngx_event_t *ev)
+{
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ev->data;
+
+    if (ad->peer.connection) {
+        ngx_http_llm_gateway_flush(ad);
+    }
 }
 
 

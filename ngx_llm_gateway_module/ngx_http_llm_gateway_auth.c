@@ -26,11 +26,55 @@ static ngx_uint_t ngx_http_llm_gateway_key_header(ngx_str_t *key);
 static ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_find_key(
     ngx_http_llm_gateway_table_t *t, u_char *hash);
 static void ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_table_t *t);
+static ngx_int_t ngx_http_llm_gateway_mac(
+    ngx_http_llm_gateway_main_conf_t *lmcf, u_char *key, size_t len,
+    u_char *hash);
+static void ngx_http_llm_gateway_mac_free(void *data);
 
 
 /* the table lookups use, and the one being received */
 static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_active;
 static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_building;
+
+
+/*
+ * The key's HMAC, with a context this worker keys once (llm_key_mac):
+ * it goes with the cycle whose secret it holds.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_mac(ngx_http_llm_gateway_main_conf_t *lmcf,
+    u_char *key, size_t len, u_char *hash)
+{
+    ngx_pool_cleanup_t  *cln;
+
+    if (lmcf->mac == NULL) {
+        cln = ngx_pool_cleanup_add(ngx_cycle->pool, 0);
+        if (cln == NULL) {
+            return NGX_ERROR;
+        }
+
+        lmcf->mac = llm_key_mac_new(lmcf->secret, lmcf->secret_len);
+        if (lmcf->mac == NULL) {
+            ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                          "llm gateway: HMAC-SHA256 is not available");
+            return NGX_ERROR;
+        }
+
+        cln->handler = ngx_http_llm_gateway_mac_free;
+        cln->data = lmcf->mac;
+    }
+
+    return llm_key_mac(lmcf->mac, (char *) key, len, hash) == 0 ? NGX_OK
+                                                               : NGX_ERROR;
+}
+
+
+static void
+ngx_http_llm_gateway_mac_free(void *data)
+{
+    llm_key_mac_free(data);
+}
 
 
 ngx_int_t
@@ -61,9 +105,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     if (ngx_http_llm_gateway_get_key(r, &key) == NGX_OK
         && lmcf->secret_len
         && llm_key_well_formed((char *) key.data, key.len)
-        && llm_key_hmac(lmcf->secret, lmcf->secret_len, (char *) key.data,
-                        key.len, hash)
-           == 0)
+        && ngx_http_llm_gateway_mac(lmcf, key.data, key.len, hash) == NGX_OK)
     {
         k = ngx_http_llm_gateway_find_key(t, hash);
         ngx_explicit_memzero(hash, sizeof(hash));

@@ -39,7 +39,8 @@
 
 
 static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
-    ngx_http_llm_gateway_node_t *node, uint32_t crc, int create);
+    ngx_http_llm_gateway_shctx_t *sh, u_char *model, size_t len,
+    ngx_uint_t create);
 static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
 static ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_holder(
@@ -98,7 +99,6 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t now, size_t prompt_bytes)
 {
     int64_t                        worst, in;
-    uint32_t                       crc;
     ngx_http_llm_gateway_price_t  *price;
 
     ctx->lease_want = -1;
@@ -125,8 +125,8 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
         return NGX_OK;
     }
 
-    crc = ngx_crc32_short((u_char *) ctx->req.model, ctx->req.model_len);
-    price = ngx_http_llm_gateway_price(node, crc, 0);
+    price = ngx_http_llm_gateway_price(ctx->zone->sh, (u_char *) ctx->req.model,
+                                       ctx->req.model_len, 0);
 
     if (price == NULL || now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH)
     {
@@ -275,7 +275,6 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     ngx_log_t *log)
 {
     int64_t                            now, id;
-    uint32_t                           crc;
     ngx_uint_t                         i;
     ngx_list_part_t                   *part;
     ngx_http_llm_gateway_node_t       *node;
@@ -287,7 +286,6 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
                                                ngx_http_llm_gateway_module);
 
     now = ngx_http_llm_gateway_wall_ms();
-    crc = ngx_crc32_short((u_char *) l->model, l->model_len);
     id = l->key_id ? -l->key_id : l->tenant_id;
 
     part = &cycle->shared_memory.part;
@@ -330,7 +328,8 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
         node->capped = (l->remaining != -1);
         node->spent = (node->capped && l->remaining == 0);
 
-        price = ngx_http_llm_gateway_price(node, crc, 1);
+        price = ngx_http_llm_gateway_price(zone->sh, (u_char *) l->model,
+                                           l->model_len, 1);
         price->seen = now;
         ngx_memcpy(price->p, l->prices, sizeof(price->p));
 
@@ -382,21 +381,23 @@ ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
 }
 
 
-/* a model's prices among the few the node keeps; the oldest goes */
+/* a model's prices, by its whole name, among those the zone keeps */
 
 static ngx_http_llm_gateway_price_t *
-ngx_http_llm_gateway_price(ngx_http_llm_gateway_node_t *node, uint32_t crc,
-    int create)
+ngx_http_llm_gateway_price(ngx_http_llm_gateway_shctx_t *sh, u_char *model,
+    size_t len, ngx_uint_t create)
 {
     ngx_uint_t                     i;
     ngx_http_llm_gateway_price_t  *p, *oldest;
 
-    oldest = &node->prices[0];
+    len = ngx_min(len, LLM_RECORD_MODEL_MAX);
+    oldest = &sh->prices[0];
 
     for (i = 0; i < NGX_HTTP_LLM_GATEWAY_PRICES; i++) {
-        p = &node->prices[i];
+        p = &sh->prices[i];
 
-        if (p->seen && p->crc == crc) {
+        if (p->seen && p->len == len && ngx_memcmp(p->model, model, len) == 0)
+        {
             return p;
         }
 
@@ -409,7 +410,8 @@ ngx_http_llm_gateway_price(ngx_http_llm_gateway_node_t *node, uint32_t crc,
         return NULL;
     }
 
-    oldest->crc = crc;
+    oldest->len = (u_char) len;
+    ngx_memcpy(oldest->model, model, len);
 
     return oldest;
 }

@@ -93,15 +93,20 @@ typedef struct {
 } ngx_http_llm_gateway_table_t;
 
 
-/* a model's prices as accountd gave them (µ$ per Mtok; -1: none) */
+/*
+ * A model's prices as accountd gave them (µ$ per Mtok; -1: none), kept in
+ * the zone for all its tenants: a price is the model's, not a tenant's.
+ */
 typedef struct {
-    uint32_t                     crc;       /* of the model's name */
     int64_t                      seen;      /* ms; 0: an empty place */
     int64_t                      p[4];      /* LLM_LEASE_IN ... */
+    u_char                       len;
+    u_char                       model[LLM_RECORD_MODEL_MAX];
 } ngx_http_llm_gateway_price_t;
 
 
-#define NGX_HTTP_LLM_GATEWAY_PRICES        4
+/* the models priced at once; the one seen longest ago makes room */
+#define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
 
 /*
@@ -124,7 +129,6 @@ typedef struct {
     int64_t                      budget_asked;   /* ms: a lease asked for */
     int64_t                      budget_used;    /* ms: last reserved from */
     ngx_uint_t                   budget_holds;   /* reservations out */
-    ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     unsigned                     capped:1;
     unsigned                     spent:1;
 
@@ -146,7 +150,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  6
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  7
 
 
 typedef struct {
@@ -158,6 +162,7 @@ typedef struct {
     ngx_rbtree_node_t            addrs_sentinel;
     ngx_queue_t                  addrs_queue;
     int64_t                      demand_reported;   /* ms, by any worker */
+    ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -172,6 +177,7 @@ typedef struct {
     ngx_http_llm_gateway_table_t table;     /* over keys */
     u_char                       secret[LLM_KEY_SECRET_MAX];
     size_t                       secret_len;
+    llm_key_mac_t               *mac;       /* a worker's, keyed once */
     ngx_str_t                    keys_file;
 
     ngx_url_t                   *accountd;

@@ -15,6 +15,9 @@ my $core = "$top/ngx_llm_gateway_module/core";
 # [ target, seed corpus ]
 my @targets = (
     [ 'fuzz_sse', "$core/fuzz/corpus/sse" ],
+    [ 'fuzz_inspect', "$core/fuzz/corpus/inspect" ],
+    [ 'fuzz_record', "$core/fuzz/corpus/record" ],
+    [ 'fuzz_key', "$core/fuzz/corpus/key" ],
 );
 
 for my $t (@targets) {

@@ -28,10 +28,14 @@ static const char  *llm_inspect_members[] = {
     "instructions", NULL
 };
 
+/* and inside stream_options */
+static const char  *llm_inspect_options[] = { "include_usage", NULL };
+
 
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
-static const char *llm_inspect_repeated(const cJSON *root);
+static const char *llm_inspect_repeated(const cJSON *obj,
+    const char **members);
 static int64_t llm_inspect_text(const cJSON *v);
 static int64_t llm_inspect_messages(const cJSON *messages);
 static const char *llm_inspect_max_name(const llm_request_t *req);
@@ -69,7 +73,7 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
-    name = llm_inspect_repeated(root);
+    name = llm_inspect_repeated(root, llm_inspect_members);
 
     if (name != NULL) {
         llm_inspect_fail(req, name, "a member appears more than once");
@@ -195,6 +199,14 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
             goto done;
         }
 
+        if (cJSON_IsObject(opts)
+            && llm_inspect_repeated(opts, llm_inspect_options) != NULL)
+        {
+            llm_inspect_fail(req, "stream_options",
+                             "a member appears more than once");
+            goto done;
+        }
+
         usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
 
         if (!cJSON_IsTrue(usage)) {
@@ -232,13 +244,14 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
     size_t max_string, const char **what)
 {
     size_t                depth, slen;
-    unsigned              in_string, escaped;
+    unsigned              in_string, escaped, closed;
     const unsigned char  *p, *last;
 
     depth = 0;
     slen = 0;
     in_string = 0;
     escaped = 0;
+    closed = 0;
 
     last = (const unsigned char *) body + len;
 
@@ -247,6 +260,17 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
         if (in_string) {
             if (escaped) {
                 escaped = 0;
+
+                /*
+                 * A NUL would end the string where the gateway reads it
+                 * (the model it allows and prices) and not where the
+                 * upstream does.
+                 */
+                if (*p == 'u' && last - p > 4 && memcmp(p + 1, "0000", 4) == 0)
+                {
+                    *what = "a string in the request body holds \\u0000";
+                    return -1;
+                }
 
             } else if (*p == '\\') {
                 escaped = 1;
@@ -262,6 +286,17 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
             }
 
             continue;
+        }
+
+        /* what cJSON would skip, and what it would not read at all */
+        if ((*p < 0x20 && *p != ' ' && *p != '\t' && *p != '\n'
+             && *p != '\r')
+            || (closed && *p != ' ' && *p != '\t' && *p != '\n'
+                && *p != '\r'))
+        {
+            *what = closed ? "text after the JSON value of the request body"
+                           : "a control character in the request body";
+            return -1;
         }
 
         switch (*p) {
@@ -282,8 +317,8 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
 
         case '}':
         case ']':
-            if (depth) {
-                depth--;
+            if (depth && --depth == 0) {
+                closed = 1;
             }
 
             break;
@@ -295,7 +330,7 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
 
 
 static const char *
-llm_inspect_repeated(const cJSON *root)
+llm_inspect_repeated(const cJSON *obj, const char **members)
 {
     size_t         i;
     unsigned       seen;
@@ -303,14 +338,14 @@ llm_inspect_repeated(const cJSON *root)
 
     seen = 0;
 
-    for (m = root->child; m; m = m->next) {
-        for (i = 0; llm_inspect_members[i]; i++) {
-            if (strcmp(m->string, llm_inspect_members[i]) != 0) {
+    for (m = obj->child; m; m = m->next) {
+        for (i = 0; members[i]; i++) {
+            if (strcmp(m->string, members[i]) != 0) {
                 continue;
             }
 
             if (seen & (1u << i)) {
-                return llm_inspect_members[i];
+                return members[i];
             }
 
             seen |= 1u << i;

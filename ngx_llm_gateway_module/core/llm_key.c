@@ -10,6 +10,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include "llm_key.h"
@@ -140,6 +142,80 @@ llm_key_hmac(const uint8_t *secret, size_t secret_len, const char *key,
     }
 
     return n == LLM_KEY_HASH_LEN ? 0 : -1;
+}
+
+
+static EVP_MD  *llm_key_sha256;
+
+
+struct llm_key_mac_s {
+    EVP_MAC      *mac;
+    EVP_MAC_CTX  *ctx;
+};
+
+
+llm_key_mac_t *
+llm_key_mac_new(const uint8_t *secret, size_t secret_len)
+{
+    char           digest[] = "SHA256";
+    OSSL_PARAM     params[2];
+    llm_key_mac_t  *m;
+
+    if (secret_len == 0) {
+        return NULL;
+    }
+
+    m = OPENSSL_zalloc(sizeof(llm_key_mac_t));
+    if (m == NULL) {
+        return NULL;
+    }
+
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+                                                 digest, 0);
+    params[1] = OSSL_PARAM_construct_end();
+
+    m->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    m->ctx = m->mac ? EVP_MAC_CTX_new(m->mac) : NULL;
+
+    if (m->ctx == NULL
+        || EVP_MAC_init(m->ctx, secret, secret_len, params) != 1)
+    {
+        llm_key_mac_free(m);
+        return NULL;
+    }
+
+    return m;
+}
+
+
+int
+llm_key_mac(llm_key_mac_t *m, const char *key, size_t key_len,
+    uint8_t out[LLM_KEY_HASH_LEN])
+{
+    size_t  n;
+
+    /* without a key, init starts again from the keyed state */
+    if (EVP_MAC_init(m->ctx, NULL, 0, NULL) != 1
+        || EVP_MAC_update(m->ctx, (const unsigned char *) key, key_len) != 1
+        || EVP_MAC_final(m->ctx, out, &n, LLM_KEY_HASH_LEN) != 1)
+    {
+        return -1;
+    }
+
+    return n == LLM_KEY_HASH_LEN ? 0 : -1;
+}
+
+
+void
+llm_key_mac_free(llm_key_mac_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+
+    EVP_MAC_CTX_free(m->ctx);
+    EVP_MAC_free(m->mac);
+    OPENSSL_free(m);
 }
 
 
@@ -480,8 +556,20 @@ llm_key_check(const char *s, char out[LLM_KEY_CHECK_LEN])
     unsigned int   n;
     unsigned char  md[EVP_MAX_MD_SIZE];
 
+    /*
+     * Fetched once: EVP_sha256() makes OpenSSL 3 look the implementation
+     * up on every digest.  A process is single-threaded here.
+     */
+    if (llm_key_sha256 == NULL) {
+        llm_key_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+
+        if (llm_key_sha256 == NULL) {
+            return -1;
+        }
+    }
+
     if (EVP_Digest(s, LLM_KEY_PREFIX_LEN + LLM_KEY_RANDOM_LEN, md, &n,
-                   EVP_sha256(), NULL)
+                   llm_key_sha256, NULL)
         != 1)
     {
         return -1;
@@ -816,7 +904,7 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
     size_t *consumed)
 {
     int             rc;
-    size_t          frame, n;
+    size_t          frame, n, tier_len, tenant_len;
     const uint8_t  *p, *last;
 
     rc = llm_key_frame_len(buf, len, &frame);
@@ -846,21 +934,23 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
         return -1;
     }
 
-    n = *p++;
-    if (n >= LLM_KEY_TIER_MAX || (size_t) (last - p) < n + 1) {
+    tier_len = *p++;
+    if (tier_len >= LLM_KEY_TIER_MAX || (size_t) (last - p) < tier_len + 1) {
         return -1;
     }
 
-    memcpy(e->tier, p, n);
-    p += n;
+    memcpy(e->tier, p, tier_len);
+    p += tier_len;
 
-    n = *p++;
-    if (n >= LLM_KEY_TENANT_MAX || (size_t) (last - p) < n + 2) {
+    tenant_len = *p++;
+    if (tenant_len >= LLM_KEY_TENANT_MAX
+        || (size_t) (last - p) < tenant_len + 2)
+    {
         return -1;
     }
 
-    memcpy(e->tenant, p, n);
-    p += n;
+    memcpy(e->tenant, p, tenant_len);
+    p += tenant_len;
 
     n = (size_t) p[0] << 8 | p[1];
     p += 2;
@@ -880,9 +970,9 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
         return -1;
     }
 
-    if (!llm_key_name_valid(e->tier, strlen(e->tier), LLM_KEY_TIER_MAX)
-        || !llm_key_name_valid(e->tenant, strlen(e->tenant),
-                               LLM_KEY_TENANT_MAX)
+    /* by the lengths sent: a NUL would hide what follows it */
+    if (!llm_key_name_valid(e->tier, tier_len, LLM_KEY_TIER_MAX)
+        || !llm_key_name_valid(e->tenant, tenant_len, LLM_KEY_TENANT_MAX)
         || !llm_key_models_valid(e->models, n))
     {
         return -1;

@@ -100,6 +100,21 @@ int llm_key_hmac(const uint8_t *secret, size_t secret_len,
     const char *key, size_t key_len, uint8_t out[LLM_KEY_HASH_LEN]);
 
 /*
+ * The same HMAC under one secret, keyed once: OpenSSL's one-shot HMAC()
+ * looks the digest up and keys it on every call, several microseconds,
+ * most of what a request's authentication costs.  A context is for one
+ * process (or thread) at a time.
+ */
+typedef struct llm_key_mac_s  llm_key_mac_t;
+
+/* NULL on failure */
+llm_key_mac_t *llm_key_mac_new(const uint8_t *secret, size_t secret_len);
+/* 0 on success, -1 on failure */
+int llm_key_mac(llm_key_mac_t *m, const char *key, size_t key_len,
+    uint8_t out[LLM_KEY_HASH_LEN]);
+void llm_key_mac_free(llm_key_mac_t *m);
+
+/*
  * Decodes the secret file's text (hex, surrounding whitespace allowed).
  * Returns the number of bytes, or -1 if it is not hex or is shorter than
  * LLM_KEY_SECRET_MIN or longer than cap.

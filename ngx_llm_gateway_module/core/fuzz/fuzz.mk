@@ -1,9 +1,18 @@
-# The libFuzzer targets of the pure cores, included from the top Makefile.
+# The libFuzzer targets of the pure cores, included from the top Makefile:
+# fuzz_sse (the usage extractor), fuzz_inspect (request bodies),
+# fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
+# and key-set frames).  Each has its seed corpus in fuzz/corpus/<name>.
 #
-#   make fuzz-build    build $(BUILD)/fuzz/fuzz_sse
-#   make fuzz-replay   run it once over the seed corpus (part of make test)
-#   make fuzz-run      a bounded fuzzing session; new inputs and crashes go
-#                      to $(BUILD)/fuzz, never into the source tree
+#   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
+#   make fuzz-replay   run each once over its seed corpus (t/015 does the
+#                      same on every make test)
+#   make fuzz          a bounded session of each, FUZZ_TIME seconds apiece;
+#                      new inputs and crashes go to $(BUILD)/fuzz, never
+#                      into the source tree; prints executions, coverage
+#                      and finds, and fails if anything was found
+#   make fuzz-run      the same as make fuzz
+#   make fuzz-seeds    rewrite the seeds fuzz/seeds.c generates (by hand,
+#                      after a change of a format; commit what changed)
 
 CORE            ?= ngx_llm_gateway_module/core
 BUILD           ?= build
@@ -14,27 +23,73 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) -I/usr/include/cjson
 FUZZ_TIME       ?= 60
 
-FUZZ_SSE        := $(BUILD)/fuzz/fuzz_sse
-FUZZ_SSE_SEEDS  := $(CORE)/fuzz/corpus/sse
+FUZZ_TARGETS    := sse inspect record key
+FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
-.PHONY: fuzz-build fuzz-replay fuzz-run
+# what each target links besides its source
+FUZZ_LINK_sse       := $(CORE)/llm_sse.c -lcjson
+FUZZ_LINK_inspect   := $(CORE)/llm_inspect.c -lcjson -lm
+FUZZ_LINK_record    := $(CORE)/llm_record.c
+FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
 
-fuzz-build: $(FUZZ_SSE)
+.PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 
-$(FUZZ_SSE): $(CORE)/fuzz/fuzz_sse.c $(CORE)/llm_sse.c $(CORE)/llm_sse.h \
-             $(CORE)/llm_record.h
+fuzz-build: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/fuzz_%: $(CORE)/fuzz/fuzz_%.c $(wildcard $(CORE)/llm_*.[ch])
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(CORE)/fuzz/fuzz_sse.c \
-	    $(CORE)/llm_sse.c -lcjson
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK_$*)
 
 # Given files, libFuzzer runs each once and exits non-zero on a failure.
-fuzz-replay: $(FUZZ_SSE)
-	$(FUZZ_SSE) $(FUZZ_SSE_SEEDS)/* 2>$(BUILD)/fuzz/replay-sse.log \
-	    || { tail -40 $(BUILD)/fuzz/replay-sse.log; exit 1; }
-	@echo "fuzz_sse: $$(ls $(FUZZ_SSE_SEEDS) | wc -l) seeds replayed"
+fuzz-replay: $(FUZZ_BIN)
+	@for t in $(FUZZ_TARGETS); do \
+	    $(BUILD)/fuzz/fuzz_$$t $(FUZZ_SEEDS)/$$t/* \
+	        2>$(BUILD)/fuzz/replay-$$t.log \
+	        || { tail -40 $(BUILD)/fuzz/replay-$$t.log; exit 1; }; \
+	    echo "fuzz_$$t: $$(ls $(FUZZ_SEEDS)/$$t | wc -l) seeds replayed"; \
+	done
 
-fuzz-run: $(FUZZ_SSE)
-	@mkdir -p $(BUILD)/fuzz/corpus/sse
-	$(FUZZ_SSE) -max_total_time=$(FUZZ_TIME) \
-	    -artifact_prefix=$(BUILD)/fuzz/ -dict=$(CORE)/fuzz/sse.dict \
-	    $(BUILD)/fuzz/corpus/sse $(FUZZ_SSE_SEEDS)
+# libFuzzer writes what it finds new into the first directory only; the
+# seeds are read.  Every target runs even when one finds something.
+fuzz fuzz-run: $(FUZZ_BIN)
+	@found=0; \
+	for t in $(FUZZ_TARGETS); do \
+	    new=$(BUILD)/fuzz/corpus/$$t; art=$(BUILD)/fuzz/artifacts/$$t; \
+	    log=$(BUILD)/fuzz/run-$$t.log; \
+	    dict=; \
+	    if [ -f $(CORE)/fuzz/$$t.dict ]; then \
+	        dict=-dict=$(CORE)/fuzz/$$t.dict; \
+	    fi; \
+	    mkdir -p $$new $$art; \
+	    echo "fuzz_$$t: $(FUZZ_TIME) s"; \
+	    $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) \
+	        -print_final_stats=1 -timeout=10 -artifact_prefix=$$art/ \
+	        $$dict $$new $(FUZZ_SEEDS)/$$t >$$log 2>&1; \
+	    rc=$$?; \
+	    runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $$log); \
+	    cov=$$(grep -o 'cov: [0-9]* ft: [0-9]*' $$log | tail -1); \
+	    units=$$(sed -n 's/^stat::new_units_added: *//p' $$log); \
+	    unit=$$(sed -n 's/.*Test unit written to //p' $$log); \
+	    printf '  %s executions, %s, %s new inputs in %s\n' \
+	        "$${runs:-?}" "$${cov:-cov: ?}" "$${units:-?}" $$new; \
+	    if [ $$rc -ne 0 ] || [ -n "$$unit" ]; then \
+	        found=1; \
+	        printf '  FOUND: %s (exit %s); see %s\n' \
+	            "$${unit:-nothing written}" $$rc $$log; \
+	        grep -m1 -E '^(==[0-9]+==ERROR|fuzz_[a-z]+: |.*runtime error)' \
+	            $$log | sed 's/^/    /'; \
+	    else \
+	        echo "  nothing found"; \
+	    fi; \
+	done; \
+	exit $$found
+
+fuzz-seeds: $(BUILD)/fuzz/seeds
+	$(BUILD)/fuzz/seeds $(FUZZ_SEEDS)
+
+$(BUILD)/fuzz/seeds: $(CORE)/fuzz/seeds.c $(CORE)/llm_record.c \
+                     $(CORE)/llm_key.c $(CORE)/llm_record.h $(CORE)/llm_key.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CORE) -o $@ $< $(CORE)/llm_record.c \
+	    $(CORE)/llm_key.c -lcrypto

@@ -60,6 +60,9 @@ static const struct {
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
                       "\"stream_options\":{\"include_usage\":true},"
                       "\"stream_options\":{}}", "stream_options" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+                      "\"stream_options\":{\"include_usage\":true,"
+                      "\"include_usage\":false}}", "stream_options" },
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"system\":\"a\","
                          "\"max_tokens\":1,\"system\":\"b\"}", "system" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"temperature\":1,"
@@ -292,6 +295,29 @@ test_scan(void)
     snprintf(b, sizeof(b), "{\"model\":\"m\",\"messages\":[[[[[[[[[]]]]]]]]]}");
     tap_is(llm_inspect_scan(b, strlen(b), 8, 64, &what), -1,
            "a deep body");
+
+    /* what cJSON would read differently from an upstream: refused */
+    b[0] = '\0';
+    strcat(b, "{\"model\":\"gpt-4o-mini\\u0000gpt-4o\",\"messages\":[]}");
+    tap_is(llm_inspect_scan(b, strlen(b), 8, 64, &what), -1,
+           "\\u0000 in a string: refused");
+    tap_ok(strstr(what, "u0000") != NULL, "  says so");
+    tap_is(llm_inspect_scan("{\"a\":\"\\\\u0000\"}", 14, 8, 64, &what),
+           0, "an escaped backslash, then u0000: text");
+    tap_is(llm_inspect_scan("{\"a\":\"\\u0041\"}", 13, 8, 64, &what), 0,
+           "\\u0041: fine");
+
+    tap_is(llm_inspect_scan("{\"m\":[]} {\"m\":1}", 17, 8, 64, &what), -1,
+           "text after the JSON value: refused");
+    tap_ok(strstr(what, "after") != NULL, "  says so");
+    tap_is(llm_inspect_scan("{\"m\":[]} \r\n\t", 12, 8, 64, &what), 0,
+           "whitespace after it: fine");
+
+    tap_is(llm_inspect_scan("\x01{\"m\":[]}", 10, 8, 64, &what), -1,
+           "a control byte before it: refused");
+    tap_is(llm_inspect_scan("{\x0b\"m\":[]}", 10, 8, 64, &what), -1,
+           "a vertical tab between members: refused");
+    tap_ok(strstr(what, "control") != NULL, "  says so");
 }
 
 

@@ -19,6 +19,7 @@ static void test_generate(void);
 static void test_checksum(void);
 static void test_well_formed(void);
 static void test_hmac(void);
+static void test_mac(void);
 static void test_secret(void);
 static void test_parse(void);
 static void test_format(void);
@@ -318,6 +319,57 @@ test_hmac(void)
                "RFC 4231 test case 6");
 
     tap_is(llm_key_hmac(key, 0, "x", 1, out), -1, "an empty secret fails");
+
+    test_mac();
+}
+
+
+/* the context keyed once gives the one-shot HMAC's answers, call after call */
+
+static void
+test_mac(void)
+{
+    int             i, bad;
+    char            hex[2 * LLM_KEY_HASH_LEN + 1], msg[64];
+    uint8_t         key[131], out[LLM_KEY_HASH_LEN], ref[LLM_KEY_HASH_LEN];
+    llm_key_mac_t  *m;
+
+    m = llm_key_mac_new((const uint8_t *) "Jefe", 4);
+    tap_ok(m != NULL, "a keyed context");
+
+    tap_is(llm_key_mac(m, "what do ya want for nothing?", 28, out), 0,
+           "it succeeds");
+    test_hex(out, sizeof(out), hex);
+    tap_is_str(hex, TEST_HASH, "RFC 4231 test case 2");
+
+    tap_is(llm_key_mac(m, "what do ya want for nothing?", 28, out), 0,
+           "again");
+    test_hex(out, sizeof(out), hex);
+    tap_is_str(hex, TEST_HASH, "the same answer the second time");
+
+    llm_key_mac_free(m);
+
+    memset(key, 0xaa, sizeof(key));
+    m = llm_key_mac_new(key, sizeof(key));
+    bad = 0;
+
+    for (i = 0; i < 1000; i++) {
+        snprintf(msg, sizeof(msg), "llmgw_live_%d", i * 7919);
+        llm_key_hmac(key, sizeof(key), msg, strlen(msg), ref);
+
+        if (llm_key_mac(m, msg, strlen(msg), out) != 0
+            || memcmp(out, ref, sizeof(out)) != 0)
+        {
+            bad++;
+        }
+    }
+
+    tap_is(bad, 0, "1000 messages, a block-size-plus key: as HMAC()");
+
+    llm_key_mac_free(m);
+
+    tap_ok(llm_key_mac_new(key, 0) == NULL, "an empty secret: no context");
+    llm_key_mac_free(NULL);
 }
 
 
@@ -773,6 +825,12 @@ test_frames(void)
     memcpy(copy, buf, 4);
     tap_is(llm_key_decode_entry(copy, n, &back, &used), -1,
            "a caps byte with unknown bits");
+
+    /* "silver" sent as "s\0lver": valid up to the NUL, but not as sent */
+    memcpy(copy, buf, n);
+    copy[4 + 2 + LLM_KEY_HASH_LEN + 3 * 8 + 1 + 1] = '\0';
+    tap_is(llm_key_decode_entry(copy, n, &back, &used), -1,
+           "a NUL inside the tier");
 
     bad = 0;
 

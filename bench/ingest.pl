@@ -1,0 +1,118 @@
+#!/usr/bin/perl
+
+# accountd's sustained ingest rate: BENCH_RECORDS settle records (200,000)
+# sent over its socket as fast as it takes them, as a gateway's workers
+# would, and the time until the last is acknowledged, which accountd does
+# once PostgreSQL has committed it (synchronous_commit on, fsync as the
+# stack has it).  Prints records/s committed and the CPU a record of
+# accountd and of its PostgreSQL backend.  Run by `make bench-ingest`
+# through bench/with-stack.  No figure is a pass or a fail; the run fails
+# if a record is not acknowledged or has no row.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../t/lib";
+
+use IO::Select;
+use IO::Socket::UNIX;
+use LLMGW;
+use POSIX ();
+use Socket qw(SOCK_STREAM);
+use Time::HiRes qw(sleep time);
+
+$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
+
+my $s = stack();
+my $n = $ENV{BENCH_RECORDS} // 200_000;
+my $t = new_tenant(tier => 'bench');
+my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+
+# frames of the settle record, version 2 (core/llm_record.h)
+my $now = int(time() * 1000);
+my @frames;
+for my $i (1 .. $n) {
+    my $p = pack('C C n N q> q> Q> Q> Q> Q> Q> Q> q> C',
+                 2, 1, 200, 0, $t->{id}, 0, 20, 16, 0, 0, 0, 80, $now, 1)
+          . pack('C/a* C/a* C/a*', "ingest-$$-$i", 'mock-bench', 'stop');
+    push(@frames, pack('N', length $p) . $p);
+}
+
+my $c = IO::Socket::UNIX->new(Type => SOCK_STREAM,
+                              Peer => $s->{LLMGW_ACCOUNTD_SOCKET})
+    or die "connect to accountd: $!";
+$c->blocking(0);
+
+my ($be) = db()->selectrow_array(
+    "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
+    . " AND backend_type = 'client backend' LIMIT 1");
+my $acd = pidfile("$s->{LLMGW_DIR}/accountd.pid");
+my %cpu0 = (accountd => ticks($acd), backend => ticks($be));
+
+my $sel = IO::Select->new($c);
+my ($out, $in, $sent, $acked) = ('', '', 0, 0);
+my $t0 = time();
+my $deadline = $t0 + 300;
+
+while ($acked < $n && time() < $deadline) {
+    # a few hundred kilobytes in flight at most, as a worker's buffer
+    while ($sent < $n && length($out) < 65536) {
+        $out .= $frames[$sent++];
+    }
+
+    my ($r, $w) = IO::Select->select($sel, length $out ? $sel : undef,
+                                     undef, 1);
+
+    if ($w && @$w) {
+        my $k = syswrite($c, $out);
+        substr($out, 0, $k, '') if $k;
+    }
+
+    if ($r && @$r) {
+        my $k = sysread($c, $in, 65536, length $in);
+        die "accountd closed the connection after $acked acks\n"
+            if defined $k && $k == 0;
+
+        while (length($in) >= 4) {
+            my $len = unpack('N', $in);
+            last if length($in) < 4 + $len;
+            my (undef, $type) = unpack('C C', substr($in, 4, 2));
+            $acked++ if $type == 2;
+            substr($in, 0, 4 + $len, '');
+        }
+    }
+}
+
+my $secs = time() - $t0;
+my %cpu = (accountd => ticks($acd) - $cpu0{accountd},
+           backend => ticks($be) - $cpu0{backend});
+
+my ($rows) = db()->selectrow_array(
+    'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef, $t->{id});
+
+printf("ingest: %d records acknowledged in %.2f s: %.0f records/s "
+       . "committed\n", $acked, $secs, $acked / $secs);
+printf("  CPU a record: accountd %.1f µs, its PostgreSQL backend %.1f µs\n",
+       $cpu{accountd} / $tck * 1e6 / ($acked || 1),
+       $cpu{backend} / $tck * 1e6 / ($acked || 1));
+printf("  %d rows in llm.usage\n", $rows);
+
+exit($acked == $n && $rows == $n ? 0 : 1);
+
+
+sub pidfile {
+    open(my $fh, '<', $_[0]) or return 0;
+    my ($pid) = <$fh> =~ /(\d+)/;
+    close($fh);
+    return $pid // 0;
+}
+
+sub ticks {
+    my ($pid) = @_;
+    open(my $fh, '<', "/proc/$pid/stat") or return 0;
+    my $stat = <$fh>;
+    close($fh);
+    my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
+    return $f[11] + $f[12];
+}

@@ -1,0 +1,448 @@
+
+/*
+ * Writes the seed corpora of fuzz_inspect, fuzz_record and fuzz_key into
+ * <dir>/inspect, <dir>/record and <dir>/key with the codecs themselves, so
+ * that a change of format is one run away from new seeds: make fuzz-seeds
+ * writes them into fuzz/corpus.
+ *
+ * Nothing runs it on its own; the files it writes are committed.  Inputs
+ * a fuzzer found are committed as they were found, not written here.
+ */
+
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "llm_key.h"
+#include "llm_record.h"
+
+
+/*
+ * fuzz_inspect's first two bytes: the API, the tier's max_tokens (index 3:
+ * 4096) and its default (index 1: 256); the depth limit (index 13: 64) and
+ * the string limit (index 2: 4096).  See fuzz_inspect.c.
+ */
+#define SEED_OPENAI        0x2c
+#define SEED_ANTHROPIC     0x2d
+#define SEED_RESPONSES     0x2e
+#define SEED_ALIAS         0x80
+#define SEED_LIMITS        0x2d
+
+#define SEED_HASH                                                             \
+    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+
+
+typedef struct {
+    const char  *name;
+    uint8_t      conf[2];
+    const char  *body;
+} seed_inspect_t;
+
+
+static const seed_inspect_t  seed_inspect[] = {
+
+    { "openai-max", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
+      "\"content\":\"Say hello.\"}],\"max_tokens\":100}" },
+
+    { "openai-no-max", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"system\","
+      "\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"}]}" },
+
+    { "openai-stream", { SEED_OPENAI, SEED_LIMITS },
+      " \r\n\t{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\","
+      "\"content\":\"Count to 3.\"}],\"stream\":true}" },
+
+    { "openai-stream-usage", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o\",\"messages\":[],\"stream\":true,"
+      "\"stream_options\":{\"include_usage\":true},"
+      "\"max_completion_tokens\":50}" },
+
+    { "openai-stream-no-usage", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o\",\"messages\":[],\"stream\":true,"
+      "\"stream_options\":{\"include_usage\":false},\"max_tokens\":9}" },
+
+    { "openai-nulls", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"max_tokens\":null,\"max_completion_tokens\":null,"
+      "\"messages\":[],\"stream\":true,\"stream_options\":null}" },
+
+    { "openai-parts", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":["
+      "{\"type\":\"text\",\"text\":\"What is in this image?\"},"
+      "{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://e.x/a.png\"}"
+      "}]},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]}],"
+      "\"temperature\":0.2,\"tools\":[],\"max_tokens\":4096}" },
+
+    { "openai-unicode", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":"
+      "\"caf\\u00e9 \xc3\xa9t\xc3\xa9 \\ud83d\\ude00 \xf0\x9f\x98\x80 "
+      "\\\"q\\\" \\\\ \\/ \\n\\t\"}],\"stream\":true,"
+      "\"stream_options\":{}}" },
+
+    { "openai-alias", { SEED_OPENAI | SEED_ALIAS, SEED_LIMITS | 0xc0 },
+      "{\"model\":\"chat-default\",\"max_tokens\":5,\"messages\":[]}" },
+
+    { "openai-alias-stream", { SEED_OPENAI | SEED_ALIAS, SEED_LIMITS | 0x80 },
+      "{\"model\":\"chat\",\"messages\":[],\"stream\":true}" },
+
+    /* nested five deep: the limit 5 takes it, the limit 4 does not */
+    { "openai-depth-5", { SEED_OPENAI, 0x24 },
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":["
+      "{\"type\":\"text\",\"text\":\"x\"}]}]}" },
+
+    { "openai-depth-4", { SEED_OPENAI, 0x23 },
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":["
+      "{\"type\":\"text\",\"text\":\"x\"}]}]}" },
+
+    /* strings of 64 bytes with the limit 64, then 65 */
+    { "openai-string-64", { SEED_OPENAI, 0x1d },
+      "{\"model\":\"m\",\"messages\":[{\"content\":"
+      "\"0123456789012345678901234567890123456789012345678901234567890123\""
+      "}]}" },
+
+    { "openai-string-65", { SEED_OPENAI, 0x1d },
+      "{\"model\":\"m\",\"messages\":[{\"content\":"
+      "\"01234567890123456789012345678901234567890123456789012345678901234\""
+      "}]}" },
+
+    { "openai-limit", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4096}" },
+
+    { "openai-over-limit", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4097}" },
+
+    { "openai-repeated", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"cheap\",\"messages\":[],\"model\":\"dear\"}" },
+
+    /* most upstreams read the last include_usage: refused */
+    { "openai-repeated-usage", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+      "\"stream_options\":{\"include_usage\":true,"
+      "\"include_usage\":false}}" },
+
+    /* the tier's largest: 1e15, the default too */
+    { "openai-huge", { SEED_OPENAI | 0x7c, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_tokens\":999999999999999,"
+      "\"stream\":true,\"stream_options\":{}}" },
+
+    { "openai-huge-default", { SEED_OPENAI | 0x7c, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
+      "\"stream_options\":{}}" },
+
+    { "anthropic-max", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"claude-sonnet-4\",\"max_tokens\":1024,"
+      "\"system\":\"You are terse.\",\"messages\":[{\"role\":\"user\","
+      "\"content\":\"Hello\"}]}" },
+
+    { "anthropic-no-max", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"claude-haiku\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
+      "\"stream\":true}" },
+
+    { "anthropic-blocks", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"claude-sonnet-4\",\"max_tokens\":null,"
+      "\"system\":[{\"type\":\"text\",\"text\":\"Rules.\","
+      "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":["
+      "{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}},"
+      "{\"type\":\"text\",\"text\":\"Describe.\"}]}],\"stream\":false}" },
+
+    { "responses-string", { SEED_RESPONSES, SEED_LIMITS },
+      "{\"model\":\"gpt-4.1\",\"input\":\"Say hello.\","
+      "\"max_output_tokens\":30}" },
+
+    { "responses-items", { SEED_RESPONSES, SEED_LIMITS },
+      "{\"model\":\"gpt-4.1\",\"instructions\":\"Be kind.\",\"input\":["
+      "{\"role\":\"user\",\"content\":\"hello\"},{\"role\":\"user\","
+      "\"content\":[{\"type\":\"input_text\",\"text\":\"abcdefgh\"}]}]}" },
+
+    { "responses-stream-null", { SEED_RESPONSES, SEED_LIMITS },
+      "{\"model\":\"o4-mini\",\"input\":[],\"stream\":true,"
+      "\"max_output_tokens\":null,\"reasoning\":{\"effort\":\"low\"}}" },
+
+    { "not-object", { SEED_OPENAI, SEED_LIMITS }, "[1,2]" },
+
+    { "not-json", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[" },
+};
+
+
+static void seed_mkdir(const char *dir, const char *sub);
+static void seed_write(const char *dir, const char *sub, const char *name,
+    const void *p, size_t len);
+static size_t seed_settle(uint8_t *buf, size_t cap, int full);
+static void seed_entry(llm_key_entry_t *e, int64_t key_id, const char *tier,
+    const char *tenant, const char *models, uint8_t caps);
+
+
+int
+main(int argc, char **argv)
+{
+    char              line[LLM_KEY_LINE_MAX + 2];
+    size_t            i, n, m;
+    uint8_t           buf[4096];
+    const char       *dir;
+    llm_lease_t       l;
+    llm_record_t      rec;
+    llm_key_entry_t   e;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
+        return 2;
+    }
+
+    dir = argv[1];
+
+    seed_mkdir(dir, "inspect");
+    seed_mkdir(dir, "record");
+    seed_mkdir(dir, "key");
+
+    for (i = 0; i < sizeof(seed_inspect) / sizeof(seed_inspect[0]); i++) {
+        n = strlen(seed_inspect[i].body);
+
+        memcpy(buf, seed_inspect[i].conf, 2);
+        memcpy(buf + 2, seed_inspect[i].body, n);
+
+        seed_write(dir, "inspect", seed_inspect[i].name, buf, n + 2);
+    }
+
+    /* the record codec */
+
+    n = seed_settle(buf, sizeof(buf), 0);
+    seed_write(dir, "record", "settle", buf, n);
+    seed_write(dir, "record", "settle-short", buf, n - 1);
+
+    n = seed_settle(buf, sizeof(buf), 1);
+    seed_write(dir, "record", "settle-full", buf, n);
+
+    memset(&rec, 0, sizeof(llm_record_t));
+    rec.type = LLM_REC_ACK;
+    llm_record_set_request_id(&rec, "req-0001", 8);
+
+    m = seed_settle(buf, sizeof(buf), 0);
+    n = llm_record_encode(&rec, buf + m, sizeof(buf) - m);
+    seed_write(dir, "record", "ack", buf + m, n);
+    seed_write(dir, "record", "settle-ack", buf, m + n);
+
+    memset(&l, 0, sizeof(llm_lease_t));
+    l.type = LLM_REC_LEASE_REQ;
+    l.tenant_id = 7;
+    l.key_id = 12;
+    l.want = 5000000000;
+    l.until_ms = 1790000000000;
+    l.model_len = 6;
+    memcpy(l.model, "gpt-4o", 6);
+
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    seed_write(dir, "record", "lease-req", buf, n);
+
+    l.type = LLM_REC_LEASE_RETURN;
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    seed_write(dir, "record", "lease-return", buf, n);
+
+    l.type = LLM_REC_LEASE;
+    l.granted = 5000000000;
+    l.remaining = -1;
+    l.resets_at_ms = 1790006400000;
+    l.prices[LLM_LEASE_IN] = 2500000;
+    l.prices[LLM_LEASE_OUT] = 10000000;
+    l.prices[LLM_LEASE_CACHED] = 1250000;
+    l.prices[LLM_LEASE_CACHE_WRITE] = -1;
+
+    n = llm_lease_encode(&l, buf, sizeof(buf));
+    seed_write(dir, "record", "lease", buf, n);
+
+    /* demand and share: no model */
+    l.type = LLM_REC_SHARE_REQ;
+    l.key_id = 0;
+    l.want = 1200;
+    l.model_len = 0;
+    m = llm_lease_encode(&l, buf, sizeof(buf));
+
+    l.type = LLM_REC_SHARE;
+    l.granted = 500000;
+    n = llm_lease_encode(&l, buf + m, sizeof(buf) - m);
+    seed_write(dir, "record", "share", buf + m, n);
+    seed_write(dir, "record", "share-req-share", buf, m + n);
+
+    /* accountd's side: settles and lease requests mixed, the last cut */
+    m = seed_settle(buf, sizeof(buf), 0);
+    l.type = LLM_REC_LEASE_REQ;
+    m += llm_lease_encode(&l, buf + m, sizeof(buf) - m);
+    m += seed_settle(buf + m, sizeof(buf) - m, 1);
+    seed_write(dir, "record", "mixed", buf, m - 3);
+
+    /* the key snapshot */
+
+    n = (size_t) snprintf((char *) buf, sizeof(buf),
+            LLM_KEY_SNAPSHOT_HEADER "\n" LLM_KEY_GENERATION "1790000000123\n"
+            SEED_HASH " 1 1 free acme 0 * tk\n"
+            SEED_HASH " 12 7 pro acme-2 1700000000 gpt-4o,gpt-4o-mini -\n"
+            "# a comment\n"
+            "\n"
+            SEED_HASH " 9223372036854775807 3 t.1 T_2 0 "
+            "o1:2024/x+y@z,claude-3.5 k\n");
+    seed_write(dir, "key", "snapshot", buf, n);
+
+    n = (size_t) snprintf((char *) buf, sizeof(buf),
+            LLM_KEY_SNAPSHOT_HEADER_2 "\n"
+            SEED_HASH " 5 6 gold bigco 1790000000 *\n");
+    seed_write(dir, "key", "snapshot-v2", buf, n);
+
+    /* every field at its longest */
+    seed_entry(&e, INT64_MAX, NULL, NULL, NULL, LLM_KEY_CAP_TENANT);
+    n = llm_key_format_line(&e, line, sizeof(line));
+    seed_write(dir, "key", "line-longest", line, n);
+
+    n = llm_key_encode_begin(buf, sizeof(buf), LLM_REC_KEYS_BEGIN,
+                             1790000000123, 2);
+    seed_entry(&e, 1, "free", "acme", "*", LLM_KEY_CAP_TENANT);
+    n += llm_key_encode_entry(buf + n, sizeof(buf) - n, &e);
+    seed_entry(&e, 12, "pro", "acme-2", "gpt-4o,o1:2024/x+y", 0);
+    n += llm_key_encode_entry(buf + n, sizeof(buf) - n, &e);
+    n += llm_key_encode_begin(buf + n, sizeof(buf) - n, LLM_REC_KEYS_END,
+                              1790000000123, 2);
+    seed_write(dir, "key", "key-set", buf, n);
+
+    /* an older accountd's KEY frame: no caps byte */
+    seed_entry(&e, 3, "silver", "tenant_1", "gpt-4o", LLM_KEY_CAP_KEY);
+    n = llm_key_encode_entry(buf, sizeof(buf), &e);
+    buf[3]--;
+    seed_write(dir, "key", "key-no-caps", buf, n - 1);
+
+    seed_entry(&e, INT64_MAX, NULL, NULL, NULL,
+               LLM_KEY_CAP_TENANT | LLM_KEY_CAP_KEY);
+    n = llm_key_encode_entry(buf, sizeof(buf), &e);
+    seed_write(dir, "key", "key-longest", buf, n);
+
+    n = (size_t) snprintf((char *) buf, sizeof(buf), "  %s%s\n",
+                          SEED_HASH, SEED_HASH);
+    seed_write(dir, "key", "secret", buf, n);
+
+    seed_write(dir, "key", "client-key",
+               "llmgw_live_0123456789abcdefghijABCDEFGHIJ0116jczf",
+               LLM_KEY_LEN);
+
+    return 0;
+}
+
+
+/* full: every string at its longest and every figure at its largest */
+
+static size_t
+seed_settle(uint8_t *buf, size_t cap, int full)
+{
+    char          s[LLM_RECORD_MODEL_MAX];
+    llm_record_t  rec;
+
+    memset(&rec, 0, sizeof(llm_record_t));
+
+    rec.type = LLM_REC_SETTLE;
+    rec.status = 200;
+    rec.tenant_id = 7;
+    rec.key_id = 12;
+    rec.input_tokens = 1200;
+    rec.output_tokens = 350;
+    rec.cached_input_tokens = 1024;
+    rec.reasoning_tokens = 128;
+    rec.reserved_tokens = 4096;
+    rec.ts_ms = 1790000000123;
+    rec.api = LLM_API_OPENAI;
+
+    llm_record_set_request_id(&rec, "3f2b9c1d-0001", 13);
+    llm_record_set_model(&rec, "gpt-4o-mini", 11);
+    llm_record_set_finish_reason(&rec, "stop", 4);
+
+    if (full) {
+        memset(s, 'z', sizeof(s));
+
+        rec.status = 499;
+        rec.flags = LLM_REC_F_ESTIMATED | LLM_REC_F_PARTIAL
+                    | LLM_REC_F_CLAMPED | LLM_REC_F_REPEATED
+                    | LLM_REC_F_OVERSIZE;
+        rec.tenant_id = INT64_MAX;
+        rec.key_id = INT64_MAX;
+        rec.input_tokens = UINT64_MAX;
+        rec.output_tokens = UINT64_MAX;
+        rec.cache_write_tokens = 77;
+        rec.api = LLM_API_RESPONSES;
+
+        llm_record_set_request_id(&rec, s, sizeof(s));
+        llm_record_set_model(&rec, s, sizeof(s));
+        llm_record_set_finish_reason(&rec, s, sizeof(s));
+    }
+
+    return llm_record_encode(&rec, buf, cap);
+}
+
+
+/* NULL names: the longest valid */
+
+static void
+seed_entry(llm_key_entry_t *e, int64_t key_id, const char *tier,
+    const char *tenant, const char *models, uint8_t caps)
+{
+    size_t  i;
+
+    memset(e, 0, sizeof(llm_key_entry_t));
+
+    for (i = 0; i < LLM_KEY_HASH_LEN; i++) {
+        e->hash[i] = (uint8_t) (i * 37 + key_id);
+    }
+
+    e->key_id = key_id;
+    e->tenant_id = key_id;
+    e->expires = tier ? 0 : INT64_MAX;
+    e->caps = caps;
+
+    if (tier) {
+        strcpy(e->tier, tier);
+        strcpy(e->tenant, tenant);
+        strcpy(e->models, models);
+        return;
+    }
+
+    memset(e->tier, 'T', LLM_KEY_TIER_MAX - 1);
+    memset(e->tenant, '-', LLM_KEY_TENANT_MAX - 1);
+
+    /* names of 127 characters, comma-separated, filling the field */
+    for (i = 0; i < LLM_KEY_MODELS_MAX - 1; i++) {
+        e->models[i] = (i % LLM_KEY_MODEL_MAX == LLM_KEY_MODEL_MAX - 1)
+                       ? ',' : "abc:/@+."[i % 8];
+    }
+}
+
+
+static void
+seed_mkdir(const char *dir, const char *sub)
+{
+    char  path[4096];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
+
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        perror(path);
+        exit(1);
+    }
+}
+
+
+static void
+seed_write(const char *dir, const char *sub, const char *name, const void *p,
+    size_t len)
+{
+    char   path[4096];
+    FILE  *f;
+
+    snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
+
+    f = fopen(path, "w");
+
+    if (f == NULL || fwrite(p, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
