@@ -14,16 +14,21 @@
 
 
 -- The price of a model at a time: its own, else that of '*'; none if
--- neither has one yet.  Inlined where it is used in FROM.
+-- neither has one yet.  Inlined where it is used in FROM: two backward
+-- scans of the primary key, the second only if the first finds nothing.
 
 CREATE FUNCTION llm.price_at(p_model text, p_ts timestamptz)
     RETURNS SETOF llm.prices
     LANGUAGE sql STABLE PARALLEL SAFE ROWS 1
 AS $$
     SELECT *
-      FROM llm.prices r
-     WHERE r.model IN (p_model, '*') AND r.effective_from <= p_ts
-     ORDER BY r.model = p_model DESC, r.effective_from DESC
+      FROM ((SELECT * FROM llm.prices r
+              WHERE r.model = p_model AND r.effective_from <= p_ts
+              ORDER BY r.effective_from DESC LIMIT 1)
+            UNION ALL
+            (SELECT * FROM llm.prices r
+              WHERE r.model = '*' AND r.effective_from <= p_ts
+              ORDER BY r.effective_from DESC LIMIT 1)) p
      LIMIT 1
 $$;
 
