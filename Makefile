@@ -184,3 +184,4 @@ clean:
 	rm -rf $(BUILD)
 
 include $(CORE)/fuzz/fuzz.mk
+include t/chaos.mk

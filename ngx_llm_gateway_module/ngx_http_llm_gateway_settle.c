@@ -113,11 +113,12 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     if (in.upstream_ok && !ctx->streaming
         && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
-                                && ctx->json_len)))
+                                && (ctx->json_len || ctx->upstream_failed))))
     {
         /*
          * A whole body is generated before it is sent: one that could
-         * not be read, or was cut, cost all that was reserved.
+         * not be read, or was cut, cost all that was reserved, also when
+         * none of it came (a reset, a stall after the header).
          */
         in.end = LLM_END_UNREADABLE;
     }

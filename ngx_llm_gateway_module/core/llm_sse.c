@@ -574,6 +574,26 @@ llm_usage_output_estimate(const llm_usage_t *u)
 }
 
 
+/*
+ * The output counted, held to max_tokens: the upstream generates no more,
+ * whatever ceil(bytes / 4) of the text says.  A figure the upstream
+ * reported stands.
+ */
+static uint64_t
+llm_usage_output_bound(const llm_usage_t *u, const llm_settle_in_t *in)
+{
+    uint64_t  n;
+
+    n = llm_usage_output_estimate(u);
+
+    if (in->max_tokens > 0 && n > in->max_tokens) {
+        n = llm_sse_max(in->max_tokens, u->output_tokens);
+    }
+
+    return n;
+}
+
+
 void
 llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out)
@@ -631,14 +651,14 @@ llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
         out->input_tokens = llm_sse_max(in->prompt_estimate,
                                         u->have_input ? u->input_tokens : 0);
         out->output_tokens = llm_sse_max(in->max_tokens,
-                                         llm_usage_output_estimate(u));
+                                         llm_usage_output_bound(u, in));
         return;
     }
 
     out->input_tokens = u->have_input ? u->input_tokens : in->prompt_estimate;
     out->cached_input_tokens = u->cached_input_tokens;
     out->cache_write_tokens = u->cache_write_tokens;
-    out->output_tokens = llm_usage_output_estimate(u);
+    out->output_tokens = llm_usage_output_bound(u, in);
 
     if (end == LLM_END_CLIENT_CLOSED) {
         out->finish_reason = "client_closed";

@@ -231,7 +231,8 @@ typedef struct {
  *     max_tokens, stands in full;
  *   - the final usage was seen: the upstream's figures;
  *   - otherwise: the prompt as the upstream reported it, or the admission
- *     estimate, plus llm_usage_output_estimate(), flagged estimated.
+ *     estimate, plus llm_usage_output_estimate() held to max_tokens (an
+ *     output figure the upstream reported stands), flagged estimated.
  *
  * A response that did not end cleanly is flagged partial, and its finish
  * reason is client_closed or upstream_error unless the final usage came.

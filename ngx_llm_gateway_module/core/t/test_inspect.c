@@ -25,6 +25,13 @@ static const struct {
     { LLM_API_OPENAI, "", "" },
     { LLM_API_OPENAI, "{\"model\":\"m\",", "" },
     { LLM_API_OPENAI, "[1,2]", "" },
+
+    /* one JSON value, nothing after it but blanks */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[]} x", "" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[]}"
+                      "{\"model\":\"n\",\"messages\":[]}", "" },
+    { LLM_API_OPENAI, " {\"model\":\"m\",\"messages\":[]} \r\n\t", NULL },
+
     { LLM_API_OPENAI, "{\"messages\":[]}", "model" },
     { LLM_API_OPENAI, "{\"model\":7,\"messages\":[]}", "model" },
     { LLM_API_OPENAI, "{\"model\":\"\",\"messages\":[]}", "model" },

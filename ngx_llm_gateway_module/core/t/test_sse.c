@@ -2422,6 +2422,10 @@ test_estimate(void)
  *            output 7 (one an event beats ceil(9 / 4) = 3)
  *   cut      cut mid-stream after an oversized event: 2 deltas of 13
  *            bytes, output 4
+ *   long     40 deltas of 231 bytes, no usage: ceil(231 / 4) = 58 is
+ *            more than max_tokens lets the upstream generate: output 50
+ *   over     the same with an output of 60 reported (message_delta
+ *            alone): the upstream's figure stands
  */
 
 static const llm_usage_t  settle_final = {
@@ -2455,6 +2459,15 @@ static const llm_usage_t  settle_error = {
 
 static const llm_usage_t  settle_cut = {
     .delta_events = 2, .delta_bytes = 13, .truncated = 1
+};
+
+static const llm_usage_t  settle_long = {
+    .delta_events = 40, .delta_bytes = 231
+};
+
+static const llm_usage_t  settle_over = {
+    .output_tokens = 60, .delta_events = 40, .delta_bytes = 231,
+    .have_usage = 1
 };
 
 
@@ -2584,6 +2597,22 @@ static const struct {
       EST | PART | OVER, "upstream_error" },
     { "cut", &settle_cut, 1, UNREAD, 100, 50, 0, 0, 0,
       EST | OVER, "" },
+
+    /* the text's count held to max_tokens, the upstream's figure not */
+
+    { "long", &settle_long, 1, CLEAN,  100, 50, 0, 0, 0,
+      EST | PART, "upstream_error" },
+    { "long", &settle_long, 1, CLOSED, 100, 50, 0, 0, 0,
+      EST | PART, "client_closed" },
+    { "long", &settle_long, 1, FAILED, 100, 50, 0, 0, 0,
+      EST | PART, "upstream_error" },
+    { "long", &settle_long, 1, UNREAD, 100, 50, 0, 0, 0,
+      EST, "" },
+
+    { "over", &settle_over, 1, CLOSED, 100, 60, 0, 0, 0,
+      EST | PART, "client_closed" },
+    { "over", &settle_over, 1, UNREAD, 100, 60, 0, 0, 0,
+      EST, "" },
 };
 
 

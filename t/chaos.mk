@@ -1,0 +1,23 @@
+# The fault and bad-input suite (issue 7), included by the top Makefile.
+#
+#   make chaos   the stack of `make test`, then the chaos tests in their
+#                long form (LLMGW_CHAOS_LONG=1): accountd killed and
+#                PostgreSQL restarted for 60 s, a reload every second and a
+#                worker killed every 5 s for 60 s, clients leaving at every
+#                3rd byte, each upstream fault 20 times; about 5 minutes.
+#
+# `make test` runs the same files in their short form, seconds each.
+# CHAOS_TESTS picks some: make chaos CHAOS_TESTS=t/049-chaos-nginx.t
+
+# Included before the first rule, this file must not give make its default
+# goal: the top Makefile's first rule keeps it.
+.DEFAULT_GOAL := $(or $(.DEFAULT_GOAL),all)
+
+CHAOS_TESTS ?= t/048-chaos.t t/049-chaos-nginx.t t/051-chaos-clients.t \
+               t/052-bad-input.t
+
+.PHONY: chaos
+
+chaos:
+	LLMGW_CHAOS_LONG=1 $(MAKE) --no-print-directory test \
+	    TESTS="$(CHAOS_TESTS)"
