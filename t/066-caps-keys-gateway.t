@@ -226,18 +226,19 @@ for (1 .. 600) {
         last if $rd->{status} != 200;
     }
     $okd++;
+    # (the last request's settlement may give back what lets the next
+    # one have mock-capped again: they may alternate for a while)
     my $from = $rd->{headers}{'x-llm-downgraded-from'};
     if (defined $from) {
         $cheap++;
         $header++ if $from eq 'mock-capped';
     } else {
-        last if $cheap;
         $full++;
     }
 }
 
-ok($full >= 40, "tenant d: $full requests on mock-capped first");
-ok($cheap >= 10, "  then $cheap on mock-cheap, instead of a refusal");
+ok($full >= 40, "tenant d: $full requests on mock-capped");
+ok($cheap >= 10, "  and $cheap on mock-cheap, instead of a refusal");
 is($header, $cheap, '  each saying x-llm-downgraded-from: mock-capped');
 ok(quota($rd), '  and 429 insufficient_quota once neither fits');
 
