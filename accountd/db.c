@@ -129,6 +129,7 @@ static void db_down(const char *reason);
 static int db_send(const char *sql, int nparams);
 static void db_send_batch(void);
 static void db_arrays(size_t n);
+static void db_text(char *dst, size_t cap, const char *src, size_t len);
 static int db_array_quoted(size_t k);
 static void db_send_reject(void);
 static void db_send_lease(void);
@@ -1100,6 +1101,76 @@ db_arrays(size_t n)
 }
 
 
+/*
+ * A text field as PostgreSQL takes it: UTF-8 as it came (a model may be
+ * named in any script, and must match its price), a byte that is not
+ * valid UTF-8, or a control character, as '?'.  A character that does not
+ * fit whole is left out.
+ */
+
+static void
+db_text(char *dst, size_t cap, const char *src, size_t len)
+{
+    size_t          i, n, k;
+    unsigned char   c, lo, hi;
+
+    i = 0;
+    n = 0;
+
+    while (i < len && n + 1 < cap) {
+        c = (unsigned char) src[i];
+        lo = 0x80;
+        hi = 0xbf;
+
+        if (c >= 0x20 && c < 0x7f) {
+            k = 1;
+
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            k = 2;
+
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 3;
+            lo = (c == 0xe0) ? 0xa0 : 0x80;     /* no overlong form */
+            hi = (c == 0xed) ? 0x9f : 0xbf;     /* no surrogate */
+
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 4;
+            lo = (c == 0xf0) ? 0x90 : 0x80;
+            hi = (c == 0xf4) ? 0x8f : 0xbf;     /* up to U+10FFFF */
+
+        } else {
+            k = 0;
+        }
+
+        if (k > 1
+            && (i + k > len
+                || (unsigned char) src[i + 1] < lo
+                || (unsigned char) src[i + 1] > hi
+                || (k > 2 && ((unsigned char) src[i + 2] & 0xc0) != 0x80)
+                || (k > 3 && ((unsigned char) src[i + 3] & 0xc0) != 0x80)))
+        {
+            k = 0;
+        }
+
+        if (k == 0) {
+            dst[n++] = '?';
+            i++;
+            continue;
+        }
+
+        if (n + k + 1 > cap) {
+            break;
+        }
+
+        memcpy(dst + n, src + i, k);
+        n += k;
+        i += k;
+    }
+
+    dst[n] = '\0';
+}
+
+
 /* the text columns: request_id, model, api, finish_reason */
 
 static int
@@ -1280,10 +1351,10 @@ db_bind(size_t row, const llm_record_t *rec)
         }
     }
 
-    log_clean(r->request_id, sizeof(r->request_id), rec->request_id,
+    db_text(r->request_id, sizeof(r->request_id), rec->request_id,
               rec->request_id_len);
-    log_clean(r->model, sizeof(r->model), rec->model, rec->model_len);
-    log_clean(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
+    db_text(r->model, sizeof(r->model), rec->model, rec->model_len);
+    db_text(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
               rec->finish_reason_len);
 
     snprintf(r->num[0], sizeof(r->num[0]), "%lld",
@@ -1355,7 +1426,7 @@ db_send_lease(void)
         }
     }
 
-    log_clean(db_lease_model, sizeof(db_lease_model), l->req.model,
+    db_text(db_lease_model, sizeof(db_lease_model), l->req.model,
               l->req.model_len);
 
     snprintf(db_lease_num[0], sizeof(db_lease_num[0]), "%lld",

@@ -163,6 +163,22 @@ $ack = read_frame($ca);
 is $ack && $ack->{request_id}, "$tag-r1", 'a replayed record is acknowledged';
 is usage_count("$tag-r1"), 1, 'and still counted once';
 
+# a model named in UTF-8 is stored as it is (it must match its price);
+# bytes that are not UTF-8, and control characters, as '?'
+for my $m ([ "u8", "mod\xc3\xa8le-\xe6\x97\xa5\xe6\x9c\xac-\xf0\x9f\x99\x82",
+             "mod\x{e8}le-\x{65e5}\x{672c}-\x{1f642}" ],
+           [ "u8bad", "a\xffb\xc3(c\x01d\xed\xa0\x80e", 'a?b?(c?d???e' ]) {
+    my ($id, $sent, $want) = @$m;
+    syswrite $ca, frame(%rec, request_id => "$tag-$id", model => $sent);
+    read_frame($ca);
+    my $got = $dbh->selectrow_array(
+        'SELECT model FROM llm.usage WHERE request_id = ?', undef,
+        "$tag-$id");
+    utf8::decode($got) if defined $got;
+    is $got, $want, "model bytes $id: stored as " . ($id eq 'u8'
+        ? 'sent' : 'valid UTF-8, the rest ?');
+}
+
 # the same request_id with other figures (or another time) is refused:
 # acknowledged, not counted, kept aside and logged
 
