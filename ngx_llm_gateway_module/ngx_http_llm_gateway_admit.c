@@ -279,10 +279,6 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
-                  "llm gateway: spend cap of tenant \"%V\": \"%V\" served "
-                  "by \"%V\"", &ctx->key->tenant, from, &tier->downgrade);
-
     return NGX_OK;
 }
 
@@ -573,7 +569,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     brc = llm_admit(&node->state, &ctx->limits, cost, now, &adm);
 
-    if (brc != LLM_BUCKET_OK && ctx->budget_reserved) {
+    if (brc != LLM_BUCKET_OK && ctx->budget_held) {
         ngx_http_llm_gateway_budget_unreserve(ctx, node);
     }
 
@@ -590,6 +586,12 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     if (brc != LLM_BUCKET_OK) {
         ngx_http_llm_gateway_journal_unhold(ctx);
+
+    } else if (ctx->downgraded_from.len) {
+        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
+                      "llm gateway: spend cap of tenant \"%V\": \"%V\" "
+                      "served by \"%V\"", &ctx->key->tenant,
+                      &ctx->downgraded_from, &tier->downgrade);
     }
 
     /* the next lease, asked for before the budget runs out */

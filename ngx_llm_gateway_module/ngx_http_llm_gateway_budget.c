@@ -151,6 +151,7 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
         node->budget_holds++;
 
         ctx->budget_reserved = worst;
+        ctx->budget_held = 1;
         ctx->budget_until = node->budget_until;
         ngx_memcpy(ctx->prices, price->p, sizeof(ctx->prices));
 
@@ -224,7 +225,7 @@ ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
 {
     int64_t  cost, uncached;
 
-    if (ctx->budget_reserved == 0) {
+    if (!ctx->budget_held) {
         return;
     }
 
@@ -265,6 +266,7 @@ ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     }
 
     ctx->budget_reserved = 0;
+    ctx->budget_held = 0;
 }
 
 

@@ -276,6 +276,7 @@ typedef struct {
     unsigned                     never:1;   /* refusal can never succeed */
     unsigned                     journal_held:1;   /* a place for the record */
     unsigned                     waiting:1;        /* for a lease */
+    unsigned                     budget_held:1;    /* a reservation, even 0 */
     unsigned                     inspected:1;
 } ngx_http_llm_gateway_ctx_t;
 

@@ -144,6 +144,59 @@ $$;
 
 
 /*
+ * The soft threshold of a daily cap (the tenant's, key 0, or a key's):
+ * once the leases of the day reach soft_cap_pct of it, a NOTIFY
+ * llmgw_budget and a log line for operators to hook, once a day.
+ * Numeric, as a cap times 100 may not fit a bigint.
+ */
+
+CREATE FUNCTION llm.budget_notify(t llm.tenants, p_key bigint, p_day date,
+                                  p_leased bigint, p_cap bigint)
+    RETURNS void
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF p_cap IS NULL OR p_cap = 0
+       OR p_leased::numeric * 100 < p_cap::numeric * t.soft_cap_pct
+    THEN
+        RETURN;
+    END IF;
+
+    UPDATE llm.budget_periods p SET notified = true
+     WHERE p.tenant_id = t.tenant_id AND p.key_id = p_key
+       AND p.period = 'day' AND p.start = p_day AND NOT p.notified;
+
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+
+    PERFORM pg_notify('llmgw_budget',
+                      json_build_object('tenant', t.name,
+                                        'tenant_id', t.tenant_id,
+                                        'key_id', p_key,
+                                        'period', 'day',
+                                        'start', p_day,
+                                        'leased_pusd', p_leased,
+                                        'cap_pusd', p_cap)::text);
+
+    IF p_key = 0 THEN
+        RAISE LOG 'llmgw: tenant % has leased % percent of its daily cap',
+                  t.name, t.soft_cap_pct;
+    ELSE
+        RAISE LOG 'llmgw: key % of tenant % has leased % percent of its '
+                  'daily cap', p_key, t.name, t.soft_cap_pct;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION llm.budget_notify(llm.tenants, bigint, date, bigint,
+                                      bigint) IS
+    'For llm.take_lease(): notifies llmgw_budget, and logs, once a day, '
+    'when the leases of a daily cap (key 0: the tenant''s) reach the '
+    'tenant''s soft_cap_pct of it.';
+
+
+/*
  * Leases up to p_want pico-dollars to the gateway p_gateway for the
  * periods holding p_at: as much as the tenant's day and month caps leave,
  * and, for a key (p_key > 0), the key's too.  The period rows are locked
@@ -236,53 +289,11 @@ BEGIN
        SET leased_pusd = l.leased_pusd + excluded.leased_pusd,
            leases = l.leases + 1, updated_at = now();
 
-    -- the soft threshold, once a period: for operators to hook; numeric,
-    -- as a cap times 100 may not fit a bigint
-    IF t.daily_cap_pusd > 0
-       AND (td_used + grant_)::numeric * 100
-           >= t.daily_cap_pusd::numeric * t.soft_cap_pct
-    THEN
-        UPDATE llm.budget_periods p SET notified = true
-         WHERE p.tenant_id = p_tenant AND p.key_id = 0
-           AND p.period = 'day' AND p.start = day AND NOT p.notified;
+    PERFORM llm.budget_notify(t, 0, day, td_used + grant_, t.daily_cap_pusd);
 
-        IF FOUND THEN
-            PERFORM pg_notify('llmgw_budget',
-                              json_build_object('tenant', t.name,
-                                                'tenant_id', p_tenant,
-                                                'period', 'day',
-                                                'start', day,
-                                                'leased_pusd',
-                                                td_used + grant_,
-                                                'cap_pusd',
-                                                t.daily_cap_pusd)::text);
-            RAISE LOG 'llmgw: tenant % has leased % percent of its daily '
-                      'cap', t.name, t.soft_cap_pct;
-        END IF;
-    END IF;
-
-    IF k.daily_cap_pusd > 0
-       AND (kd_used + grant_)::numeric * 100
-           >= k.daily_cap_pusd::numeric * t.soft_cap_pct
-    THEN
-        UPDATE llm.budget_periods p SET notified = true
-         WHERE p.tenant_id = p_tenant AND p.key_id = p_key
-           AND p.period = 'day' AND p.start = day AND NOT p.notified;
-
-        IF FOUND THEN
-            PERFORM pg_notify('llmgw_budget',
-                              json_build_object('tenant', t.name,
-                                                'tenant_id', p_tenant,
-                                                'key_id', p_key,
-                                                'period', 'day',
-                                                'start', day,
-                                                'leased_pusd',
-                                                kd_used + grant_,
-                                                'cap_pusd',
-                                                k.daily_cap_pusd)::text);
-            RAISE LOG 'llmgw: key % of tenant % has leased % percent of its '
-                      'daily cap', p_key, t.name, t.soft_cap_pct;
-        END IF;
+    IF p_key > 0 THEN
+        PERFORM llm.budget_notify(t, p_key, day, kd_used + grant_,
+                                  k.daily_cap_pusd);
     END IF;
 
     granted_pusd := grant_;

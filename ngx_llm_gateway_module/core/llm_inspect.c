@@ -47,7 +47,7 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 {
     int            rc;
     double         d;
-    const char    *name, *end;
+    const char    *name;
     const cJSON   *v, *model, *opts, *usage;
     cJSON         *root;
 
@@ -60,24 +60,13 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         return llm_inspect_fail(req, NULL, name);
     }
 
-    root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    root = cJSON_ParseWithLength(body, len);
     if (root == NULL) {
         return llm_inspect_fail(req, NULL,
                                 "the request body is not valid JSON");
     }
 
     rc = -1;
-
-    /*
-     * cJSON stops after the first value: one that follows it (a second
-     * object, say) would be read by others, if they read the body at all.
-     */
-    for ( /* void */ ; end < body + len; end++) {
-        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
-            llm_inspect_fail(req, NULL, "the request body is not valid JSON");
-            goto done;
-        }
-    }
 
     if (!cJSON_IsObject(root)) {
         llm_inspect_fail(req, NULL, "the request body must be a JSON object");
