@@ -142,9 +142,9 @@ test: deps build sdk
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.
 # bench/with-stack stops everything it started, even when interrupted.
-.PHONY: bench bench-ttfb bench-load bench-micro bench-ingest
+.PHONY: bench bench-ttfb bench-load bench-micro bench-ingest bench-streams
 
-bench: bench-micro bench-ingest bench-load bench-ttfb
+bench: bench-micro bench-ingest bench-load bench-ttfb bench-streams
 
 # requests/s, latency and CPU a request: mockllm, nginx proxy_pass and the
 # gateway, JSON and SSE, 1, 32 and 128 connections (see bench/load.pl)
@@ -155,6 +155,15 @@ bench-load: build
 # the gateway (BENCH_N rounds, 300; see bench/ttfb.pl for the others)
 bench-ttfb: build $(BUILD)/bench/ttfb
 	bench/with-stack perl bench/ttfb.pl
+
+# 2,000 SSE streams at 20 tokens/s for 30 s: direct, proxy_pass, the
+# gateway; nginx memory an open stream, CPU an event, the gaps between
+# tokens (BENCH_STREAMS, ...; see bench/streams.pl).  A descriptor a
+# stream, twice in nginx: the soft limit up to the hard one.
+bench-streams: build $(BUILD)/bench/streams
+	ulimit -n $$(ulimit -Hn) && \
+	    BENCH_TIMEOUT=$${BENCH_TIMEOUT:-300} \
+	    bench/with-stack perl bench/streams.pl
 
 # accountd's sustained ingest rate into PostgreSQL (see bench/ingest.pl)
 bench-ingest: build
@@ -177,6 +186,10 @@ $(BUILD)/bench/micro: bench/micro.c $(CORE_SRC) $(CORE_HDR) \
 	    -lcjson -lcrypto -lm
 
 $(BUILD)/bench/ttfb: bench/ttfb.c
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CFLAGS) -o $@ $< -lm
+
+$(BUILD)/bench/streams: bench/streams.c
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(CFLAGS) -o $@ $< -lm
 

@@ -9,8 +9,8 @@
  *               zone's lock is held for
  *   hmac        the key's HMAC-SHA256 with the worker's keyed context, and
  *               with OpenSSL's one-shot HMAC() for comparison
- *   node        the bytes of a tenant's node, and of the slab chunk that
- *               holds it
+ *   node        the bytes of a tenant's node, of a request in flight, and
+ *               of the slab chunk that holds each
  *
  * No figure is a pass or a fail.
  */
@@ -117,6 +117,14 @@ main(void)
 
     printf("tenant node      %8zu B   in a %zu-byte slab chunk: %zu "
            "tenants a megabyte\n", size, chunk, (size_t) 1048576 / chunk);
+
+    /* with a request id of 32 bytes and a model name of 24 */
+    size = offsetof(ngx_http_llm_gateway_flight_t, data) + 32 + 24;
+
+    for (chunk = 8; chunk < size; chunk <<= 1) { /* void */ }
+
+    printf("request in flight %7zu B   in a %zu-byte slab chunk: %zu "
+           "requests a megabyte\n", size, chunk, (size_t) 1048576 / chunk);
 
     size = sizeof(ngx_http_llm_gateway_addr_t);
 

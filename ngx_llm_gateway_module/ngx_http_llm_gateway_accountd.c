@@ -339,11 +339,14 @@ ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx)
 }
 
 
-/* the record of a settled request: into the journal, then on its way */
+/*
+ * The record of a settled request, which held a place (held) or not: into
+ * the journal, then on its way.
+ */
 
 void
-ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
-    llm_record_t *rec)
+ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
+    llm_record_t *rec, ngx_uint_t held, ngx_log_t *log)
 {
     size_t                             n, need, room;
     uint64_t                           lost;
@@ -352,10 +355,7 @@ ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_entry_t      *e;
     ngx_http_llm_gateway_journal_t    *j;
     ngx_http_llm_gateway_accountd_t   *ad;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
 
-    lmcf = ngx_http_get_module_main_conf(ctx->request,
-                                         ngx_http_llm_gateway_module);
     j = lmcf->journal_data;
 
     if (j == NULL) {
@@ -369,9 +369,8 @@ ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
 
     ngx_shmtx_lock(&shpool->mutex);
 
-    if (ctx->journal_held) {
+    if (held) {
         j->held -= NGX_HTTP_LLM_GATEWAY_ENTRY_MAX;
-        ctx->journal_held = 0;
     }
 
     /* what is free, less the places requests hold */
@@ -426,9 +425,10 @@ full:
 
     ngx_shmtx_unlock(&shpool->mutex);
 
-    ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
+    ngx_log_error(NGX_LOG_ERR, log, 0,
                   "llm gateway: accountd journal full, record of request "
-                  "\"%V\" lost (%uL so far)", &ctx->request_id, lost);
+                  "\"%*s\" lost (%uL so far)", (size_t) rec->request_id_len,
+                  rec->request_id, lost);
 }
 
 

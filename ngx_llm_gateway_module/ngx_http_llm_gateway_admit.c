@@ -569,6 +569,22 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     brc = llm_admit(&node->state, &ctx->limits, cost, now, &adm);
 
+    ctx->reserved = cost;
+
+    if (brc == LLM_BUCKET_OK
+        && ngx_http_llm_gateway_flight_start(ctx) != NGX_OK)
+    {
+        /* no room to keep it in flight: as full as without a node */
+        llm_release(&node->state, &ctx->limits, cost, 0, now);
+
+        if (ctx->budget_held) {
+            ngx_http_llm_gateway_budget_unreserve(ctx, node);
+        }
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        goto full;
+    }
+
     if (brc != LLM_BUCKET_OK && ctx->budget_held) {
         ngx_http_llm_gateway_budget_unreserve(ctx, node);
     }
@@ -655,7 +671,6 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     ctx->admitted = 1;
-    ctx->reserved = cost;
 
     if ((llm_inspect_needs_rewrite(&ctx->req)
          && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)

@@ -43,11 +43,6 @@ static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
     ngx_uint_t create);
 static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
-static ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_holder(
-    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node);
-static ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
-    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
-    ngx_uint_t *i);
 
 
 /*
@@ -200,20 +195,6 @@ ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
 }
 
 
-/* the node a reservation was made from, if it is still there */
-
-static ngx_http_llm_gateway_node_t *
-ngx_http_llm_gateway_holder(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node)
-{
-    if (ctx->budget_id == node->tenant_id) {
-        return node;
-    }
-
-    return ngx_http_llm_gateway_lookup(ctx->zone, ctx->budget_id, 0);
-}
-
-
 /*
  * Under the zone's lock, with the tenant's node: the difference to the
  * real cost goes back.
@@ -223,26 +204,33 @@ void
 ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, llm_settle_t *st)
 {
-    int64_t  cost, uncached;
-
     if (!ctx->budget_held) {
         return;
     }
+
+    ctx->budget_reserved -= ngx_http_llm_gateway_budget_cost(ctx->prices, st);
+
+    ngx_http_llm_gateway_budget_unreserve(ctx, node);
+}
+
+
+/* what a settled request cost, in pico-dollars, at the prices given */
+
+int64_t
+ngx_http_llm_gateway_budget_cost(int64_t *prices, llm_settle_t *st)
+{
+    int64_t  uncached;
 
     uncached = (int64_t) st->input_tokens - (int64_t) st->cached_input_tokens
                - (int64_t) st->cache_write_tokens;
 
     /* the same rule as llm.usage_cost() */
-    cost = ngx_max(uncached, 0) * ctx->prices[LLM_LEASE_IN]
+    return ngx_max(uncached, 0) * prices[LLM_LEASE_IN]
            + (int64_t) st->cached_input_tokens
-             * ngx_max(ctx->prices[LLM_LEASE_CACHED], 0)
+             * ngx_max(prices[LLM_LEASE_CACHED], 0)
            + (int64_t) st->cache_write_tokens
-             * ngx_max(ctx->prices[LLM_LEASE_CACHE_WRITE], 0)
-           + (int64_t) st->output_tokens * ctx->prices[LLM_LEASE_OUT];
-
-    ctx->budget_reserved -= cost;
-
-    ngx_http_llm_gateway_budget_unreserve(ctx, node);
+             * ngx_max(prices[LLM_LEASE_CACHE_WRITE], 0)
+           + (int64_t) st->output_tokens * prices[LLM_LEASE_OUT];
 }
 
 
@@ -252,21 +240,41 @@ void
 ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node)
 {
-    node = ngx_http_llm_gateway_holder(ctx, node);
-
-    if (node != NULL) {
-        /* what a period that is over reserved is not the next one's */
-        if (node->budget_seen && node->budget_until == ctx->budget_until) {
-            node->budget += ctx->budget_reserved;
-        }
-
-        if (node->budget_holds) {
-            node->budget_holds--;
-        }
-    }
+    ngx_http_llm_gateway_budget_give_back(ctx->zone, node, ctx->budget_id,
+                                          ctx->budget_until,
+                                          ctx->budget_reserved);
 
     ctx->budget_reserved = 0;
     ctx->budget_held = 0;
+}
+
+
+/*
+ * Under the zone's lock: a reservation of the budget of budget_id (node, or
+ * the key's node under it) ends, and amount of it goes back.
+ */
+
+void
+ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
+    ngx_http_llm_gateway_node_t *node, int64_t budget_id, int64_t until,
+    int64_t amount)
+{
+    if (node == NULL || node->tenant_id != budget_id) {
+        node = ngx_http_llm_gateway_lookup(zone, budget_id, 0);
+
+        if (node == NULL) {
+            return;
+        }
+    }
+
+    /* what a period that is over reserved is not the next one's */
+    if (node->budget_seen && node->budget_until == until) {
+        node->budget += amount;
+    }
+
+    if (node->budget_holds) {
+        node->budget_holds--;
+    }
 }
 
 
@@ -347,7 +355,7 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
 
 /* the llm_gateway_zone zones of the cycle, one a call, then NULL */
 
-static ngx_http_llm_gateway_zone_t *
+ngx_http_llm_gateway_zone_t *
 ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_list_part_t **part, ngx_uint_t *i)
 {

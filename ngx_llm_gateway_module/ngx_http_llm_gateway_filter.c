@@ -88,6 +88,8 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    ngx_http_llm_gateway_flight_note(ctx);
+
     /* to learn how the upstream ended: cleanly, failed, or cut off */
     if (r->upstream && ctx->upstream_finalize == NULL) {
         ctx->upstream_finalize = r->upstream->finalize_request;
@@ -112,13 +114,14 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
                            sizeof("text/event-stream") - 1)
            == 0)
     {
-        ctx->sse.buf = ngx_pnalloc(r->pool, NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
+        /* most events are a few hundred bytes: a larger one grows it */
+        ctx->sse.buf = ngx_pnalloc(r->pool, NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
         if (ctx->sse.buf == NULL) {
             return NGX_ERROR;
         }
 
         llm_sse_init(&ctx->sse, ctx->req.api, ctx->sse.buf,
-                     NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
+                     NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
 
         llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
@@ -195,6 +198,8 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         rc = ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
         ngx_http_llm_gateway_json_pool(NULL);
 
+        ngx_http_llm_gateway_flight_note(ctx);
+
         if (rc != NGX_OK) {
             return NGX_ERROR;
         }
@@ -204,7 +209,21 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
             return NGX_OK;
         }
 
-        return ngx_http_next_body_filter(r, out);
+        rc = ngx_http_next_body_filter(r, out);
+
+        /*
+         * The links are ours, and the filters below keep copies of them,
+         * not them: back to the pool's free list, or a stream would leave
+         * one in its request pool for every buffer.
+         */
+
+        while (out) {
+            cl = out->next;
+            ngx_free_chain(r->pool, out);
+            out = cl;
+        }
+
+        return rc;
     }
 
     for (cl = in; cl; cl = cl->next) {

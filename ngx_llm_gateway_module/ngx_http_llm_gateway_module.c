@@ -14,8 +14,8 @@ static void *ngx_http_llm_gateway_json_alloc(size_t size);
 static void ngx_http_llm_gateway_json_free(void *p);
 static ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
-static void ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, ngx_uint_t n);
+static ngx_uint_t ngx_http_llm_gateway_expire(
+    ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, ngx_uint_t n);
 static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 
@@ -373,17 +373,9 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
         return NULL;
     }
 
-    ln = ngx_slab_alloc_locked(zone->shpool,
-                               sizeof(ngx_http_llm_gateway_node_t));
-
+    ln = ngx_http_llm_gateway_alloc(zone, sizeof(ngx_http_llm_gateway_node_t));
     if (ln == NULL) {
-        ngx_http_llm_gateway_expire(zone->sh, zone->shpool, 16);
-
-        ln = ngx_slab_alloc_locked(zone->shpool,
-                                   sizeof(ngx_http_llm_gateway_node_t));
-        if (ln == NULL) {
-            return NULL;
-        }
+        return NULL;
     }
 
     ngx_memzero(ln, sizeof(ngx_http_llm_gateway_node_t));
@@ -402,6 +394,32 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
 
 
 /*
+ * Memory in the zone, under its lock: when there is none, the least
+ * recently used idle tenants make room, and the next 16 if a whole page
+ * must be freed for a chunk of another size.
+ */
+
+void *
+ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone, size_t size)
+{
+    void        *p;
+    ngx_uint_t   i;
+
+    for (i = 0; i < 4; i++) {
+        p = ngx_slab_alloc_locked(zone->shpool, size);
+
+        if (p != NULL || !ngx_http_llm_gateway_expire(zone->sh, zone->shpool,
+                                                      16))
+        {
+            return p;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
  * Frees up to n least recently used tenants that hold nothing: no request
  * in flight, no reservation of their budget.  Their buckets are forgotten,
  * which can only give them more room, never less, and only after they were
@@ -409,12 +427,15 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
  * never spent.  The most recent node is the caller's: it stays.
  */
 
-static void
+static ngx_uint_t
 ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
     ngx_slab_pool_t *shpool, ngx_uint_t n)
 {
+    ngx_uint_t                    freed;
     ngx_queue_t                  *q, *prev;
     ngx_http_llm_gateway_node_t  *ln;
+
+    freed = 0;
 
     for (q = ngx_queue_last(&sh->queue);
          q != ngx_queue_sentinel(&sh->queue) && n;
@@ -433,8 +454,11 @@ ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
         ngx_queue_remove(q);
         ngx_rbtree_delete(&sh->rbtree, &ln->node);
         ngx_slab_free_locked(shpool, ln);
+        freed++;
         n--;
     }
+
+    return freed;
 }
 
 
@@ -516,6 +540,7 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
                     ngx_http_llm_gateway_addr_rbtree_insert_value);
 
     ngx_queue_init(&zone->sh->addrs_queue);
+    ngx_queue_init(&zone->sh->flights);
 
     zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
 
@@ -1750,6 +1775,7 @@ ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
     }
 
     ngx_http_llm_gateway_keys_init(lmcf);
+    ngx_http_llm_gateway_reaper_init(cycle);
 
     return ngx_http_llm_gateway_accountd_init(cycle);
 }

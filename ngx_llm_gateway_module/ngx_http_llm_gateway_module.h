@@ -22,9 +22,12 @@
 
 
 /*
- * The SSE parser's event buffer, per open stream: usage events are far
- * smaller; a larger event is skipped and flagged.
+ * The SSE parser's event buffer, per open stream: it starts small, as most
+ * events are a few hundred bytes, and grows up to the larger of the
+ * maximum and llm_gateway_response_buffer; an event larger still is
+ * skipped and flagged.
  */
+#define NGX_HTTP_LLM_GATEWAY_EVENT_INIT    1024
 #define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
 
 /* a request waiting for a lease looks again this often, this long (ms) */
@@ -138,6 +141,37 @@ typedef struct {
 } ngx_http_llm_gateway_node_t;
 
 
+/*
+ * A request in flight, in the zone: what settling it takes, so that the
+ * requests of a worker that died (killed, crashed) are settled by the
+ * others (settle.c).  Its worker alone writes it, and frees it as it
+ * settles; the usage as far as it was read is copied in as it passes.
+ */
+typedef struct {
+    ngx_queue_t                  queue;     /* sh->flights */
+    ngx_pid_t                    pid;
+    ngx_uint_t                   status;    /* the response's; 0: none yet */
+    int64_t                      tenant_id;
+    int64_t                      key_id;
+    int64_t                      reserved;  /* tokens */
+    llm_limits_t                 limits;
+    int64_t                      budget_id;
+    int64_t                      budget_reserved;
+    int64_t                      budget_until;
+    int64_t                      prices[4];
+    int64_t                      prompt_estimate;
+    int64_t                      max_tokens;
+    llm_usage_t                  usage;
+    u_char                       api;
+    u_char                       request_id_len;
+    u_char                       model_len;
+    unsigned                     stream:1;  /* the client asked for one */
+    unsigned                     budget_held:1;
+    unsigned                     journal_held:1;
+    u_char                       data[1];   /* the request id, the model */
+} ngx_http_llm_gateway_flight_t;
+
+
 /* a client address that sent bad keys, in the same zone */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: crc32 of the address */
@@ -150,7 +184,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  7
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  8
 
 
 typedef struct {
@@ -161,6 +195,7 @@ typedef struct {
     ngx_rbtree_t                 addrs;
     ngx_rbtree_node_t            addrs_sentinel;
     ngx_queue_t                  addrs_queue;
+    ngx_queue_t                  flights;
     int64_t                      demand_reported;   /* ms, by any worker */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
 } ngx_http_llm_gateway_shctx_t;
@@ -217,6 +252,7 @@ typedef struct {
     ngx_http_llm_gateway_table_t *table;   /* holds key alive */
     ngx_http_llm_gateway_tier_t *tier;
     ngx_http_llm_gateway_zone_t *zone;
+    ngx_http_llm_gateway_flight_t *flight;
 
     llm_request_t                req;
     int64_t                      reserved;
@@ -335,6 +371,18 @@ void ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_log_handler(ngx_http_request_t *r);
 void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_cleanup(void *data);
+ngx_int_t ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle);
+ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
+    ngx_uint_t *i);
+void ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
+    ngx_http_llm_gateway_node_t *node, int64_t budget_id, int64_t until,
+    int64_t amount);
+int64_t ngx_http_llm_gateway_budget_cost(int64_t *prices, llm_settle_t *st);
+void ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
+    llm_record_t *rec, ngx_uint_t held, ngx_log_t *log);
 ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
 void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
 ngx_int_t ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
@@ -361,9 +409,9 @@ ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_journal_write(ngx_http_llm_gateway_ctx_t *ctx,
-    llm_record_t *rec);
 
+void *ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone,
+    size_t size);
 ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
     ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id, ngx_uint_t create);
 ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,

@@ -3,7 +3,8 @@
  * The settling gate: at the end of every admitted request, exactly once,
  * refund what the reservation did not use and hand a settle record to
  * accountd.  The log phase settles; a request-pool cleanup settles what
- * the log phase never saw.  Records go into the journal in shared memory,
+ * the log phase never saw; another worker settles what a worker that died
+ * had in flight.  Records go into the journal in shared memory,
  * and from there to accountd (ngx_http_llm_gateway_accountd.c).
  */
 
@@ -11,8 +12,22 @@
 #include "ngx_http_llm_gateway_module.h"
 
 
+/* how often each worker looks for requests of exited workers, in ms */
+#define NGX_HTTP_LLM_GATEWAY_REAP_FLIGHTS  1000
+
+
 static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
-    llm_settle_t *st);
+    llm_settle_t *st, llm_record_t *rec);
+static void ngx_http_llm_gateway_reap_flights(ngx_event_t *ev);
+static void ngx_http_llm_gateway_settle_flight(
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_http_llm_gateway_zone_t *zone,
+    ngx_http_llm_gateway_flight_t *f, int64_t now, ngx_log_t *log);
+
+
+static ngx_event_t       ngx_http_llm_gateway_reaper;
+
+/* the event's data: its debug lines read a connection's fd there */
+static ngx_connection_t  ngx_http_llm_gateway_reaper_conn;
 
 
 ngx_int_t
@@ -43,13 +58,15 @@ ngx_http_llm_gateway_cleanup(void *data)
 void
 ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_uint_t                    status;
-    llm_settle_t                  st;
-    llm_settle_in_t               in;
-    ngx_http_request_t           *r;
-    ngx_http_upstream_t          *u;
-    ngx_http_llm_gateway_node_t  *node;
-    ngx_http_llm_gateway_zone_t  *zone;
+    ngx_uint_t                         status;
+    llm_settle_t                       st;
+    llm_record_t                       rec;
+    llm_settle_in_t                    in;
+    ngx_http_request_t                *r;
+    ngx_http_upstream_t               *u;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     if (!ctx->admitted || ctx->settled) {
         return;
@@ -137,6 +154,15 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->output_tokens = st.output_tokens;
     ctx->finish_reason = st.finish_reason;
 
+    ngx_log_debug7(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm gateway settle: reserved %L, in %uL, out %uL, "
+                   "cached %uL, end %d, flags %uD, finish \"%s\"",
+                   ctx->reserved, st.input_tokens, st.output_tokens,
+                   st.cached_input_tokens, (int) in.end, st.flags,
+                   st.finish_reason);
+
+    ngx_http_llm_gateway_record(ctx, &st, &rec);
+
     zone = ctx->zone;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
@@ -157,52 +183,327 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         ngx_http_llm_gateway_budget_settle(ctx, node, &st);
     }
 
+    /*
+     * The record goes into the journal as the request stops being in
+     * flight, under the zone's lock: a worker killed at any point leaves
+     * either its request in flight, for another to settle, or its record.
+     */
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    ngx_http_llm_gateway_journal_put(lmcf, &rec, ctx->journal_held,
+                                     r->connection->log);
+    ctx->journal_held = 0;
+
+    if (ctx->flight) {
+        ngx_queue_remove(&ctx->flight->queue);
+        ngx_slab_free_locked(zone->shpool, ctx->flight);
+        ctx->flight = NULL;
+    }
+
     ngx_shmtx_unlock(&zone->shpool->mutex);
-
-    ngx_log_debug7(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "llm gateway settle: reserved %L, in %uL, out %uL, "
-                   "cached %uL, end %d, flags %uD, finish \"%s\"",
-                   ctx->reserved, st.input_tokens, st.output_tokens,
-                   st.cached_input_tokens, (int) in.end, st.flags,
-                   st.finish_reason);
-
-    ngx_http_llm_gateway_record(ctx, &st);
 }
 
 
 static void
 ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
-    llm_settle_t *st)
+    llm_settle_t *st, llm_record_t *rec)
 {
     ngx_time_t          *tp;
-    llm_record_t         rec;
     ngx_http_request_t  *r;
 
     r = ctx->request;
+
+    ngx_memzero(rec, sizeof(llm_record_t));
+
+    tp = ngx_timeofday();
+
+    rec->type = LLM_REC_SETTLE;
+    rec->status = r->err_status ? r->err_status : r->headers_out.status;
+    rec->flags = st->flags;
+    rec->tenant_id = ctx->key->tenant_id;
+    rec->key_id = ctx->key->key_id;
+    rec->input_tokens = st->input_tokens;
+    rec->output_tokens = st->output_tokens;
+    rec->cached_input_tokens = st->cached_input_tokens;
+    rec->cache_write_tokens = st->cache_write_tokens;
+    rec->reasoning_tokens = st->reasoning_tokens;
+    rec->reserved_tokens = ctx->reserved;
+    rec->ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
+    rec->api = ctx->req.api;
+
+    llm_record_set_request_id(rec, (char *) ctx->request_id.data,
+                              ctx->request_id.len);
+    llm_record_set_model(rec, ctx->req.model, ctx->req.model_len);
+    llm_record_set_finish_reason(rec, st->finish_reason,
+                                 ngx_strlen(st->finish_reason));
+}
+
+
+/*
+ * Under the zone's lock, as a request is admitted: it is in flight, and
+ * what settling it takes is in the zone.  NGX_ERROR: no room.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    size_t                          id_len, model_len;
+    ngx_http_llm_gateway_zone_t    *zone;
+    ngx_http_llm_gateway_flight_t  *f;
+
+    zone = ctx->zone;
+
+    id_len = ngx_min(ctx->request_id.len, LLM_RECORD_ID_MAX);
+    model_len = ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
+
+    f = ngx_http_llm_gateway_alloc(zone,
+                                   offsetof(ngx_http_llm_gateway_flight_t, data)
+                                   + id_len + model_len);
+    if (f == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(f, offsetof(ngx_http_llm_gateway_flight_t, data));
+
+    f->pid = ngx_pid;
+    f->tenant_id = ctx->key->tenant_id;
+    f->key_id = ctx->key->key_id;
+    f->reserved = ctx->reserved;
+    f->limits = ctx->limits;
+    f->budget_held = ctx->budget_held;
+    f->budget_id = ctx->budget_id;
+    f->budget_reserved = ctx->budget_reserved;
+    f->budget_until = ctx->budget_until;
+    ngx_memcpy(f->prices, ctx->prices, sizeof(f->prices));
+    f->prompt_estimate = ctx->req.prompt_tokens;
+    f->max_tokens = ctx->req.max_tokens;
+    f->api = (u_char) ctx->req.api;
+    f->stream = ctx->req.stream;
+    f->journal_held = ctx->journal_held;
+
+    f->request_id_len = (u_char) id_len;
+    f->model_len = (u_char) model_len;
+    ngx_memcpy(f->data, ctx->request_id.data, id_len);
+    ngx_memcpy(f->data + id_len, ctx->req.model, model_len);
+
+    ngx_queue_insert_tail(&zone->sh->flights, &f->queue);
+
+    ctx->flight = f;
+
+    return NGX_OK;
+}
+
+
+/*
+ * What the response has told so far, for whoever settles it: only this
+ * worker writes it, and another reads it only once this one is gone.
+ */
+
+void
+ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_http_request_t  *r;
+
+    if (ctx->flight == NULL) {
+        return;
+    }
+
+    r = ctx->request;
+
+    ctx->flight->status = r->upstream ? r->upstream->headers_in.status_n
+                                      : r->headers_out.status;
+    ctx->flight->usage = ctx->sse.usage;
+}
+
+
+/*
+ * The requests in flight of workers that are gone without settling them
+ * (killed, crashed) are settled by the first worker to find them, at most
+ * a second later: their concurrency slots, tokens, budget and journal
+ * places go back, and each gets its record, flagged estimated and partial,
+ * finish_reason "worker_exited".  What it cost is known only as far as the
+ * response had passed: a stream pays the prompt and the text streamed, a
+ * whole body, read only at its end, pays its reservation in full.
+ */
+
+void
+ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_gateway_reaper_conn.fd = (ngx_socket_t) -1;
+
+    ngx_http_llm_gateway_reaper.handler = ngx_http_llm_gateway_reap_flights;
+    ngx_http_llm_gateway_reaper.data = &ngx_http_llm_gateway_reaper_conn;
+    ngx_http_llm_gateway_reaper.log = cycle->log;
+    ngx_http_llm_gateway_reaper.cancelable = 1;
+
+    ngx_add_timer(&ngx_http_llm_gateway_reaper,
+                  NGX_HTTP_LLM_GATEWAY_REAP_FLIGHTS);
+}
+
+
+static void
+ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
+{
+    int64_t                            now;
+    ngx_pid_t                          alive[16], dead;
+    ngx_uint_t                         i, k, nalive, n;
+    ngx_queue_t                       *q, *next;
+    ngx_list_part_t                   *part;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_flight_t     *f;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_llm_gateway_module);
+
+    now = ngx_http_llm_gateway_now_ms();
+
+    part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
+    i = 0;
+
+    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+
+        nalive = 0;
+        dead = 0;
+        n = 0;
+
+        ngx_shmtx_lock(&zone->shpool->mutex);
+
+        for (q = ngx_queue_head(&zone->sh->flights);
+             q != ngx_queue_sentinel(&zone->sh->flights);
+             q = next)
+        {
+            next = ngx_queue_next(q);
+            f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
+
+            if (f->pid == ngx_pid) {
+                continue;
+            }
+
+            for (k = 0; k < nalive; k++) {
+                if (alive[k] == f->pid) {
+                    break;
+                }
+            }
+
+            if (k < nalive) {
+                continue;
+            }
+
+            /* kill(pid, 0) only asks whether it lives */
+            if (f->pid != dead
+                && (kill(f->pid, 0) == 0 || ngx_errno != NGX_ESRCH))
+            {
+                if (nalive < sizeof(alive) / sizeof(alive[0])) {
+                    alive[nalive++] = f->pid;
+                }
+
+                continue;
+            }
+
+            dead = f->pid;
+            n++;
+
+            ngx_http_llm_gateway_settle_flight(lmcf, zone, f, now, ev->log);
+        }
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        if (n) {
+            ngx_log_error(NGX_LOG_WARN, ev->log, 0,
+                          "llm gateway: %ui requests in flight in exited "
+                          "worker %P settled", n, dead);
+        }
+    }
+
+    if (!ngx_exiting && !ngx_terminate) {
+        ngx_add_timer(ev, NGX_HTTP_LLM_GATEWAY_REAP_FLIGHTS);
+    }
+}
+
+
+/* under the zone's lock: settles, records and frees a dead worker's */
+
+static void
+ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
+    ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_flight_t *f,
+    int64_t now, ngx_log_t *log)
+{
+    int64_t                       cost;
+    ngx_time_t                   *tp;
+    llm_settle_t                  st;
+    llm_record_t                  rec;
+    llm_settle_in_t               in;
+    ngx_http_llm_gateway_node_t  *node;
+
+    ngx_memzero(&in, sizeof(llm_settle_in_t));
+
+    in.prompt_estimate = f->prompt_estimate;
+    in.max_tokens = f->max_tokens;
+
+    /* no response yet: the prompt may have gone up, and owes */
+    in.upstream_ok = (f->status == 0
+                      || (f->status >= NGX_HTTP_OK
+                          && f->status < NGX_HTTP_SPECIAL_RESPONSE));
+
+    if (f->usage.done && !f->usage.error) {
+        in.end = LLM_END_CLEAN;
+
+    } else if (f->stream) {
+        in.end = LLM_END_UPSTREAM_ERROR;
+
+    } else {
+        in.end = LLM_END_UNREADABLE;
+    }
+
+    llm_usage_settle(&f->usage, &in, &st);
+
+    if (in.end != LLM_END_CLEAN) {
+        st.flags |= LLM_REC_F_PARTIAL;
+        st.finish_reason = "worker_exited";
+    }
+
+    node = ngx_http_llm_gateway_lookup(zone, f->tenant_id, 0);
+
+    if (node != NULL) {
+        llm_release(&node->state, &f->limits, f->reserved,
+                    st.input_tokens + st.output_tokens, now);
+    }
+
+    if (f->budget_held) {
+        cost = ngx_http_llm_gateway_budget_cost(f->prices, &st);
+
+        ngx_http_llm_gateway_budget_give_back(zone, node, f->budget_id,
+                                              f->budget_until,
+                                              f->budget_reserved - cost);
+    }
 
     ngx_memzero(&rec, sizeof(llm_record_t));
 
     tp = ngx_timeofday();
 
     rec.type = LLM_REC_SETTLE;
-    rec.status = r->err_status ? r->err_status : r->headers_out.status;
-    rec.flags = st->flags;
-    rec.tenant_id = ctx->key->tenant_id;
-    rec.key_id = ctx->key->key_id;
-    rec.input_tokens = st->input_tokens;
-    rec.output_tokens = st->output_tokens;
-    rec.cached_input_tokens = st->cached_input_tokens;
-    rec.cache_write_tokens = st->cache_write_tokens;
-    rec.reasoning_tokens = st->reasoning_tokens;
-    rec.reserved_tokens = ctx->reserved;
+    rec.status = (uint16_t) f->status;
+    rec.flags = st.flags;
+    rec.tenant_id = f->tenant_id;
+    rec.key_id = f->key_id;
+    rec.input_tokens = st.input_tokens;
+    rec.output_tokens = st.output_tokens;
+    rec.cached_input_tokens = st.cached_input_tokens;
+    rec.cache_write_tokens = st.cache_write_tokens;
+    rec.reasoning_tokens = st.reasoning_tokens;
+    rec.reserved_tokens = f->reserved;
     rec.ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
-    rec.api = ctx->req.api;
+    rec.api = f->api;
 
-    llm_record_set_request_id(&rec, (char *) ctx->request_id.data,
-                              ctx->request_id.len);
-    llm_record_set_model(&rec, ctx->req.model, ctx->req.model_len);
-    llm_record_set_finish_reason(&rec, st->finish_reason,
-                                 ngx_strlen(st->finish_reason));
+    llm_record_set_request_id(&rec, (char *) f->data, f->request_id_len);
+    llm_record_set_model(&rec, (char *) f->data + f->request_id_len,
+                         f->model_len);
+    llm_record_set_finish_reason(&rec, st.finish_reason,
+                                 ngx_strlen(st.finish_reason));
 
-    ngx_http_llm_gateway_journal_write(ctx, &rec);
+    ngx_http_llm_gateway_journal_put(lmcf, &rec, f->journal_held, log);
+
+    ngx_queue_remove(&f->queue);
+    ngx_slab_free_locked(zone->shpool, f);
 }

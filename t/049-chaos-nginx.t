@@ -99,12 +99,11 @@ EOF
 # --- kill -9 of a worker mid-stream ------------------------------------------
 
 # What a killed worker leaves: the records it wrote and sent are taken back
-# by the others within a second (t/047), and the journal drains.  But the
-# requests it had in flight are never settled: they leave no row (their
-# upstream tokens go unbilled), and what they held in shared memory stays
-# held, for good: a concurrency slot each (node->state.inflight) and a
-# place in the journal each (journal->held); nothing knows which worker
-# holds them.  Measured here, and TODO until the gateway reclaims them.
+# by the others within a second (t/047), and the journal drains.  The
+# requests it had in flight are settled by another worker within a second
+# of its death: their concurrency slots, tokens, budget and journal places
+# go back, and each has its row, estimated and partial, finish_reason
+# worker_exited (nginx never logged them: the worker died first).
 
 {
     my $t = chaos_tenant(%chaos);
@@ -124,19 +123,22 @@ EOF
        . "$r->{requests} streams");
 
     my $pids = join('|', @killed);
-    my $found = chaos_check($ng, tenants => [ $t ],
+    my $found = chaos_check($ng, tenants => [ $t ], killed => 1,
         alerts => [ qr/worker process ($pids) exited on signal 9/,
-                    qr/shared memory zone "[^"]+" was locked by ($pids)\b/ ],
-        todo => {
-            slots => 'the concurrency slots of requests in flight in a '
-                     . 'killed worker are never given back',
-            held => 'the journal places of requests in flight in a killed '
-                    . 'worker are never given back' });
+                    qr/shared memory zone "[^"]+" was locked by ($pids)\b/ ]);
 
-    diag("kill: after " . scalar(@killed) . " kills, "
-         . ($found->{slots}{$t->{name}} // '?') . " of $chaos{concurrency} "
-         . "slots free, $found->{places} journal places held: requests "
-         . 'in flight in the killed workers, never settled, no row');
+    my $exited = db()->selectall_arrayref(
+        q{SELECT flags, cost_pusd, input_tokens FROM llm.usage
+           WHERE tenant_id = ? AND finish_reason = 'worker_exited'},
+        { Slice => {} }, $t->{id});
+    is(scalar(grep { ($_->{flags} & 3) == 3 && defined $_->{cost_pusd}
+                     && $_->{input_tokens} > 0 } @$exited),
+       scalar(@$exited), 'kill: ' . scalar(@$exited) . ' requests of the '
+       . 'killed workers settled for them: estimated, partial, priced');
+
+    like($ng->error_log(), qr/requests in flight in exited worker/,
+         'kill: and the settling worker said so')
+        if @$exited;
 }
 
 # --- nginx -s quit with streams open ------------------------------------------

@@ -346,6 +346,9 @@ sub known_gap {
 #   tenants => [ ... ]        from chaos_tenant()
 #   alerts  => [ qr/.../ ]    the error.log alerts the scenario caused
 #   todo    => { slots => why, held => why }   known gaps, as TODO tests
+#   killed  => 1              workers were killed: the rows of the requests
+#                             they had in flight (worker_exited) were never
+#                             in their log
 #   no_mock_max => 1          clients leave mid-stream: the mock counts such
 #                             a request until its next token finds the
 #                             connection closed, after nginx gave the slot
@@ -353,7 +356,8 @@ sub known_gap {
 #
 # Returns what it found: { held, places (journal places held), and per
 # tenant name: rows => n, finish => { finish_reason => n } (before the
-# slot check's streams), slots => free }.
+# slot check's streams), slots => free, exited => rows of requests settled
+# for a killed worker }.
 sub chaos_check {
     my ($ng, %o) = @_;
     my @tenants = @{ $o{tenants} };
@@ -405,6 +409,14 @@ sub chaos_check {
         my @doubled = grep { @{ $rows->{$_} } > 1 } keys %$rows;
         my %is = map { $_ => 1 } @ids;
         my @extra = grep { !$is{$_} } keys %$rows;
+
+        # a killed worker logs nothing of what it had in flight: another
+        # settles it, and its row says so
+        my @exited = grep { $rows->{$_}[0]{finish_reason} eq 'worker_exited' }
+                     @extra;
+        @extra = grep { $rows->{$_}[0]{finish_reason} ne 'worker_exited' }
+                 @extra if $o{killed};
+        $found{exited}{$name} = scalar(@exited);
         my ($rejected) = db()->selectrow_array(
             'SELECT count(*) FROM llm.usage_rejected WHERE tenant_id = ?',
             undef, $t->{id});
