@@ -57,11 +57,12 @@ sub accountd_kill {
 # 20 tokens 20 ms apart each (t/data/chaos.lua)
 my $w = wrk_start($ng, $t, c => 200, secs => $run{secs});
 
-my ($kills, $pg) = (0, 0);
+my ($kills, $tries, $pg) = (0, 0, 0);
 
 while (time() - $w->{started} < $run{secs} - 1) {
     sleep(2);
 
+    $tries++;
     $kills++ if accountd_kill();
     accountd_start() or diag('accountd did not start');
 
@@ -76,7 +77,9 @@ while (time() - $w->{started} < $run{secs} - 1) {
 
 my $r = wrk_wait($w);
 
-ok($kills >= $run{secs} / 2 - 2, "accountd killed $kills times");
+# every 2 s, and as long as restarting it takes on a busy machine
+ok($kills == $tries && $kills >= $run{secs} / 6,
+   "accountd killed $kills times in $run{secs} s");
 ok($pg >= $run{secs} / $run{pg_every} - 1,
    "PostgreSQL restarted (immediate) $pg times under the load");
 ok($r->{requests} > 1000, "$r->{requests} streams");

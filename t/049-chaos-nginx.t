@@ -123,7 +123,8 @@ EOF
        . "$r->{requests} streams");
 
     my $pids = join('|', @killed);
-    my $found = chaos_check($ng, tenants => [ $t ], killed => 1,
+    my $found = chaos_check($ng, tenants => [ $t ],
+        killed => scalar(@killed),
         alerts => [ qr/worker process ($pids) exited on signal 9/,
                     qr/shared memory zone "[^"]+" was locked by ($pids)\b/ ]);
 
