@@ -9,6 +9,8 @@
  *               zone's lock is held for
  *   hmac        the key's HMAC-SHA256 with the worker's keyed context, and
  *               with OpenSSL's one-shot HMAC() for comparison
+ *   sse         the SSE/usage parser over a stream's delta event, whole
+ *               and split, as the body filter feeds it
  *   node        the bytes of a tenant's node, of a request in flight, and
  *               of the slab chunk that holds each
  *
@@ -109,6 +111,41 @@ main(void)
         sink += out[0];
     });
     printf("hmac, one-shot   %8.1f ns  OpenSSL's HMAC()\n", ns);
+
+    /*
+     * A stream's events as they come, one a read: an OpenAI delta chunk,
+     * and the same split in two.
+     */
+    {
+        llm_sse_t          sse;
+        static char        buf[16384];
+        static const char  ev[] =
+            "data: {\"id\":\"chatcmpl-1234567890\",\"object\":"
+            "\"chat.completion.chunk\",\"created\":1700000000,\"model\":"
+            "\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_0123\","
+            "\"choices\":[{\"index\":0,\"delta\":{\"content\":\" tok12\"},"
+            "\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+
+        llm_sse_init(&sse, LLM_API_OPENAI, buf, sizeof(buf));
+
+        ns = BENCH(1000000, {
+            (void) llm_sse_feed(&sse, ev, sizeof(ev) - 1);
+        });
+
+        sink += sse.usage.delta_events;
+
+        printf("sse event        %8.1f ns  llm_sse_feed, an OpenAI delta "
+               "chunk of %zu bytes\n", ns, sizeof(ev) - 1);
+
+        ns = BENCH(1000000, {
+            (void) llm_sse_feed(&sse, ev, 60);
+            (void) llm_sse_feed(&sse, ev + 60, sizeof(ev) - 1 - 60);
+        });
+
+        sink += sse.usage.delta_events;
+
+        printf("sse event, split %8.1f ns  the same in two reads\n", ns);
+    }
 
     /* the slab rounds a chunk up to a power of two, 8 bytes at least */
     size = sizeof(ngx_http_llm_gateway_node_t);

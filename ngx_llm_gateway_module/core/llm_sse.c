@@ -59,6 +59,11 @@ static const char  *llm_sse_openai_text[] = {
     "content", "reasoning_content", "reasoning", "refusal", "arguments", NULL
 };
 
+/* an OpenAI event with one of these not null may carry the usage */
+static const char  *llm_sse_openai_wanted[] = {
+    "usage", "finish_reason", "error", NULL
+};
+
 static const char  *llm_sse_anthropic_text[] = {
     "text", "thinking", "partial_json", NULL
 };
@@ -92,11 +97,10 @@ static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
 static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
 static void llm_sse_set_reason(llm_usage_t *u, const char *s);
 static llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
-static int llm_sse_openai_wanted(const char *s, size_t n);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
-static void llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const char **keys);
+static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const char **keys, const char **wanted);
 static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
     const char **keys, uint64_t *bytes);
 static int llm_sse_is_key(const char **keys, const char *s, size_t n);
@@ -123,7 +127,7 @@ size_t
 llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
 {
     char         ch;
-    const char  *pos, *end, *q;
+    const char  *pos, *end, *q, *cr;
 
     p->dispatched = 0;
     p->usage_only = 0;
@@ -213,8 +217,17 @@ llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
 
         default: /* sw_value */
 
-            for (q = pos + 1; q < end && *q != '\r' && *q != '\n'; q++) {
-                /* void */
+            /* the line's end: a data line is most of an event's bytes */
+            q = memchr(pos + 1, '\n', end - pos - 1);
+
+            if (q == NULL) {
+                q = end;
+            }
+
+            cr = memchr(pos + 1, '\r', q - pos - 1);
+
+            if (cr != NULL) {
+                q = cr;
             }
 
             llm_sse_value(p, pos, q - pos);
@@ -850,11 +863,12 @@ llm_sse_openai(llm_sse_t *p)
     }
 
     events = p->usage.delta_events;
-    llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text);
 
     /* most events are content deltas: they are not worth a parse */
 
-    if (!llm_sse_openai_wanted(p->buf, p->len)) {
+    if (!llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text,
+                       llm_sse_openai_wanted))
+    {
         return;
     }
 
@@ -903,7 +917,8 @@ llm_sse_anthropic(llm_sse_t *p)
     case llm_sse_other:
 
         if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
-            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text);
+            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+                          NULL);
             return;
         }
 
@@ -972,7 +987,8 @@ llm_sse_anthropic(llm_sse_t *p)
 
     default:
         /* its "type" says message_ but is not one of ours */
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text);
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+                          NULL);
         break;
     }
 
@@ -1010,7 +1026,8 @@ llm_sse_responses(llm_sse_t *p)
         return;
 
     default:
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta);
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta,
+                      NULL);
         return;
     }
 
@@ -1350,65 +1367,6 @@ llm_sse_kind(const char *s, size_t n)
 }
 
 
-/*
- * A cheap look for a key whose value matters: a non-null "usage" object,
- * a string "finish_reason", a non-null "error".  Inside JSON strings the
- * quotes are escaped, so text cannot look like a key; cJSON decides.
- */
-
-static int
-llm_sse_openai_wanted(const char *s, size_t n)
-{
-    const char  *q, *v, *end;
-
-    if (n == 0) {
-        return 0;
-    }
-
-    end = s + n;
-
-    for (q = s; q + 1 < end; q++) {
-
-        q = memchr(q, '"', end - q - 1);
-        if (q == NULL) {
-            break;
-        }
-
-        switch (q[1]) {
-
-        case 'u':
-            v = llm_sse_key(q + 1, end, "usage", 5);
-
-            if (v != NULL && v < end && *v == '{') {
-                return 1;
-            }
-
-            break;
-
-        case 'f':
-            v = llm_sse_key(q + 1, end, "finish_reason", 13);
-
-            if (v != NULL && v < end && *v == '"') {
-                return 1;
-            }
-
-            break;
-
-        case 'e':
-            v = llm_sse_key(q + 1, end, "error", 5);
-
-            if (v != NULL && v < end && *v != 'n') {
-                return 1;
-            }
-
-            break;
-        }
-    }
-
-    return 0;
-}
-
-
 static int
 llm_sse_anthropic_wanted(const char *s, size_t n)
 {
@@ -1504,23 +1462,33 @@ llm_sse_data_type(const char *s, size_t n)
 /*
  * Counts the generated text of a delta event: the string values of the
  * members named in keys, wherever they are.  Every string is skipped
- * whole, so text inside one never looks like a member.
+ * whole, so text inside one never looks like a member.  Returns whether a
+ * member named in wanted (if any) has a value other than null: such an
+ * event is worth a parse, which decides.
  */
 
-static void
-llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys)
+static int
+llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys,
+    const char **wanted)
 {
+    int          found;
     size_t       kn;
     uint64_t     bytes, total;
     const char  *q, *k, *v, *end;
 
+    found = 0;
     total = 0;
     end = s + n;
     q = s;
 
     while (q < end) {
-        q = memchr(q, '"', end - q);
-        if (q == NULL) {
+
+        /* the next string is a few bytes away: no memchr() */
+        while (q < end && *q != '"') {
+            q++;
+        }
+
+        if (q == end) {
             break;
         }
 
@@ -1540,12 +1508,17 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys)
         }
 
         q = v + 1;
+        v = llm_sse_ws(q, end);
+
+        if (wanted && !found && v < end && *v != 'n'
+            && llm_sse_is_key(wanted, k, kn))
+        {
+            found = 1;
+        }
 
         if (!llm_sse_is_key(keys, k, kn)) {
             continue;
         }
-
-        v = llm_sse_ws(q, end);
 
         if (v == end || *v != '"') {
             continue;
@@ -1563,6 +1536,8 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys)
         u->delta_events++;
         u->delta_bytes += total;
     }
+
+    return found;
 }
 
 
@@ -1599,8 +1574,18 @@ llm_sse_count_json(llm_usage_t *u, const cJSON *item, const char **keys,
 static int
 llm_sse_is_key(const char **keys, const char *s, size_t n)
 {
+    size_t       i;
+    const char  *k;
+
+    /* every member name of every event is asked: no strlen() */
     for ( /* void */ ; *keys; keys++) {
-        if (strlen(*keys) == n && memcmp(*keys, s, n) == 0) {
+        k = *keys;
+
+        for (i = 0; i < n && k[i] != '\0' && k[i] == s[i]; i++) {
+            /* void */
+        }
+
+        if (i == n && k[n] == '\0') {
             return 1;
         }
     }
@@ -1619,10 +1604,25 @@ llm_sse_is_key(const char **keys, const char *s, size_t n)
 static const char *
 llm_sse_string(const char *s, const char *end, uint64_t *bytes)
 {
-    unsigned   cp, i, c;
-    uint64_t   n;
+    unsigned     cp, i, c;
+    uint64_t     n;
+    const char  *q;
 
-    n = 0;
+    /*
+     * Most strings are short and have no escape: their bytes are their
+     * length.  A loop, not memchr(): the call costs more than the bytes.
+     */
+    for (q = s; q < end && *q != '"' && *q != '\\'; q++) {
+        /* void */
+    }
+
+    if (q == end || *q == '"') {
+        *bytes = q - s;
+        return q;
+    }
+
+    n = q - s;
+    s = q;
 
     while (s < end && *s != '"') {
 
