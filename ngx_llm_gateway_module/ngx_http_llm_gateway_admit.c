@@ -981,22 +981,18 @@ ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
 }
 
 
-ngx_int_t
-ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+/*
+ * The refusal's JSON body, OpenAI's error object, with the headers that
+ * say what it is.
+ */
+
+static ngx_buf_t *
+ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char       *p;
-    size_t        len, mlen;
-    ngx_int_t     rc;
-    ngx_str_t     v;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    /* the body may be unread (401): it must not be taken for a request */
-    rc = ngx_http_discard_request_body(r);
-    if (rc != NGX_OK) {
-        return rc;
-    }
+    u_char     *p;
+    size_t      len, mlen;
+    ngx_buf_t  *b;
 
     mlen = ngx_strlen(ctx->err_message);
 
@@ -1008,7 +1004,7 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
 
     b = ngx_create_temp_buf(r->pool, len);
     if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return NULL;
     }
 
     p = ngx_cpymem(b->last, "{\"error\":{\"message\":\"",
@@ -1034,6 +1030,91 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     ngx_str_set(&r->headers_out.content_type, "application/json");
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.content_type_lowcase = NULL;
+
+    return b;
+}
+
+
+/*
+ * nginx's own 413, a body above client_max_body_size refused before or
+ * while the gateway reads it, is an HTML page: in a gateway location it
+ * becomes the gateway's own 413, in JSON.  The header filter asks; the
+ * body filter sends ctx->err_body instead of the page.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t **pctx)
+{
+    ngx_str_t                          v;
+    ngx_http_variable_value_t         *vv;
+    ngx_http_llm_gateway_ctx_t        *ctx;
+    ngx_http_llm_gateway_loc_conf_t   *llcf;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (!llcf->enable || r != r->main) {
+        return NGX_OK;
+    }
+
+    ctx = *pctx;
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+        if (ctx == NULL) {
+            return NGX_ERROR;
+        }
+
+        ctx->request = r;
+        ctx->status = NGX_DECLINED;
+
+        lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
+
+        if (vv != NULL && !vv->not_found) {
+            ctx->request_id.data = vv->data;
+            ctx->request_id.len = vv->len;
+        }
+
+        ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
+        *pctx = ctx;
+    }
+
+    ngx_http_llm_gateway_too_large(ctx);
+
+    ctx->err_body = ngx_http_llm_gateway_error_body(r, ctx);
+    if (ctx->err_body == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_str_set(&v, "false");
+
+    return ngx_http_llm_gateway_add_header(r, "x-should-retry", &v);
+}
+
+
+ngx_int_t
+ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char       *p;
+    ngx_int_t     rc;
+    ngx_str_t     v;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    /* the body may be unread (401): it must not be taken for a request */
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    b = ngx_http_llm_gateway_error_body(r, ctx);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     if (ctx->retry_after) {
         p = ngx_pnalloc(r->pool, 2 * NGX_INT64_LEN);

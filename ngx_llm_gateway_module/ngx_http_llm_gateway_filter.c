@@ -17,6 +17,8 @@ static ngx_int_t ngx_http_llm_gateway_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static void ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_gateway_send_413(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
 static ngx_int_t ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len);
 static ngx_int_t ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
@@ -62,6 +64,12 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     }
 
     ctx = ngx_http_llm_gateway_get_ctx(r);
+
+    if (r->err_status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE
+        && ngx_http_llm_gateway_replace_413(r, &ctx) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
 
     if (ctx == NULL) {
         return ngx_http_next_header_filter(r);
@@ -188,6 +196,10 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     ctx = ngx_http_llm_gateway_get_ctx(r);
 
+    if (ctx != NULL && ctx->err_body) {
+        return ngx_http_llm_gateway_send_413(r, ctx, in);
+    }
+
     if (ctx == NULL || !ctx->metering || ctx->response_done) {
         return ngx_http_next_body_filter(r, in);
     }
@@ -253,6 +265,35 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_http_llm_gateway_json_pool(NULL);
 
     return ngx_http_next_body_filter(r, in);
+}
+
+
+/*
+ * nginx's 413 page goes unsent, consumed: the JSON error goes in its
+ * place, once; later calls only flush what is left of it.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_send_413(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
+{
+    ngx_chain_t   out, *cl;
+
+    for (cl = in; cl; cl = cl->next) {
+        cl->buf->pos = cl->buf->last;
+        cl->buf->file_pos = cl->buf->file_last;
+    }
+
+    if (ctx->response_done) {
+        return ngx_http_next_body_filter(r, NULL);
+    }
+
+    ctx->response_done = 1;
+
+    out.buf = ctx->err_body;
+    out.next = NULL;
+
+    return ngx_http_next_body_filter(r, &out);
 }
 
 

@@ -271,6 +271,7 @@ typedef struct {
     int64_t                      reset_requests_ms;
 
     /* a refusal waiting to be sent */
+    ngx_buf_t                   *err_body;  /* instead of nginx's page */
     ngx_uint_t                   err_status;
     const char                  *err_type;
     const char                  *err_code;
@@ -359,6 +360,8 @@ ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
 ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
     ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t **pctx);
 ngx_int_t ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
