@@ -31,7 +31,8 @@ DEB_PACKAGES := nginx nginx-dev libcjson-dev libpq-dev libssl-dev \
 CORE_SRC    := $(wildcard $(CORE)/llm_*.c)
 CORE_HDR    := $(wildcard $(CORE)/llm_*.h)
 UNIT_SRC    := $(wildcard $(CORE)/t/test_*.c)
-UNIT_BIN    := $(patsubst $(CORE)/t/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
+UNIT_BIN    := $(patsubst $(CORE)/t/%.c,$(BUILD)/unit/%,$(UNIT_SRC)) \
+               $(BUILD)/unit/sim_protocol
 MODULE_SRC  := $(wildcard ngx_llm_gateway_module/*.c ngx_llm_gateway_module/*.h)
 ACCOUNTD_SRC := $(wildcard accountd/*.c)
 MOCKLLM_SRC := $(wildcard mockllm/*.c)
@@ -98,6 +99,14 @@ $(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
 $(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
 	@mkdir -p $(BUILD)/unit
 	$(CC) $(CFLAGS) -o $@ $< $(CORE_SRC) -lcjson -lcrypto -lm
+
+# The protocol simulation runs the journal, the codec and accountd's queue
+# as they are (see its head comment).
+$(BUILD)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
+                            $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
+	@mkdir -p $(BUILD)/unit
+	$(CC) $(CFLAGS) -Iaccountd -o $@ $< $(CORE)/llm_journal.c \
+	    $(CORE)/llm_record.c $(CORE)/llm_key.c accountd/queue.c -lcrypto
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
 sdk: $(BUILD)/sdk/clients.mjs

@@ -373,8 +373,14 @@ main_loop(void)
         }
 
         db_timer(acd_now());
-        db_kick();
+
+        /*
+         * The ACKs first: a paused listener resumes there and queues the
+         * frames it kept, which the batch started next takes; started
+         * before, they would wait for an event that may never come.
+         */
         listener_flush();
+        db_kick();
         listener_reap();
 
         if (!acd_shutting_down) {

@@ -16,10 +16,15 @@
  * requests are refused with 503 (llm_gateway_accountd ... full=refuse, the
  * default) or admitted and, should their record not fit, counted as lost
  * (full=admit).
+ *
+ * The ring's logic is core/llm_journal.c, which core/t/sim_protocol.c
+ * runs against faults; here are the lock around each call, the events
+ * and the socket.
  */
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "llm_journal.h"
 
 
 /* reconnection backs off from the first to the last delay, in ms */
@@ -31,47 +36,6 @@
 
 /* records a worker has sent and not yet seen acknowledged, at most */
 #define NGX_HTTP_LLM_GATEWAY_WINDOW        4096
-
-#define NGX_HTTP_LLM_GATEWAY_JOURNAL_VERSION  1
-
-#define NGX_HTTP_LLM_GATEWAY_PENDING       0
-#define NGX_HTTP_LLM_GATEWAY_SENT          1
-#define NGX_HTTP_LLM_GATEWAY_ACKED         2
-
-
-/* an entry of the ring: this header, then one frame; 16-byte aligned */
-typedef struct {
-    uint32_t                     len;       /* of the frame; 0: padding */
-    uint32_t                     state;
-    ngx_pid_t                    owner;     /* the worker that sent it */
-    uint32_t                     reserved;
-} ngx_http_llm_gateway_entry_t;
-
-
-#define ngx_http_llm_gateway_entry_size(len)                                 \
-    ngx_align(sizeof(ngx_http_llm_gateway_entry_t) + (len), 16)
-
-#define NGX_HTTP_LLM_GATEWAY_ENTRY_MAX                                       \
-    ngx_http_llm_gateway_entry_size(LLM_RECORD_MAX_FRAME)
-
-
-/*
- * Positions are logical and only grow; an entry is at pos % size.  An
- * entry never wraps: the end of the ring is padded instead.
- */
-typedef struct {
-    ngx_uint_t                   version;
-    size_t                       size;
-    uint64_t                     head;      /* the oldest entry kept */
-    uint64_t                     tail;      /* where the next one goes */
-    uint64_t                     unsent;    /* nothing pending before it */
-    size_t                       held;      /* places held by requests */
-    uint64_t                     written;
-    uint64_t                     acked;
-    uint64_t                     lost;
-    uint64_t                     refused;
-    u_char                      *ring;
-} ngx_http_llm_gateway_journal_t;
 
 
 typedef struct {
@@ -86,9 +50,7 @@ typedef struct {
     size_t                       out_size;
 
     /* the journal positions sent and not yet acknowledged, in order */
-    uint64_t                    *sent;
-    ngx_uint_t                   sent_head;
-    ngx_uint_t                   sent_n;
+    llm_journal_window_t         window;
 
     /* many key frames a read when a set comes */
     u_char                       in[65536];
@@ -104,11 +66,13 @@ typedef struct {
 
 static ngx_int_t ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone,
     void *data);
-static ngx_http_llm_gateway_entry_t *ngx_http_llm_gateway_entry(
-    ngx_http_llm_gateway_journal_t *j, uint64_t pos);
-static void ngx_http_llm_gateway_reclaim(ngx_http_llm_gateway_journal_t *j);
+static llm_journal_t *ngx_http_llm_gateway_journal_lock(
+    ngx_http_llm_gateway_main_conf_t *lmcf);
+static void ngx_http_llm_gateway_journal_unlock(
+    ngx_http_llm_gateway_main_conf_t *lmcf);
 static void ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad);
+static int ngx_http_llm_gateway_alive(int32_t pid, void *data);
 static void ngx_http_llm_gateway_reap(ngx_event_t *ev);
 static void ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_out_frame(
@@ -159,9 +123,10 @@ ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
 static ngx_int_t
 ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
 {
-    size_t                           size;
-    ngx_slab_pool_t                 *shpool;
-    ngx_http_llm_gateway_journal_t  *j, *oj;
+    size_t            size;
+    u_char           *ring;
+    llm_journal_t    *j, *oj;
+    ngx_slab_pool_t  *shpool;
 
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
@@ -169,7 +134,7 @@ ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
         /* a reload: the journal and what it holds go on */
         oj = ((ngx_http_llm_gateway_main_conf_t *) data)->journal_data;
 
-        if (oj && oj->version == NGX_HTTP_LLM_GATEWAY_JOURNAL_VERSION) {
+        if (oj && oj->version == LLM_JOURNAL_VERSION) {
             ((ngx_http_llm_gateway_main_conf_t *) shm_zone->data)
                 ->journal_data = oj;
             return NGX_OK;
@@ -179,25 +144,26 @@ ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
     if (shm_zone->shm.exists) {
         j = shpool->data;
 
-        if (j && j->version == NGX_HTTP_LLM_GATEWAY_JOURNAL_VERSION) {
+        if (j && j->version == LLM_JOURNAL_VERSION) {
             ((ngx_http_llm_gateway_main_conf_t *) shm_zone->data)
                 ->journal_data = j;
             return NGX_OK;
         }
     }
 
-    j = ngx_slab_calloc(shpool, sizeof(ngx_http_llm_gateway_journal_t));
+    j = ngx_slab_calloc(shpool, sizeof(llm_journal_t));
     if (j == NULL) {
         return NGX_ERROR;
     }
 
     /* the free pages of the new slab are one run: the ring takes them */
     size = shpool->pfree * ngx_pagesize;
+    ring = NULL;
     shpool->log_nomem = 0;
 
-    while (size >= 2 * NGX_HTTP_LLM_GATEWAY_ENTRY_MAX) {
-        j->ring = ngx_slab_alloc(shpool, size);
-        if (j->ring) {
+    while (size >= 2 * LLM_JOURNAL_PLACE) {
+        ring = ngx_slab_alloc(shpool, size);
+        if (ring) {
             break;
         }
 
@@ -206,15 +172,12 @@ ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
 
     shpool->log_nomem = 1;
 
-    if (j->ring == NULL) {
+    if (ring == NULL || llm_journal_init(j, ring, size) != 0) {
         ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
                       "llm_gateway_accountd buffer of %uz is too small",
                       shm_zone->shm.size);
         return NGX_ERROR;
     }
-
-    j->size = size;
-    j->version = NGX_HTTP_LLM_GATEWAY_JOURNAL_VERSION;
 
     shpool->data = j;
 
@@ -224,43 +187,49 @@ ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
 }
 
 
-static ngx_http_llm_gateway_entry_t *
-ngx_http_llm_gateway_entry(ngx_http_llm_gateway_journal_t *j, uint64_t pos)
+static llm_journal_t *
+ngx_http_llm_gateway_journal_lock(ngx_http_llm_gateway_main_conf_t *lmcf)
 {
-    return (ngx_http_llm_gateway_entry_t *) (j->ring + pos % j->size);
-}
-
-
-/*
- * At admission: a place for the request's record.  One entry's worth more
- * is always left for the padding at the ring's end.
- */
-
-ngx_int_t
-ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_int_t                          rc;
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_journal_t    *j;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
-
-    lmcf = ngx_http_get_module_main_conf(ctx->request,
-                                         ngx_http_llm_gateway_module);
-
-    j = lmcf->journal_data;
-
-    if (j == NULL) {
-        return NGX_OK;
-    }
+    ngx_slab_pool_t  *shpool;
 
     shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
 
     ngx_shmtx_lock(&shpool->mutex);
 
-    if ((j->tail - j->head) + j->held + 2 * NGX_HTTP_LLM_GATEWAY_ENTRY_MAX
-        <= j->size)
-    {
-        j->held += NGX_HTTP_LLM_GATEWAY_ENTRY_MAX;
+    return lmcf->journal_data;
+}
+
+
+static void
+ngx_http_llm_gateway_journal_unlock(ngx_http_llm_gateway_main_conf_t *lmcf)
+{
+    ngx_slab_pool_t  *shpool;
+
+    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
+
+    ngx_shmtx_unlock(&shpool->mutex);
+}
+
+
+/* at admission: a place for the request's record */
+
+ngx_int_t
+ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_int_t                          rc;
+    llm_journal_t                     *j;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(ctx->request,
+                                         ngx_http_llm_gateway_module);
+
+    if (lmcf->journal_data == NULL) {
+        return NGX_OK;
+    }
+
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+
+    if (llm_journal_hold(j)) {
         ctx->journal_held = 1;
         rc = NGX_OK;
 
@@ -272,7 +241,7 @@ ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx)
         rc = NGX_DECLINED;
     }
 
-    ngx_shmtx_unlock(&shpool->mutex);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
     return rc;
 }
@@ -284,30 +253,26 @@ void
 ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_http_llm_gateway_journal_stats_t *st)
 {
-    ngx_slab_pool_t                 *shpool;
-    ngx_http_llm_gateway_journal_t  *j;
+    llm_journal_t        *j;
+    llm_journal_stats_t   js;
 
     ngx_memzero(st, sizeof(ngx_http_llm_gateway_journal_stats_t));
 
-    j = lmcf->journal_data;
-
-    if (j == NULL) {
+    if (lmcf->journal_data == NULL) {
         return;
     }
 
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    llm_journal_stats(j, &js);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
-    ngx_shmtx_lock(&shpool->mutex);
-
-    st->written = j->written;
-    st->acked = j->acked;
-    st->lost = j->lost;
-    st->refused = j->refused;
-    st->size = j->size;
-    st->used = (size_t) (j->tail - j->head);
-    st->held = j->held;
-
-    ngx_shmtx_unlock(&shpool->mutex);
+    st->written = js.written;
+    st->acked = js.acked;
+    st->lost = js.lost;
+    st->refused = js.refused;
+    st->size = js.size;
+    st->used = js.used;
+    st->held = js.held;
 
     st->connected = ngx_http_llm_gateway_accountd_up();
 }
@@ -318,8 +283,7 @@ ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
 void
 ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_journal_t    *j;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     if (!ctx->journal_held) {
@@ -330,12 +294,10 @@ ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx)
 
     lmcf = ngx_http_get_module_main_conf(ctx->request,
                                          ngx_http_llm_gateway_module);
-    j = lmcf->journal_data;
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
 
-    ngx_shmtx_lock(&shpool->mutex);
-    j->held -= NGX_HTTP_LLM_GATEWAY_ENTRY_MAX;
-    ngx_shmtx_unlock(&shpool->mutex);
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    llm_journal_unhold(j);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 }
 
 
@@ -348,64 +310,33 @@ void
 ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
     llm_record_t *rec, ngx_uint_t held, ngx_log_t *log)
 {
-    size_t                             n, need, room;
-    uint64_t                           lost;
-    u_char                             frame[LLM_RECORD_MAX_FRAME];
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_entry_t      *e;
-    ngx_http_llm_gateway_journal_t    *j;
-    ngx_http_llm_gateway_accountd_t   *ad;
+    size_t                            n;
+    uint64_t                          lost;
+    ngx_int_t                         rc;
+    u_char                            frame[LLM_RECORD_MAX_FRAME];
+    llm_journal_t                    *j;
+    ngx_http_llm_gateway_accountd_t  *ad;
 
-    j = lmcf->journal_data;
-
-    if (j == NULL) {
+    if (lmcf->journal_data == NULL) {
         return;
     }
 
     n = llm_record_encode(rec, frame, sizeof(frame));
-    need = ngx_http_llm_gateway_entry_size(n);
 
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
 
-    ngx_shmtx_lock(&shpool->mutex);
+    rc = llm_journal_write(j, frame, n, held);
+    lost = j->lost;
 
-    if (held) {
-        j->held -= NGX_HTTP_LLM_GATEWAY_ENTRY_MAX;
+    ngx_http_llm_gateway_journal_unlock(lmcf);
+
+    if (rc != 0) {
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "llm gateway: accountd journal full, record of request "
+                      "\"%*s\" lost (%uL so far)", (size_t) rec->request_id_len,
+                      rec->request_id, lost);
+        return;
     }
-
-    /* what is free, less the places requests hold */
-    room = j->size - (j->tail - j->head);
-    room = (room > j->held) ? room - j->held : 0;
-
-    e = ngx_http_llm_gateway_entry(j, j->tail);
-
-    if (j->size - j->tail % j->size < need) {
-        /* the rest of the ring is padding: the entry goes at its start */
-        if (room < j->size - j->tail % j->size + need) {
-            goto full;
-        }
-
-        e->len = 0;
-        e->state = NGX_HTTP_LLM_GATEWAY_ACKED;
-        room -= j->size - j->tail % j->size;
-        j->tail += j->size - j->tail % j->size;
-
-        e = ngx_http_llm_gateway_entry(j, j->tail);
-    }
-
-    if (n == 0 || room < need) {
-        goto full;
-    }
-
-    e->len = n;
-    e->state = NGX_HTTP_LLM_GATEWAY_PENDING;
-    e->owner = 0;
-    ngx_memcpy((u_char *) e + sizeof(ngx_http_llm_gateway_entry_t), frame, n);
-
-    j->tail += need;
-    j->written++;
-
-    ngx_shmtx_unlock(&shpool->mutex);
 
     /*
      * Sent once the events at hand are handled: the records of the
@@ -415,47 +346,6 @@ ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
 
     if (ad && ad->peer.connection && !ad->send.posted) {
         ngx_post_event(&ad->send, &ngx_posted_events);
-    }
-
-    return;
-
-full:
-
-    lost = ++j->lost;
-
-    ngx_shmtx_unlock(&shpool->mutex);
-
-    ngx_log_error(NGX_LOG_ERR, log, 0,
-                  "llm gateway: accountd journal full, record of request "
-                  "\"%*s\" lost (%uL so far)", (size_t) rec->request_id_len,
-                  rec->request_id, lost);
-}
-
-
-/* acknowledged entries at the head, and padding, make room again */
-
-static void
-ngx_http_llm_gateway_reclaim(ngx_http_llm_gateway_journal_t *j)
-{
-    ngx_http_llm_gateway_entry_t  *e;
-
-    while (j->head < j->tail) {
-        e = ngx_http_llm_gateway_entry(j, j->head);
-
-        if (e->len == 0) {
-            j->head += j->size - j->head % j->size;
-            continue;
-        }
-
-        if (e->state != NGX_HTTP_LLM_GATEWAY_ACKED) {
-            break;
-        }
-
-        j->head += ngx_http_llm_gateway_entry_size(e->len);
-    }
-
-    if (j->unsent < j->head) {
-        j->unsent = j->head;
     }
 }
 
@@ -468,60 +358,19 @@ ngx_http_llm_gateway_reclaim(ngx_http_llm_gateway_journal_t *j)
 static void
 ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad)
 {
-    uint64_t                           pos;
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_entry_t      *e;
-    ngx_http_llm_gateway_journal_t    *j;
+    size_t                             n;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
-    j = lmcf->journal_data;
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
+
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    n = llm_journal_claim(j, ngx_pid, &ad->window, ad->out, ad->out_size);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
     ad->pos = ad->out;
-    ad->last = ad->out;
-
-    ngx_shmtx_lock(&shpool->mutex);
-
-    pos = ngx_max(j->unsent, j->head);
-
-    while (pos < j->tail) {
-        e = ngx_http_llm_gateway_entry(j, pos);
-
-        if (e->len == 0) {
-            pos += j->size - pos % j->size;
-            continue;
-        }
-
-        if (e->state == NGX_HTTP_LLM_GATEWAY_PENDING) {
-
-            if ((size_t) (ad->out + ad->out_size - ad->last) < e->len
-                || ad->sent_n == NGX_HTTP_LLM_GATEWAY_WINDOW)
-            {
-                break;
-            }
-
-            ad->last = ngx_cpymem(ad->last,
-                                  (u_char *) e
-                                  + sizeof(ngx_http_llm_gateway_entry_t),
-                                  e->len);
-
-            e->state = NGX_HTTP_LLM_GATEWAY_SENT;
-            e->owner = ngx_pid;
-
-            ad->sent[(ad->sent_head + ad->sent_n)
-                     % NGX_HTTP_LLM_GATEWAY_WINDOW] = pos;
-            ad->sent_n++;
-        }
-
-        pos += ngx_http_llm_gateway_entry_size(e->len);
-    }
-
-    /* all before pos is claimed; a full window stops at a pending one */
-    j->unsent = pos;
-
-    ngx_shmtx_unlock(&shpool->mutex);
+    ad->last = ad->out + n;
 }
 
 
@@ -530,108 +379,57 @@ ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad)
 static void
 ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad)
 {
-    uint64_t                           pos;
-    ngx_uint_t                         i;
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_entry_t      *e;
-    ngx_http_llm_gateway_journal_t    *j;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
-    j = lmcf->journal_data;
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
 
-    ngx_shmtx_lock(&shpool->mutex);
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    llm_journal_release(j, ngx_pid, &ad->window);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
-    for (i = 0; i < ad->sent_n; i++) {
-        pos = ad->sent[(ad->sent_head + i) % NGX_HTTP_LLM_GATEWAY_WINDOW];
-        e = ngx_http_llm_gateway_entry(j, pos);
-
-        if (e->state == NGX_HTTP_LLM_GATEWAY_SENT && e->owner == ngx_pid) {
-            e->state = NGX_HTTP_LLM_GATEWAY_PENDING;
-
-            if (pos < j->unsent) {
-                j->unsent = pos;
-            }
-        }
-    }
-
-    ngx_shmtx_unlock(&shpool->mutex);
-
-    ad->sent_head = 0;
-    ad->sent_n = 0;
     ad->pos = ad->out;
     ad->last = ad->out;
 }
 
 
+/* kill(pid, 0) only asks whether it lives */
+
+static int
+ngx_http_llm_gateway_alive(int32_t pid, void *data)
+{
+    return kill(pid, 0) == 0 || ngx_errno != NGX_ESRCH;
+}
+
+
 /*
  * Entries sent by a worker that is gone without giving them back (killed,
- * crashed) are pending again.  kill(pid, 0) only asks whether it lives.
+ * crashed) are pending again.
  */
 
 static void
 ngx_http_llm_gateway_reap(ngx_event_t *ev)
 {
-    uint64_t                           pos;
-    ngx_pid_t                          alive, dead;
-    ngx_uint_t                         n;
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_entry_t      *e;
-    ngx_http_llm_gateway_journal_t    *j;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
+    size_t                             n;
+    int32_t                            dead;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_accountd_t   *ad;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     ad = ev->data;
 
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
-    j = lmcf->journal_data;
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
 
-    alive = 0;
-    dead = 0;
-    n = 0;
-
-    ngx_shmtx_lock(&shpool->mutex);
-
-    for (pos = j->head; pos < j->tail; /* void */ ) {
-        e = ngx_http_llm_gateway_entry(j, pos);
-
-        if (e->len == 0) {
-            pos += j->size - pos % j->size;
-            continue;
-        }
-
-        if (e->state == NGX_HTTP_LLM_GATEWAY_SENT && e->owner != ngx_pid
-            && e->owner != alive)
-        {
-            if (e->owner == dead
-                || (kill(e->owner, 0) == -1 && ngx_errno == NGX_ESRCH))
-            {
-                dead = e->owner;
-                e->state = NGX_HTTP_LLM_GATEWAY_PENDING;
-                n++;
-
-                if (pos < j->unsent) {
-                    j->unsent = pos;
-                }
-
-            } else {
-                alive = e->owner;
-            }
-        }
-
-        pos += ngx_http_llm_gateway_entry_size(e->len);
-    }
-
-    ngx_shmtx_unlock(&shpool->mutex);
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    n = llm_journal_reap(j, ngx_pid, ngx_http_llm_gateway_alive, NULL, &dead);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
     if (n) {
         ngx_log_error(NGX_LOG_NOTICE, ad->log, 0,
-                      "llm gateway: %ui records of exited worker %P to "
-                      "send again", n, dead);
+                      "llm gateway: %uz records of exited worker %P to "
+                      "send again", n, (ngx_pid_t) dead);
     }
 
     /* also what a worker without a connection wrote: anyone may send it */
@@ -649,6 +447,8 @@ ngx_http_llm_gateway_reap(ngx_event_t *ev)
 ngx_int_t
 ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
 {
+    size_t                             n;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_accountd_t   *ad;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
@@ -673,10 +473,11 @@ ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
     ad->out_size = 65536;
 
     ad->out = ngx_palloc(cycle->pool, ad->out_size);
-    ad->sent = ngx_palloc(cycle->pool,
-                          NGX_HTTP_LLM_GATEWAY_WINDOW * sizeof(uint64_t));
+    ad->window.cap = NGX_HTTP_LLM_GATEWAY_WINDOW;
+    ad->window.pos = ngx_palloc(cycle->pool,
+                                ad->window.cap * sizeof(uint64_t));
 
-    if (ad->out == NULL || ad->sent == NULL) {
+    if (ad->out == NULL || ad->window.pos == NULL) {
         return NGX_ERROR;
     }
 
@@ -701,6 +502,20 @@ ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
     ad->send.log = cycle->log;
 
     ngx_http_llm_gateway_accountd_peer = ad;
+
+    /*
+     * A pid is given again: entries sent by a dead worker that had this
+     * one's are no reaper's (it is alive) and not in this one's window.
+     */
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    n = llm_journal_adopt(j, ngx_pid);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
+
+    if (n) {
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "llm gateway: %uz records of an exited worker with "
+                      "this pid to send again", n);
+    }
 
     ngx_add_timer(&ad->reap, NGX_HTTP_LLM_GATEWAY_REAP);
 
@@ -962,57 +777,19 @@ static ngx_int_t
 ngx_http_llm_gateway_ack(ngx_http_llm_gateway_accountd_t *ad,
     llm_record_t *ack)
 {
-    size_t                             used;
-    uint64_t                           pos;
-    ngx_int_t                          rc;
-    llm_record_t                       rec;
-    ngx_slab_pool_t                   *shpool;
-    ngx_http_llm_gateway_entry_t      *e;
-    ngx_http_llm_gateway_journal_t    *j;
+    int                                rc;
+    llm_journal_t                     *j;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
-
-    if (ad->sent_n == 0) {
-        return NGX_ERROR;
-    }
 
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
-    j = lmcf->journal_data;
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
 
-    pos = ad->sent[ad->sent_head];
+    j = ngx_http_llm_gateway_journal_lock(lmcf);
+    rc = llm_journal_ack(j, ngx_pid, &ad->window,
+                         (u_char *) ack->request_id, ack->request_id_len);
+    ngx_http_llm_gateway_journal_unlock(lmcf);
 
-    rc = NGX_ERROR;
-
-    ngx_shmtx_lock(&shpool->mutex);
-
-    e = ngx_http_llm_gateway_entry(j, pos);
-
-    if (e->state == NGX_HTTP_LLM_GATEWAY_SENT && e->owner == ngx_pid
-        && llm_record_decode((u_char *) e
-                             + sizeof(ngx_http_llm_gateway_entry_t),
-                             e->len, &rec, &used)
-           == 1
-        && rec.request_id_len == ack->request_id_len
-        && ngx_memcmp(rec.request_id, ack->request_id, rec.request_id_len)
-           == 0)
-    {
-        e->state = NGX_HTTP_LLM_GATEWAY_ACKED;
-        j->acked++;
-
-        ngx_http_llm_gateway_reclaim(j);
-
-        rc = NGX_OK;
-    }
-
-    ngx_shmtx_unlock(&shpool->mutex);
-
-    if (rc == NGX_OK) {
-        ad->sent_head = (ad->sent_head + 1) % NGX_HTTP_LLM_GATEWAY_WINDOW;
-        ad->sent_n--;
-    }
-
-    return rc;
+    return rc == 0 ? NGX_OK : NGX_ERROR;
 }
 
 

@@ -493,11 +493,18 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     zone = llcf->shm_zone->data;
     ctx->zone = zone;
 
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
     /*
      * A place for the record first: a request whose usage could not be
-     * recorded is not served (llm_gateway_accountd full=refuse).
+     * recorded is not served (llm_gateway_accountd full=refuse).  The
+     * place is taken, and given back or kept with the request in flight,
+     * under the zone's lock (the journal's is taken inside it): a worker
+     * killed at any point leaves neither without the other.
      */
     if (ngx_http_llm_gateway_journal_hold(ctx) != NGX_OK) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "llm gateway: accountd journal full, request refused");
 
@@ -507,12 +514,9 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
     node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node == NULL) {
-        ngx_shmtx_unlock(&zone->shpool->mutex);
         goto full;
     }
 
@@ -549,15 +553,16 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     if (brc_budget != NGX_OK) {
-        until = holder ? holder->budget_resets : 0;
-        ngx_shmtx_unlock(&zone->shpool->mutex);
 
         /* no room for the key's budget */
         if (brc_budget == NGX_ERROR && holder == NULL) {
             goto full;
         }
 
+        until = holder ? holder->budget_resets : 0;
+
         ngx_http_llm_gateway_journal_unhold(ctx);
+        ngx_shmtx_unlock(&zone->shpool->mutex);
 
         ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
         return;
@@ -581,12 +586,15 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_http_llm_gateway_budget_unreserve(ctx, node);
         }
 
-        ngx_shmtx_unlock(&zone->shpool->mutex);
         goto full;
     }
 
-    if (brc != LLM_BUCKET_OK && ctx->budget_held) {
-        ngx_http_llm_gateway_budget_unreserve(ctx, node);
+    if (brc != LLM_BUCKET_OK) {
+        if (ctx->budget_held) {
+            ngx_http_llm_gateway_budget_unreserve(ctx, node);
+        }
+
+        ngx_http_llm_gateway_journal_unhold(ctx);
     }
 
     ctx->remaining = llm_bucket_available(&node->state.tpm);
@@ -600,10 +608,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    if (brc != LLM_BUCKET_OK) {
-        ngx_http_llm_gateway_journal_unhold(ctx);
-
-    } else if (ctx->downgraded_from.len) {
+    if (brc == LLM_BUCKET_OK && ctx->downgraded_from.len) {
         ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
                       "llm gateway: spend cap of tenant \"%V\": \"%V\" "
                       "served by \"%V\"", &ctx->key->tenant,
@@ -686,6 +691,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 full:
 
     ngx_http_llm_gateway_journal_unhold(ctx);
+    ngx_shmtx_unlock(&zone->shpool->mutex);
 
     ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                   "llm_gateway_zone \"%V\" is full",

@@ -336,8 +336,11 @@ ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle)
     ngx_http_llm_gateway_reaper.log = cycle->log;
     ngx_http_llm_gateway_reaper.cancelable = 1;
 
-    ngx_add_timer(&ngx_http_llm_gateway_reaper,
-                  NGX_HTTP_LLM_GATEWAY_REAP_FLIGHTS);
+    /*
+     * Before any request: flights under this worker's pid are those of a
+     * worker that died with the same pid, which the others take for alive.
+     */
+    ngx_http_llm_gateway_reap_flights(&ngx_http_llm_gateway_reaper);
 }
 
 
@@ -377,6 +380,15 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
             f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
 
             if (f->pid == ngx_pid) {
+                if (ev->timedout) {
+                    continue;
+                }
+
+                /* the first look, from reaper_init(): not ours */
+                dead = f->pid;
+                n++;
+                ngx_http_llm_gateway_settle_flight(lmcf, zone, f, now,
+                                                   ev->log);
                 continue;
             }
 
