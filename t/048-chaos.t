@@ -47,11 +47,20 @@ EOF
 
 my $pgbin = (sort glob('/usr/lib/postgresql/*/bin'))[-1];
 
+# kill -9, and wait until the pid is gone: a new accountd refuses to start
+# while its pidfile names a live process, and a zombie not yet reaped is one
 sub accountd_kill {
     open(my $fh, '<', "$s->{LLMGW_DIR}/accountd.pid") or return 0;
     chomp(my $pid = <$fh> // '');
     close($fh);
-    return $pid && kill('KILL', $pid);
+    return 0 unless $pid && kill('KILL', $pid);
+
+    for (1 .. 100) {
+        last unless kill(0, $pid);
+        sleep(0.05);
+    }
+
+    return 1;
 }
 
 # 20 tokens 20 ms apart each (t/data/chaos.lua)
