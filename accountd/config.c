@@ -65,7 +65,7 @@ static conf_entry_t  conf_table[] = {
 
     /* PostgreSQL takes at most 65535 parameters, 13 a record */
     { "batch_max", CONF_INT,
-      offsetof(acd_conf_t, batch_max), "256", 1, 4096 },
+      offsetof(acd_conf_t, batch_max), "1024", 1, 4096 },
 
     { "queue_max", CONF_INT,
       offsetof(acd_conf_t, queue_max), "100000", 1000, 10000000 },

@@ -5,15 +5,15 @@
  * PQisBusy and PQgetResult to read, all driven by the event loop.  One
  * query at a time; values are always bound parameters.
  *
- * Records leave the queue in batches, one multi-row INSERT each, and are
+ * Records leave the queue in batches, one statement each, and are
  * acknowledged only once PostgreSQL reports the statement committed
- * (ReadyForQuery after the result, no error).  ON CONFLICT DO NOTHING
- * makes a replayed record a success too, so a batch whose outcome was
- * lost with the connection is simply sent again.
+ * (ReadyForQuery after the result, no error).  A replayed record finds
+ * its row and is a success too, so a batch whose outcome was lost with
+ * the connection is simply sent again.
  *
  * A batch refused for its data (SQLSTATE class 22 or 23: an unknown
- * tenant, an impossible time) is retried one record at a time, and the
- * record PostgreSQL still refuses goes to llm.usage_rejected: one bad
+ * tenant, an impossible time) is retried in halves down to the record
+ * PostgreSQL still refuses, which goes to llm.usage_rejected: one bad
  * record never blocks the queue.  Any other failure keeps the queue,
  * drops the connection and reconnects with backoff.
  *
@@ -78,12 +78,15 @@ typedef struct {
 } db_lease_t;
 
 
-/* the text of one record's parameters */
+/* one record's parameters: its text as PostgreSQL takes it, its numbers */
 typedef struct {
-    char    request_id[LLM_RECORD_ID_MAX + 1];
-    char    model[LLM_RECORD_MODEL_MAX + 1];
-    char    finish_reason[LLM_RECORD_FINISH_MAX + 1];
-    char    num[11][24];
+    char         request_id[LLM_RECORD_ID_MAX + 1];
+    char         model[LLM_RECORD_MODEL_MAX + 1];
+    char         finish_reason[LLM_RECORD_FINISH_MAX + 1];
+    const char  *api;
+    int64_t      num[DB_PARAMS];      /* by column; text ones unused */
+    unsigned     has_key:1;
+    unsigned     has_finish:1;
 } db_row_t;
 
 
@@ -105,15 +108,24 @@ typedef struct {
 
     PGresult       *result;
     size_t          batch_n;
-    size_t          single_left;
+    size_t          retry_left;       /* at the head, after a refusal */
+    size_t          retry_max;        /* their batches' size meanwhile */
     char            error[DB_ERROR_MAX];
 
     /* parameters of the statement in flight, for up to rows_cap rows */
     size_t          rows_cap;
     db_row_t       *rows;
-    const char    **values;
-    char           *arrays;           /* the batch's 15 array literals */
+    char           *arrays;           /* the batch's 15 arrays, binary */
     const char     *array[DB_PARAMS];
+    int             array_len[DB_PARAMS];
+
+    /* text parameters of any other statement */
+    const char     *values[DB_REJECT_PARAMS];
+    char            num[DB_PARAMS][24];
+
+    /* the batch's request_ids: row + 1 by hash, open addressing */
+    uint32_t       *ids;
+    size_t          ids_mask;
 } db_t;
 
 
@@ -129,8 +141,8 @@ static void db_down(const char *reason);
 static int db_send(const char *sql, int nparams);
 static void db_send_batch(void);
 static void db_arrays(size_t n);
+static unsigned char *db_put32(unsigned char *p, uint32_t v);
 static void db_text(char *dst, size_t cap, const char *src, size_t len);
-static int db_array_quoted(size_t k);
 static void db_send_reject(void);
 static void db_send_lease(void);
 static void db_lease_answer(PGresult *res);
@@ -139,6 +151,8 @@ static void db_snapshot_at(int64_t at);
 static void db_notifies(void);
 static int db_prepare(size_t n);
 static void db_bind(size_t row, const llm_record_t *rec);
+static void db_bind_text(size_t row);
+static int db_id_seen(size_t row);
 static void db_ack(size_t n);
 static void db_notice(void *arg, const char *message);
 static void db_error_text(char *buf, size_t cap, const char *msg);
@@ -162,44 +176,84 @@ static db_t  db = {
 
 /*
  * One statement a batch, prepared once a connection: the records come as
- * 15 arrays, a column each.  Each record looks llm.usage up by its
- * request_id through the index (a subquery with LIMIT, which the planner
- * cannot turn into a join over the whole ledger).  The new ones go into llm.usage with their
- * cost (sql/008); a record whose request_id is there already is a replay,
- * ignored if its figures are the same, and refused into
- * llm.usage_rejected, and logged, if they are not.  A request's figures
- * are never counted twice, nor changed once written.
+ * 15 arrays, a column each, and everything is done for the whole batch at
+ * once rather than row by row (PostgreSQL's CPU a record is what the
+ * gateway's throughput is bounded by; see "Benchmarks" in the README):
+ *
+ *   r:   the records, the arrays unnested side by side in the select
+ *        list (in FROM, each array would be copied into a store first);
+ *   e:   the rows llm.usage has already for the batch's request_ids, one
+ *        scan of each partition's primary key for all of them (sql/010);
+ *   pm:  the price of each model of the batch (sql/008's llm.price_at) at
+ *        its earliest and latest ts in the batch: the same row at both
+ *        means no price change between them, and every record of that
+ *        model gets it; otherwise each is looked up at its own ts;
+ *   ins: the records whose request_id is new, with their cost, by a plain
+ *        INSERT (OFFSET 0 keeps the price and the cost computed once a
+ *        row: inlined, they were computed again for each use);
+ *   and a record whose request_id is there already is a replay, ignored
+ *        if its figures are the same, and refused into llm.usage_rejected,
+ *        and logged, if they are not.
+ *
+ * A request's figures are never counted twice, nor changed once written.
+ * Nothing in a batch shares a request_id: the look-up sees only what was
+ * there before the statement, so db_send_batch() cuts a batch before a
+ * request_id it holds already.  The primary key has the last word: a row
+ * another writer inserted since the look-up fails the batch with a unique
+ * violation, and it is written again in halves, each finding that row.
+ * ON CONFLICT would check every row against the index once more, for
+ * what the look-up covers.
  */
 
 #define DB_INSERT_NAME            "llmgw_insert"
 
 static const char  db_insert_sql[] =
-    "WITH r AS (SELECT a.*,"
+    "WITH r AS MATERIALIZED (SELECT a.*,"
     " timestamptz 'epoch' + a.ts_ms * interval '1 millisecond' AS ts"
-    " FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[],"
-    " $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[],"
-    " $10::bigint[], $11::bigint[], $12::text[], $13::int[], $14::int[],"
-    " $15::bigint[])"
-    " AS a (request_id, tenant_id, key_id, model, api, input_tokens,"
-    " output_tokens, cached_input_tokens, cache_write_tokens,"
-    " reasoning_tokens, reserved_tokens, finish_reason, status, flags,"
-    " ts_ms)"
+    " FROM (SELECT unnest($1::text[]) AS request_id,"
+    " unnest($2::bigint[]) AS tenant_id, unnest($3::bigint[]) AS key_id,"
+    " unnest($4::text[]) AS model, unnest($5::text[]) AS api,"
+    " unnest($6::bigint[]) AS input_tokens,"
+    " unnest($7::bigint[]) AS output_tokens,"
+    " unnest($8::bigint[]) AS cached_input_tokens,"
+    " unnest($9::bigint[]) AS cache_write_tokens,"
+    " unnest($10::bigint[]) AS reasoning_tokens,"
+    " unnest($11::bigint[]) AS reserved_tokens,"
+    " unnest($12::text[]) AS finish_reason, unnest($13::int[]) AS status,"
+    " unnest($14::int[]) AS flags, unnest($15::bigint[]) AS ts_ms) a"
+    "), e AS MATERIALIZED ("
+    "SELECT u.request_id, u.tenant_id, u.key_id, u.model, u.api,"
+    " u.input_tokens, u.output_tokens, u.cached_input_tokens,"
+    " u.cache_write_tokens, u.reasoning_tokens, u.reserved_tokens,"
+    " u.finish_reason, u.status, u.flags, u.ts"
+    " FROM llm.usage_of_requests($1::text[]) u"
+    "), pm AS MATERIALIZED ("
+    "SELECT m.model, lo.*::llm.prices AS price,"
+    " (lo.model, lo.effective_from)"
+    " IS NOT DISTINCT FROM (hi.model, hi.effective_from) AS same"
+    " FROM (SELECT r.model, min(r.ts) AS lo_ts, max(r.ts) AS hi_ts"
+    " FROM r GROUP BY r.model) m"
+    " LEFT JOIN LATERAL llm.price_at(m.model, m.lo_ts) lo ON true"
+    " LEFT JOIN LATERAL llm.price_at(m.model, m.hi_ts) hi ON true"
     "), ins AS ("
     "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
     " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
     " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,"
     " cost_pusd)"
-    " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
-    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
-    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags, r.ts,"
+    " SELECT c.request_id, c.tenant_id, c.key_id, c.model, c.api,"
+    " c.input_tokens, c.output_tokens, c.cached_input_tokens,"
+    " c.cache_write_tokens, c.reasoning_tokens, c.reserved_tokens,"
+    " c.finish_reason, c.status, c.flags, c.ts,"
     " CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END"
-    " FROM r LEFT JOIN LATERAL llm.price_at(r.model, r.ts) p ON true"
-    " CROSS JOIN LATERAL (SELECT llm.cost_numeric(p, r.input_tokens,"
-    " r.cached_input_tokens, r.cache_write_tokens, r.output_tokens) AS c) c"
-    " WHERE (SELECT 1 FROM llm.usage u WHERE u.request_id = r.request_id"
-    " LIMIT 1) IS NULL"
-    " ON CONFLICT (request_id, ts) DO NOTHING RETURNING request_id)"
+    " FROM (SELECT q.*, llm.cost_numeric(q.price, q.input_tokens,"
+    " q.cached_input_tokens, q.cache_write_tokens, q.output_tokens) AS c"
+    " FROM (SELECT r.*, CASE WHEN pm.same THEN pm.price"
+    " ELSE (SELECT x.*::llm.prices FROM llm.price_at(r.model, r.ts) x)"
+    " END AS price"
+    " FROM r LEFT JOIN pm ON pm.model = r.model"
+    " WHERE NOT EXISTS (SELECT FROM e WHERE e.request_id = r.request_id)"
+    " OFFSET 0) q OFFSET 0) c"
+    ")"
     " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
     " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
@@ -209,10 +263,8 @@ static const char  db_insert_sql[] =
     " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
     " r.finish_reason, r.status, r.flags, r.ts_ms,"
     " 'llm.usage has this request_id already, with other figures'"
-    " FROM r CROSS JOIN LATERAL (SELECT * FROM llm.usage u"
-    " WHERE u.request_id = r.request_id LIMIT 1) u"
-    " WHERE r.request_id NOT IN (SELECT request_id FROM ins)"
-    " AND (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
+    " FROM r JOIN e u ON u.request_id = r.request_id"
+    " WHERE (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
     " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
     " u.reasoning_tokens, u.reserved_tokens, u.finish_reason, u.status,"
     " u.flags, u.ts)"
@@ -223,10 +275,28 @@ static const char  db_insert_sql[] =
     " ON CONFLICT (request_id) DO NOTHING"
     " RETURNING request_id";
 
-/* the longest text of one row's 15 elements in the arrays, quoted */
+/*
+ * The arrays go in PostgreSQL's binary format (array_recv): no number is
+ * printed here to be parsed there, nor any text quoted.  Each is a header
+ * of 5 integers, then every element as its length (-1 for NULL) and its
+ * bytes.  The element types by column, as pg_type has them forever:
+ * text 25, bigint 20, int 23.
+ */
+
+#define DB_ARRAY_HEADER           20
+
+/* the longest of one row's 15 elements, lengths included */
 #define DB_ARRAY_ROW_MAX                                                      \
-    (2 * (LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + LLM_RECORD_FINISH_MAX)   \
-     + 3 * 3 + 16 + 11 * 21 + DB_PARAMS)
+    (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("responses")   \
+     + LLM_RECORD_FINISH_MAX + 9 * (4 + 8) + 2 * (4 + 4))
+
+static const uint32_t  db_array_oid[DB_PARAMS] = {
+    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20
+};
+
+static const int  db_binary[DB_PARAMS] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+};
 
 /*
  * A lease of the tenant's caps, or of one key's (llm.take_lease, sql/007),
@@ -315,7 +385,7 @@ db_kick(void)
         }
     }
 
-    if (db.single_left) {
+    if (db.retry_left) {
         db_send_batch();
         return;
     }
@@ -412,7 +482,7 @@ int
 db_flushable(void)
 {
     return (db.state == DB_IDLE || db.state == DB_BUSY)
-           && (db.state == DB_BUSY || queue_len() || db.single_left);
+           && (db.state == DB_BUSY || queue_len() || db.retry_left);
 }
 
 
@@ -559,11 +629,13 @@ db_connect_poll(void)
      * A record is acknowledged when its commit returns: that must mean it
      * is on disk, whatever the server's default (a server set up for speed
      * with synchronous_commit off would lose acknowledged records in a
-     * crash).
+     * crash).  The batch statement computes every cost, NULL for a model
+     * without a price: llm.usage's trigger need not look again (sql/010).
      */
     db.query = DB_Q_SESSION;
 
-    db_send("SELECT set_config('synchronous_commit', 'on', false)", 0);
+    db_send("SELECT set_config('synchronous_commit', 'on', false),"
+            " set_config('llmgw.cost_computed', 'on', false)", 0);
 }
 
 
@@ -756,8 +828,10 @@ db_done(PGresult *res)
 
         db_ack(n);
 
-        if (db.single_left) {
-            db.single_left--;
+        /* past the refused record, batches double again */
+        if (db.retry_left) {
+            db.retry_left -= n < db.retry_left ? n : db.retry_left;
+            db.retry_max = 2 * n;
         }
 
         break;
@@ -772,8 +846,8 @@ db_done(PGresult *res)
 
         db_ack(1);
 
-        if (db.single_left) {
-            db.single_left--;
+        if (db.retry_left) {
+            db.retry_left--;
         }
 
         break;
@@ -889,12 +963,22 @@ db_failed(PGresult *res)
         return;
     }
 
-    /* the data is refused: find the record that PostgreSQL will not take */
+    /*
+     * The data is refused: find the record that PostgreSQL will not take,
+     * in halves, then halves of the half refused, down to the record.  A
+     * few statements a bad record: one a record of a large batch held the
+     * queue up for as long as a thousand commits.
+     */
 
     if (db.query == DB_Q_INSERT && db.batch_n > 1) {
-        log_warning("batch of %zu records refused (%s), writing them one "
-                    "by one", db.batch_n, db.error);
-        db.single_left = db.batch_n;
+        log_warning("batch of %zu records refused (%s), writing it in "
+                    "halves", db.batch_n, db.error);
+
+        if (db.retry_left == 0) {
+            db.retry_left = db.batch_n;
+        }
+
+        db.retry_max = (db.batch_n + 1) / 2;
         return;
     }
 
@@ -921,8 +1005,8 @@ db_failed(PGresult *res)
 
     db_ack(1);
 
-    if (db.single_left) {
-        db.single_left--;
+    if (db.retry_left) {
+        db.retry_left--;
     }
 }
 
@@ -1005,7 +1089,7 @@ db_send_batch(void)
     n = queue_len();
 
     if (n == 0) {
-        db.single_left = 0;
+        db.retry_left = 0;
         return;
     }
 
@@ -1013,16 +1097,30 @@ db_send_batch(void)
         n = acd_cf.batch_max;
     }
 
-    if (db.single_left) {
-        n = 1;
+    if (db.retry_left) {
+        n = n < db.retry_left ? n : db.retry_left;
+        n = n < db.retry_max ? n : db.retry_max;
     }
 
     if (db_prepare(n) != 0) {
         return;
     }
 
+    memset(db.ids, 0, (db.ids_mask + 1) * sizeof(uint32_t));
+
     for (i = 0; i < n; i++) {
         db_bind(i, &queue_at(i)->rec);
+
+        /*
+         * A record sent again while its first copy is still queued (a
+         * worker that reconnected) waits for the next batch, which finds
+         * the first copy written: the look-up does not see what the
+         * statement itself inserts.
+         */
+        if (db_id_seen(i)) {
+            n = i;
+            break;
+        }
     }
 
     db_arrays(n);
@@ -1033,7 +1131,7 @@ db_send_batch(void)
     log_noise("sending a batch of %zu records", n);
 
     if (!PQsendQueryPrepared(db.conn, DB_INSERT_NAME, DB_PARAMS, db.array,
-                             NULL, NULL, 0))
+                             db.array_len, db_binary, 0))
     {
         db_error_text(db.error, sizeof(db.error), PQerrorMessage(db.conn));
         db_down(db.error);
@@ -1047,57 +1145,103 @@ db_send_batch(void)
 }
 
 
-/*
- * The bound rows as one array literal a column: {"a","b"} for text, {1,2}
- * for numbers, NULL for a NULL.  Text is quoted whatever it holds.
- */
+/* the bound rows as one array a column, in the binary format */
 
 static void
 db_arrays(size_t n)
 {
-    char         *p;
-    size_t        i, k;
-    const char   *v, *s;
+    size_t          i, k, len;
+    uint64_t        v;
+    db_row_t       *r;
+    const char     *t;
+    unsigned char  *p, *start, *nulls;
 
-    p = db.arrays;
+    p = (unsigned char *) db.arrays;
 
     for (k = 0; k < DB_PARAMS; k++) {
-        db.array[k] = p;
-        *p++ = '{';
+        start = p;
+
+        p = db_put32(p, 1);                     /* dimensions */
+        nulls = p;
+        p = db_put32(p, 0);
+        p = db_put32(p, db_array_oid[k]);
+        p = db_put32(p, n);
+        p = db_put32(p, 1);                     /* lower bound */
 
         for (i = 0; i < n; i++) {
-            v = db.values[i * DB_PARAMS + k];
+            r = &db.rows[i];
 
-            if (i) {
-                *p++ = ',';
+            /* for a number, t says only whether it is NULL */
+            switch (k) {
+
+            case 0:
+                t = r->request_id;
+                break;
+
+            case 2:
+                t = r->has_key ? "" : NULL;
+                break;
+
+            case 3:
+                t = r->model;
+                break;
+
+            case 4:
+                t = r->api;
+                break;
+
+            case 11:
+                t = r->has_finish ? r->finish_reason : NULL;
+                break;
+
+            default:
+                t = "";
             }
 
-            if (v == NULL) {
-                p = stpcpy(p, "NULL");
+            if (t == NULL) {
+                p = db_put32(p, (uint32_t) -1);
+                db_put32(nulls, 1);
                 continue;
             }
 
-            if (!db_array_quoted(k)) {
-                p = stpcpy(p, v);
+            if (db_array_oid[k] == 25) {
+                len = strlen(t);
+                p = db_put32(p, len);
+                memcpy(p, t, len);
+                p += len;
                 continue;
             }
 
-            *p++ = '"';
+            v = (uint64_t) r->num[k];
 
-            for (s = v; *s; s++) {
-                if (*s == '"' || *s == '\\') {
-                    *p++ = '\\';
-                }
-
-                *p++ = *s;
+            if (db_array_oid[k] == 23) {
+                p = db_put32(p, 4);
+                p = db_put32(p, (uint32_t) v);
+                continue;
             }
 
-            *p++ = '"';
+            p = db_put32(p, 8);
+            p = db_put32(p, (uint32_t) (v >> 32));
+            p = db_put32(p, (uint32_t) v);
         }
 
-        *p++ = '}';
-        *p++ = '\0';
+        db.array[k] = (const char *) start;
+        db.array_len[k] = p - start;
     }
+}
+
+
+/* network byte order */
+
+static unsigned char *
+db_put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char) (v >> 24);
+    p[1] = (unsigned char) (v >> 16);
+    p[2] = (unsigned char) (v >> 8);
+    p[3] = (unsigned char) v;
+
+    return p + 4;
 }
 
 
@@ -1171,19 +1315,11 @@ db_text(char *dst, size_t cap, const char *src, size_t len)
 }
 
 
-/* the text columns: request_id, model, api, finish_reason */
-
-static int
-db_array_quoted(size_t k)
-{
-    return k == 0 || k == 3 || k == 4 || k == 11;
-}
-
-
 static void
 db_send_reject(void)
 {
     db_bind(0, &queue_at(0)->rec);
+    db_bind_text(0);
     db.values[DB_PARAMS] = db.error;
 
     db.query = DB_Q_REJECT;
@@ -1287,8 +1423,8 @@ db_notifies(void)
 static int
 db_prepare(size_t n)
 {
-    size_t   cap;
-    void    *rows, *values, *arrays;
+    size_t   cap, mask;
+    void    *rows, *arrays, *ids;
 
     if (n <= db.rows_cap) {
         return 0;
@@ -1296,22 +1432,28 @@ db_prepare(size_t n)
 
     cap = n;
 
+    /* at most half full */
+    for (mask = 1; mask < 2 * cap; mask <<= 1) { /* void */ }
+    mask--;
+
+    ids = realloc(db.ids, (mask + 1) * sizeof(uint32_t));
+    if (ids != NULL) {
+        db.ids = ids;
+        db.ids_mask = mask;
+    }
+
     rows = realloc(db.rows, cap * sizeof(db_row_t));
     if (rows != NULL) {
         db.rows = rows;
     }
 
-    values = realloc(db.values, (cap * DB_PARAMS + 1) * sizeof(char *));
-    if (values != NULL) {
-        db.values = values;
-    }
-
-    arrays = realloc(db.arrays, cap * DB_ARRAY_ROW_MAX + DB_PARAMS * 3);
+    arrays = realloc(db.arrays,
+                     cap * DB_ARRAY_ROW_MAX + DB_PARAMS * DB_ARRAY_HEADER);
     if (arrays != NULL) {
         db.arrays = arrays;
     }
 
-    if (rows == NULL || values == NULL || arrays == NULL) {
+    if (rows == NULL || arrays == NULL || ids == NULL) {
         log_error("out of memory for a batch of %zu records", n);
         return -1;
     }
@@ -1325,14 +1467,12 @@ db_prepare(size_t n)
 static void
 db_bind(size_t row, const llm_record_t *rec)
 {
-    size_t         i;
-    uint32_t       flags;
-    uint64_t       tokens[6];
-    db_row_t      *r;
-    const char   **v;
+    size_t     i;
+    uint32_t   flags;
+    uint64_t   tokens[6];
+    db_row_t  *r;
 
     r = &db.rows[row];
-    v = &db.values[row * DB_PARAMS];
 
     flags = rec->flags;
 
@@ -1357,32 +1497,81 @@ db_bind(size_t row, const llm_record_t *rec)
     db_text(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
               rec->finish_reason_len);
 
-    snprintf(r->num[0], sizeof(r->num[0]), "%lld",
-             (long long) rec->tenant_id);
-    snprintf(r->num[1], sizeof(r->num[1]), "%lld", (long long) rec->key_id);
+    r->api = db_api_name(rec->api);
+    r->has_key = rec->key_id > 0;
+    r->has_finish = rec->finish_reason_len != 0;
+
+    r->num[1] = rec->tenant_id;
+    r->num[2] = rec->key_id;
 
     for (i = 0; i < 6; i++) {
-        snprintf(r->num[2 + i], sizeof(r->num[0]), "%" PRIu64, tokens[i]);
+        r->num[5 + i] = (int64_t) tokens[i];
     }
 
-    snprintf(r->num[8], sizeof(r->num[0]), "%u", (unsigned) rec->status);
-    snprintf(r->num[9], sizeof(r->num[0]), "%d", (int32_t) flags);
-    snprintf(r->num[10], sizeof(r->num[0]), "%lld", (long long) rec->ts_ms);
+    r->num[12] = rec->status;
+    r->num[13] = (int32_t) flags;
+    r->num[14] = rec->ts_ms;
+}
 
-    v[0] = r->request_id;
-    v[1] = r->num[0];
-    v[2] = rec->key_id > 0 ? r->num[1] : NULL;
-    v[3] = r->model;
-    v[4] = db_api_name(rec->api);
 
-    for (i = 0; i < 6; i++) {
-        v[5 + i] = r->num[2 + i];
+/* row's parameters as text, for db_reject_sql */
+
+static void
+db_bind_text(size_t row)
+{
+    size_t     k;
+    db_row_t  *r;
+
+    r = &db.rows[row];
+
+    for (k = 0; k < DB_PARAMS; k++) {
+        if (db_array_oid[k] != 25) {
+            snprintf(db.num[k], sizeof(db.num[k]), "%lld",
+                     (long long) r->num[k]);
+            db.values[k] = db.num[k];
+        }
     }
 
-    v[11] = rec->finish_reason_len ? r->finish_reason : NULL;
-    v[12] = r->num[8];
-    v[13] = r->num[9];
-    v[14] = r->num[10];
+    db.values[0] = r->request_id;
+    db.values[2] = r->has_key ? db.num[2] : NULL;
+    db.values[3] = r->model;
+    db.values[4] = r->api;
+    db.values[11] = r->has_finish ? r->finish_reason : NULL;
+}
+
+
+/*
+ * Whether the batch has row's request_id already, as bound (two that
+ * differ only in bytes db_text() replaced are the same to PostgreSQL);
+ * if not, it is added.
+ */
+
+static int
+db_id_seen(size_t row)
+{
+    size_t          k;
+    uint32_t        h;
+    const char     *p;
+
+    /* FNV-1a */
+    h = 2166136261u;
+
+    for (p = db.rows[row].request_id; *p; p++) {
+        h = (h ^ (unsigned char) *p) * 16777619u;
+    }
+
+    for (k = h & db.ids_mask; db.ids[k]; k = (k + 1) & db.ids_mask) {
+        if (strcmp(db.rows[db.ids[k] - 1].request_id,
+                   db.rows[row].request_id)
+            == 0)
+        {
+            return 1;
+        }
+    }
+
+    db.ids[k] = row + 1;
+
+    return 0;
 }
 
 

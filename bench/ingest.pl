@@ -4,10 +4,13 @@
 # sent over its socket as fast as it takes them, as a gateway's workers
 # would, and the time until the last is acknowledged, which accountd does
 # once PostgreSQL has committed it (synchronous_commit on, fsync as the
-# stack has it).  Prints records/s committed and the CPU a record of
-# accountd and of its PostgreSQL backend.  Run by `make bench-ingest`
-# through bench/with-stack.  No figure is a pass or a fail; the run fails
-# if a record is not acknowledged or has no row.
+# stack has it).  The records' model has a price, as a model in
+# production has, unless BENCH_PRICED=0 (then every cost is NULL).
+# Prints records/s committed, the CPU a record of accountd and of its
+# PostgreSQL backend, the records a commit (from accountd's log) and the
+# WAL a record.  Run by `make bench-ingest` through bench/with-stack.  No
+# figure is a pass or a fail; the run fails if a record is not
+# acknowledged or has no row.
 
 use strict;
 use warnings;
@@ -27,6 +30,14 @@ $SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
 my $s = stack();
 my $n = $ENV{BENCH_RECORDS} // 200_000;
 my $t = new_tenant(tier => 'bench');
+my $log = "$s->{LLMGW_DIR}/accountd.log";
+
+# µ$ per million tokens, those of the demo's mock-gpt-4o-mini
+db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                   output_per_mtok, cached_input_per_mtok)
+           VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000)
+           ON CONFLICT DO NOTHING})
+    if $ENV{BENCH_PRICED} // 1;
 my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
 
 # frames of the settle record, version 2 (core/llm_record.h)
@@ -48,6 +59,8 @@ my ($be) = db()->selectrow_array(
     "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
     . " AND backend_type = 'client backend' LIMIT 1");
 my $acd = pidfile("$s->{LLMGW_DIR}/accountd.pid");
+my ($lsn0) = db()->selectrow_array('SELECT pg_current_wal_lsn()');
+my $log0 = -s $log // 0;
 my %cpu0 = (accountd => ticks($acd), backend => ticks($be));
 
 my $sel = IO::Select->new($c);
@@ -88,18 +101,35 @@ my $secs = time() - $t0;
 my %cpu = (accountd => ticks($acd) - $cpu0{accountd},
            backend => ticks($be) - $cpu0{backend});
 
-my ($rows) = db()->selectrow_array(
-    'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef, $t->{id});
+my ($wal) = db()->selectrow_array(
+    'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), ?)', undef, $lsn0);
+my ($rows, $priced) = db()->selectrow_array(
+    'SELECT count(*), count(cost_pusd) FROM llm.usage WHERE tenant_id = ?',
+    undef, $t->{id});
+my @batches = batches($log, $log0);
 
 printf("ingest: %d records acknowledged in %.2f s: %.0f records/s "
        . "committed\n", $acked, $secs, $acked / $secs);
 printf("  CPU a record: accountd %.1f µs, its PostgreSQL backend %.1f µs\n",
        $cpu{accountd} / $tck * 1e6 / ($acked || 1),
        $cpu{backend} / $tck * 1e6 / ($acked || 1));
-printf("  %d rows in llm.usage\n", $rows);
+printf("  %.0f records a commit (%d commits, the largest %d), WAL %.0f "
+       . "bytes a record\n", $acked / (@batches || 1), scalar @batches,
+       (sort { $b <=> $a } @batches, 0)[0], $wal / ($acked || 1));
+printf("  %d rows in llm.usage, %d with a cost\n", $rows, $priced);
 
 exit($acked == $n && $rows == $n ? 0 : 1);
 
+
+# the sizes of the batches accountd committed since offset (verbose 1)
+sub batches {
+    my ($file, $offset) = @_;
+    open(my $fh, '<', $file) or return;
+    seek($fh, $offset, 0);
+    my @n = map { /batch of (\d+) records committed/ ? $1 : () } <$fh>;
+    close($fh);
+    return @n;
+}
 
 sub pidfile {
     open(my $fh, '<', $_[0]) or return 0;

@@ -470,10 +470,9 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
 
     llm_usage_settle(&f->usage, &in, &st);
 
-    if (in.end != LLM_END_CLEAN) {
-        st.flags |= LLM_REC_F_PARTIAL;
-        st.finish_reason = "worker_exited";
-    }
+    /* its worker never ended it: whatever the upstream said, that is why */
+    st.flags |= LLM_REC_F_PARTIAL;
+    st.finish_reason = "worker_exited";
 
     node = ngx_http_llm_gateway_lookup(zone, f->tenant_id, 0);
 

@@ -132,10 +132,10 @@ EOF
         q{SELECT flags, cost_pusd, input_tokens FROM llm.usage
            WHERE tenant_id = ? AND finish_reason = 'worker_exited'},
         { Slice => {} }, $t->{id});
-    is(scalar(grep { ($_->{flags} & 3) == 3 && defined $_->{cost_pusd}
+    is(scalar(grep { ($_->{flags} & 2) && defined $_->{cost_pusd}
                      && $_->{input_tokens} > 0 } @$exited),
        scalar(@$exited), 'kill: ' . scalar(@$exited) . ' requests of the '
-       . 'killed workers settled for them: estimated, partial, priced');
+       . 'killed workers settled for them: partial, priced');
 
     like($ng->error_log(), qr/requests in flight in exited worker/,
          'kill: and the settling worker said so')
