@@ -176,6 +176,11 @@ mockllm_http_find_end(mockllm_conn_t *c)
         }
     }
 
+    /* before the first read there is no buffer */
+    if (c->in.len == 0) {
+        return MOCKLLM_AGAIN;
+    }
+
     p = c->in.data + c->scan;
     last = c->in.data + c->in.len;
 

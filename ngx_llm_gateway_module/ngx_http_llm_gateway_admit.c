@@ -781,6 +781,13 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
 
     if (cl->next == NULL) {
         b = cl->buf;
+
+        /* an empty chunked body is a last buffer without memory */
+        if (b->pos == b->last) {
+            ngx_str_set(body, "");
+            return NGX_OK;
+        }
+
         body->data = b->pos;
         body->len = b->last - b->pos;
         return NGX_OK;
@@ -801,7 +808,10 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
     body->len = len;
 
     for (cl = r->request_body->bufs; cl; cl = cl->next) {
-        p = ngx_cpymem(p, cl->buf->pos, cl->buf->last - cl->buf->pos);
+        /* the last buffer of a chunked body may have no memory */
+        if (cl->buf->pos != cl->buf->last) {
+            p = ngx_cpymem(p, cl->buf->pos, cl->buf->last - cl->buf->pos);
+        }
     }
 
     return NGX_OK;

@@ -1476,6 +1476,11 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys,
     uint64_t     bytes, total;
     const char  *q, *k, *v, *end;
 
+    /* an event with an empty data field has no buffer yet */
+    if (n == 0) {
+        return 0;
+    }
+
     found = 0;
     total = 0;
     end = s + n;
