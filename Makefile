@@ -5,6 +5,10 @@
 #   make test    the same set-up from scratch in a temporary directory, then
 #                every test (prove), with a TAP summary
 #   make bench   benchmarks on the same set-up; numbers, never a failure
+#   make test-sanitize
+#                the whole t/ suite twice more: with the module, accountd
+#                and mockllm built with ASan and UBSan, then with accountd
+#                under valgrind; any report fails it
 #
 # Everything here runs as root on Debian 12.
 
@@ -26,7 +30,7 @@ CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
 
 DEB_PACKAGES := nginx nginx-dev libcjson-dev libpq-dev libssl-dev \
                 postgresql libdbd-pg-perl wrk clang-14 libfuzzer-14-dev \
-                make gcc perl
+                make gcc perl valgrind
 
 CORE_SRC    := $(wildcard $(CORE)/llm_*.c)
 CORE_HDR    := $(wildcard $(CORE)/llm_*.h)
@@ -39,7 +43,8 @@ MOCKLLM_SRC := $(wildcard mockllm/*.c)
 
 RUN_DIR     := $(CURDIR)/.run
 
-.PHONY: all deps build module accountd mockllm units sdk run stop test clean
+.PHONY: all deps build module accountd mockllm units sdk run stop test \
+        test-run clean
 
 all: build
 
@@ -70,43 +75,59 @@ units: $(UNIT_BIN)
 
 # The module is built --with-compat against Debian's nginx-dev tree, with
 # Debian's own configure flags, so that the stock nginx binary loads it.
-$(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
-	rm -rf $(NGX_BUILD)
-	mkdir -p $(BUILD)
-	cp -a $(NGX_SRC) $(NGX_BUILD)
-	cd $(NGX_BUILD) && . ./conf_flags && \
+# $(1): the tree, $(2): cc options, $(3): ld options, $(4): more options
+define ngx-configure
+	rm -rf $(1)
+	mkdir -p $(dir $(1))
+	cp -a $(NGX_SRC) $(1)
+	cd $(1) && . ./conf_flags && \
 	    ./configure "$${NGX_CONF_FLAGS[@]}" \
-	        --with-cc-opt='$(NGX_CC_OPT)' --with-ld-opt='$(NGX_LD_OPT)' \
+	        --with-cc-opt='$(2)' --with-ld-opt='$(3)' $(4) \
 	        --add-dynamic-module=$(CURDIR) >configure.log 2>&1 \
 	    || { tail -30 configure.log; exit 1; }
+endef
+
+# $(1): the tree the module is built in
+define ngx-module
+	$(MAKE) -C $(1) -f objs/Makefile modules >$(dir $@)module.log 2>&1 \
+	    || { grep -E 'error|warning' -A3 $(dir $@)module.log | head -60; \
+	         exit 1; }
+	@# a new inode: a running nginx keeps the file it mapped
+	cp $(1)/objs/ngx_http_llm_gateway_module.so $@.tmp
+	mv -f $@.tmp $@
+endef
+
+ACCOUNTD_LINK := $(ACCOUNTD_SRC) $(CORE)/llm_record.c $(CORE)/llm_key.c \
+                 -lpq -lcrypto
+MOCKLLM_LINK  := $(MOCKLLM_SRC) -lcjson
+UNIT_LINK     := $(CORE_SRC) -lcjson -lcrypto -lm
+SIM_LINK      := $(CORE)/llm_journal.c $(CORE)/llm_record.c $(CORE)/llm_key.c \
+                 accountd/queue.c -lcrypto
+
+$(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
+	$(call ngx-configure,$(NGX_BUILD),$(NGX_CC_OPT),$(NGX_LD_OPT))
 
 $(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
-	$(MAKE) -C $(NGX_BUILD) -f objs/Makefile modules >$(BUILD)/module.log 2>&1 \
-	    || { grep -E 'error|warning' -A3 $(BUILD)/module.log | head -60; exit 1; }
-	@# a new inode: a running nginx keeps the file it mapped
-	cp $(NGX_BUILD)/objs/ngx_http_llm_gateway_module.so $@.tmp
-	mv -f $@.tmp $@
+	$(call ngx-module,$(NGX_BUILD))
 
 $(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $(ACCOUNTD_SRC) \
-	    $(CORE)/llm_record.c $(CORE)/llm_key.c -lpq -lcrypto
+	$(CC) $(CFLAGS) -o $@ $(ACCOUNTD_LINK)
 
 $(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $(MOCKLLM_SRC) -lcjson
+	$(CC) $(CFLAGS) -o $@ $(MOCKLLM_LINK)
 
 $(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
 	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -o $@ $< $(CORE_SRC) -lcjson -lcrypto -lm
+	$(CC) $(CFLAGS) -o $@ $< $(UNIT_LINK)
 
 # The protocol simulation runs the journal, the codec and accountd's queue
 # as they are (see its head comment).
 $(BUILD)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
                             $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
 	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -Iaccountd -o $@ $< $(CORE)/llm_journal.c \
-	    $(CORE)/llm_record.c $(CORE)/llm_key.c accountd/queue.c -lcrypto
+	$(CC) $(CFLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
 sdk: $(BUILD)/sdk/clients.mjs
@@ -132,6 +153,12 @@ stop:
 TESTS ?= $(UNIT_BIN) t/
 
 test: deps build sdk
+	@$(MAKE) --no-print-directory test-run
+
+# The suite on what is built: the stack and the tests take LLMGW_BUILD
+# (the binaries, the module and sdk/; build) and the other LLMGW_*
+# variables from the environment.
+test-run:
 	@for try in 1 2 3; do \
 	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
 	    base=$$((20000 + RANDOM % 20000)); \
@@ -147,6 +174,167 @@ test: deps build sdk
 	scripts/stack stop $$dir >/dev/null 2>&1; \
 	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
 	exit $$rc
+
+# --- make test-sanitize -------------------------------------------------------
+#
+# The whole t/ suite twice, on the stack of make test:
+#
+#   asan      the module, accountd, mockllm and the unit tests built with
+#             ASan and UBSan in build/san; Debian's nginx loads the module
+#             with the ASan runtime preloaded (it must come first) and
+#             without leak detection (nginx's exit leaves its pools to the
+#             OS); accountd and mockllm keep it.  Built with clang, whose
+#             ASan runtime holds UBSan's: GCC's UBSan, a runtime apart,
+#             writes to stderr whatever log_path says when ASan's is there,
+#             and reads its options only at its first report, when nginx's
+#             process title has overwritten the environment
+#   valgrind  the usual build, every accountd (daemon and CLI) under
+#             valgrind through the wrapper build/vg/accountd
+#
+# Sanitizers and valgrind write to files in a temporary directory, which
+# every process can write, nginx's workers (nobody) included; the target
+# counts the reports at the end and fails on one, or on a failed test.
+# SAN_PASSES picks the passes, SAN_TESTS the tests.
+
+SAN         := $(BUILD)/san
+VG          := $(BUILD)/vg
+SAN_CC      ?= clang-14
+SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -g
+SAN_NGX     := $(SAN)/nginx
+SAN_NGX_CC_OPT := $(NGX_CC_OPT) $(SAN_FLAGS) \
+                  -fsanitize-ignorelist=$(CURDIR)/$(SAN)/asan.ignore
+SAN_NGX_LD_OPT := $(NGX_LD_OPT) $(SAN_FLAGS)
+SAN_UNIT    := $(patsubst $(BUILD)/unit/%,$(SAN)/unit/%,$(UNIT_BIN))
+SAN_PASSES  ?= asan valgrind
+SAN_TESTS   ?= t/
+# t/090 is 60 s of 200 clients: at valgrind's pace accountd cannot take
+# their records as they come, which is what the test measures
+VG_SKIP     ?= t/090-load.t
+VG_OPTS     ?= --error-exitcode=99 --leak-check=full \
+               --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+               --num-callers=30
+SAN_RT      = $(shell $(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)
+
+.PHONY: test-sanitize san-build vg-build
+
+san-build: $(SAN)/ngx_http_llm_gateway_module.so $(SAN)/accountd \
+           $(SAN)/mockllm $(SAN_UNIT) $(SAN)/sdk
+
+# configured as the usual tree, the sanitizers added; configure's own
+# test programs must not fail on a leak of theirs
+$(SAN_NGX)/objs/Makefile: export ASAN_OPTIONS = detect_leaks=0
+$(SAN_NGX)/objs/Makefile: config $(NGX_SRC)/configure $(SAN)/asan.ignore
+	$(call ngx-configure,$(SAN_NGX),$(SAN_NGX_CC_OPT),$(SAN_NGX_LD_OPT),--with-cc=$(SAN_CC))
+
+# nginx and the module's file that configure writes both define
+# ngx_modules; nginx's wins, and ASan would poison what follows it by the
+# size of the module's: a reload copying nginx's would be a false report
+$(SAN)/asan.ignore: Makefile
+	@mkdir -p $(SAN)
+	echo 'src:*/ngx_http_llm_gateway_module_modules.c' >$@
+
+$(SAN)/ngx_http_llm_gateway_module.so: $(SAN_NGX)/objs/Makefile $(MODULE_SRC) \
+                                       $(CORE_SRC) $(CORE_HDR)
+	$(call ngx-module,$(SAN_NGX))
+
+$(SAN)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
+	@mkdir -p $(SAN)
+	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(ACCOUNTD_LINK)
+
+$(SAN)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
+	@mkdir -p $(SAN)
+	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(MOCKLLM_LINK)
+
+$(SAN)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
+	@mkdir -p $(SAN)/unit
+	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(UNIT_LINK)
+
+$(SAN)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
+                          $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
+	@mkdir -p $(SAN)/unit
+	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
+
+# the tests find the SDKs next to the binaries
+$(SAN)/sdk $(VG)/sdk:
+	@mkdir -p $(dir $@)
+	ln -sfn ../sdk $@
+
+# build/vg: the usual module and mockllm, accountd wrapped
+vg-build: $(VG)/accountd $(VG)/sdk
+	@for f in ngx_http_llm_gateway_module.so mockllm; do \
+	    ln -sfn ../$$f $(VG)/$$f; \
+	done
+
+$(VG)/accountd: $(BUILD)/accountd Makefile
+	@mkdir -p $(VG)
+	@printf '%s\n' '#!/bin/sh' \
+	    '# accountd under valgrind, for make test-sanitize' \
+	    'exec valgrind $(VG_OPTS) \' \
+	    '    --log-file="$${LLMGW_VALGRIND_LOG:-/tmp}/accountd.%p" \' \
+	    '    $(CURDIR)/$(BUILD)/accountd "$$@"' >$@.tmp
+	@chmod 755 $@.tmp
+	mv -f $@.tmp $@
+
+test-sanitize: deps build sdk san-build vg-build
+	@rep=$$(mktemp -d /tmp/llmgw-san.XXXXXX); chmod 755 $$rep; \
+	fail=0; \
+	for pass in $(SAN_PASSES); do \
+	    mkdir -m 1777 $$rep/$$pass; \
+	    start=$$(date +%s); \
+	    echo "--- $$pass pass"; \
+	    case $$pass in \
+	    asan) \
+	        log=log_path=$$rep/asan/san; \
+	        ASAN_OPTIONS=$$log:detect_leaks=1 \
+	        UBSAN_OPTIONS=$$log:print_stacktrace=1 \
+	        LLMGW_NGINX_ENV="LD_PRELOAD=$(SAN_RT) \
+	            ASAN_OPTIONS=$$log:detect_leaks=0 \
+	            UBSAN_OPTIONS=$$log:print_stacktrace=1" \
+	        LLMGW_BUILD=$(CURDIR)/$(SAN) LLMGW_TIME_SCALE=2 \
+	            $(MAKE) --no-print-directory test-run \
+	                TESTS="$(SAN_UNIT) $(SAN_TESTS)" || fail=1;; \
+	    valgrind) \
+	        tests=$$(for t in $(SAN_TESTS); do \
+	            if [ -d $$t ]; then ls $${t%/}/*.t; else echo $$t; fi; \
+	        done); \
+	        for t in $(VG_SKIP); do \
+	            if echo "$$tests" | grep -qxF $$t; then \
+	                echo "$$t: skipped under valgrind: a load test"; \
+	                tests=$$(echo "$$tests" | grep -vxF $$t); \
+	            fi; \
+	        done; \
+	        LLMGW_VALGRIND_LOG=$$rep/valgrind \
+	        LLMGW_BUILD=$(CURDIR)/$(VG) LLMGW_TIME_SCALE=4 \
+	            $(MAKE) --no-print-directory test-run \
+	                TESTS="$$(echo $$tests)" || fail=1;; \
+	    *) \
+	        echo "unknown pass $$pass"; fail=1; continue;; \
+	    esac; \
+	    echo "--- $$pass pass: $$(( $$(date +%s) - start )) s"; \
+	done; \
+	echo "--- reports in $$rep"; \
+	reports=0; \
+	for f in $$(find $$rep -type f | sort); do \
+	    case $$f in \
+	    */valgrind/*) \
+	        n=$$(sed -n 's/^==[0-9]*== ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' \
+	            $$f | tail -n 1); \
+	        if [ -z "$$n" ]; then \
+	            n=$$(grep -cE '^==[0-9]+== (Invalid |Conditional jump|Use of uninit|Syscall param|Mismatched |Source and destination|Argument .* of function|[0-9,]+ bytes in [0-9,]+ blocks are definitely)' $$f); \
+	        fi;; \
+	    *) \
+	        n=$$(grep -cE '^==[0-9]+==ERROR: |runtime error: ' $$f);; \
+	    esac; \
+	    if [ "$$n" -gt 0 ]; then \
+	        echo "  $$f: $$n"; reports=$$((reports + n)); \
+	    fi; \
+	done; \
+	echo "--- $$(find $$rep -type f | wc -l) files, $$reports reports"; \
+	if [ $$reports -eq 0 ] && [ $$fail -eq 0 ]; then \
+	    rm -rf $$rep; \
+	else \
+	    echo "kept $$rep"; exit 1; \
+	fi
 
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.

@@ -19,10 +19,18 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
                  new_tenant nginx http_post raw_post json_body usage_row
-                 usage_rows db forge_key snapshot_caps);
+                 usage_rows db forge_key snapshot_caps time_scale);
 
 my %stack;
 my $tenants = 0;
+
+# How many times longer than usual a daemon may take: LLMGW_TIME_SCALE,
+# which make test-sanitize sets (accountd under valgrind starts and stops
+# seconds slower).  The harness's waits are multiplied by it.
+sub time_scale {
+    my $k = $ENV{LLMGW_TIME_SCALE} // 1;
+    return $k =~ /^\d+(?:\.\d+)?$/ && $k >= 1 ? $k : 1;
+}
 
 sub stack {
     return \%stack if %stack;
@@ -64,7 +72,7 @@ sub accountd_stop {
 
     return 0 unless $pid && kill('TERM', $pid);
 
-    for (1 .. 200) {
+    for (1 .. 200 * time_scale()) {
         return 1 unless kill(0, $pid);
         sleep(0.05);
     }
@@ -102,7 +110,7 @@ sub accountd_other {
     system("$s->{LLMGW_BUILD}/accountd -c $dir/accountd.conf -d") == 0
         or die "accountd $name did not start";
 
-    for (1 .. 50) {
+    for (1 .. 50 * time_scale()) {
         last if -f "$dir/keys.snapshot";
         sleep(0.1);
     }
@@ -138,7 +146,7 @@ sub snapshot_caps {
     my ($file, $key_id, $want) = @_;
     my $caps = '';
 
-    for (1 .. 100) {
+    for (1 .. 100 * time_scale()) {
         if (open(my $fh, '<', $file)) {
             while (<$fh>) {
                 my @f = split(/ /);
@@ -183,7 +191,7 @@ sub db {
 # The llm.usage rows of a request, waiting up to 5 s for the first.
 sub usage_rows {
     my ($request_id, $wait) = @_;
-    my $deadline = time() + ($wait // 5);
+    my $deadline = time() + ($wait // 5) * time_scale();
 
     while (1) {
         my $rows = db()->selectall_arrayref(
@@ -383,7 +391,9 @@ sub url { "http://127.0.0.1:$_[0]->{port}" . ($_[1] // '') }
 sub cmd {
     my ($self, @args) = @_;
     my $d = $self->{dir};
-    return "nginx -p $d -c $d/nginx.conf -e $d/error.log @args";
+    # make test-sanitize: the ASan runtime nginx preloads, and its options
+    my $env = $ENV{LLMGW_NGINX_ENV} ? "env $ENV{LLMGW_NGINX_ENV} " : '';
+    return "${env}nginx -p $d -c $d/nginx.conf -e $d/error.log @args";
 }
 
 # nginx -t: (exit status, what it printed)
@@ -398,7 +408,7 @@ sub run {
     my $out = `${\ $self->cmd()} 2>&1`;
     die "nginx did not start: $out" if $?;
 
-    for (1 .. 100) {
+    for (1 .. 100 * LLMGW::time_scale()) {
         my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
                                       PeerPort => $self->{port});
         if ($s) {
@@ -420,7 +430,7 @@ sub stop {
     my ($self) = @_;
     return unless $self->{running};
     system($self->cmd('-s quit') . ' 2>/dev/null');
-    for (1 .. 100) {
+    for (1 .. 100 * LLMGW::time_scale()) {
         last unless -f "$self->{dir}/nginx.pid";
         sleep(0.05);
     }
