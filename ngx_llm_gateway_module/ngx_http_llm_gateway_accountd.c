@@ -253,8 +253,7 @@ void
 ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_http_llm_gateway_journal_stats_t *st)
 {
-    llm_journal_t        *j;
-    llm_journal_stats_t   js;
+    llm_journal_t  *j;
 
     ngx_memzero(st, sizeof(ngx_http_llm_gateway_journal_stats_t));
 
@@ -263,16 +262,8 @@ ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
     }
 
     j = ngx_http_llm_gateway_journal_lock(lmcf);
-    llm_journal_stats(j, &js);
+    llm_journal_stats(j, &st->journal);
     ngx_http_llm_gateway_journal_unlock(lmcf);
-
-    st->written = js.written;
-    st->acked = js.acked;
-    st->lost = js.lost;
-    st->refused = js.refused;
-    st->size = js.size;
-    st->used = js.used;
-    st->held = js.held;
 
     st->connected = ngx_http_llm_gateway_accountd_up();
 }

@@ -74,9 +74,10 @@ ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
         "is connected to accountd.\n"
         "# TYPE llmgw_accountd_connected gauge\n"
         "llmgw_accountd_connected{pid=\"%P\"} %ui\n",
-        st.written, st.acked, st.lost,
-        st.written - st.acked, st.refused,
-        st.size, st.used, st.held, ngx_pid, st.connected);
+        st.journal.written, st.journal.acked, st.journal.lost,
+        st.journal.written - st.journal.acked, st.journal.refused,
+        st.journal.size, st.journal.used, st.journal.held,
+        ngx_pid, st.connected);
 
     b->last = p;
     b->last_buf = (r == r->main) ? 1 : 0;

@@ -16,6 +16,7 @@
 
 #include "llm_bucket.h"
 #include "llm_inspect.h"
+#include "llm_journal.h"
 #include "llm_key.h"
 #include "llm_record.h"
 #include "llm_sse.h"
@@ -320,13 +321,7 @@ typedef struct {
 
 /* the journal's counters, as the metrics show them */
 typedef struct {
-    uint64_t                     written;
-    uint64_t                     acked;
-    uint64_t                     lost;
-    uint64_t                     refused;
-    size_t                       size;
-    size_t                       used;
-    size_t                       held;
+    llm_journal_stats_t          journal;
     ngx_uint_t                   connected;  /* this worker, to accountd */
 } ngx_http_llm_gateway_journal_stats_t;
 

@@ -181,6 +181,32 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
 }
 
 
+int
+llm_record_same(const llm_record_t *a, const llm_record_t *b)
+{
+    return a->type == b->type
+           && a->status == b->status
+           && a->flags == b->flags
+           && a->tenant_id == b->tenant_id
+           && a->key_id == b->key_id
+           && a->input_tokens == b->input_tokens
+           && a->output_tokens == b->output_tokens
+           && a->cached_input_tokens == b->cached_input_tokens
+           && a->cache_write_tokens == b->cache_write_tokens
+           && a->reasoning_tokens == b->reasoning_tokens
+           && a->reserved_tokens == b->reserved_tokens
+           && a->ts_ms == b->ts_ms
+           && a->api == b->api
+           && a->request_id_len == b->request_id_len
+           && a->model_len == b->model_len
+           && a->finish_reason_len == b->finish_reason_len
+           && memcmp(a->request_id, b->request_id, a->request_id_len) == 0
+           && memcmp(a->model, b->model, a->model_len) == 0
+           && memcmp(a->finish_reason, b->finish_reason,
+                     a->finish_reason_len) == 0;
+}
+
+
 static int
 llm_record_api_valid(uint8_t type, uint8_t api)
 {

@@ -152,6 +152,12 @@ size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
 int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     size_t *consumed);
 
+/*
+ * 1 if two records carry the same fields, those the wire carries: what a
+ * round trip must keep, and what a replay must repeat to be the same record
+ */
+int llm_record_same(const llm_record_t *a, const llm_record_t *b);
+
 
 /*
  * A lease of a tenant's budget, or of one key's (key_id > 0: its leases

@@ -33,7 +33,6 @@ static void fuzz_lease_frame(const uint8_t *p, size_t n,
 static void fuzz_prefixes(const uint8_t *p, size_t n, int lease);
 static void fuzz_record_fields(const uint8_t *data, size_t size);
 static void fuzz_lease_fields(const uint8_t *data, size_t size);
-static int fuzz_record_same(const llm_record_t *a, const llm_record_t *b);
 static int fuzz_lease_same(const llm_lease_t *a, const llm_lease_t *b);
 static uint64_t fuzz_take(fuzz_src_t *s, size_t n);
 static void fuzz_take_str(fuzz_src_t *s, char *dst, size_t n);
@@ -311,7 +310,7 @@ fuzz_record_fields(const uint8_t *data, size_t size)
         goto done;
     }
 
-    if (rc != 1 || used != n || !fuzz_record_same(&rec, &back)) {
+    if (rc != 1 || used != n || !llm_record_same(&rec, &back)) {
         fuzz_fail("record fields", "does not decode to what was encoded");
     }
 
@@ -399,32 +398,6 @@ fuzz_lease_fields(const uint8_t *data, size_t size)
 done:
 
     free(buf);
-}
-
-
-static int
-fuzz_record_same(const llm_record_t *a, const llm_record_t *b)
-{
-    return a->type == b->type
-           && a->status == b->status
-           && a->flags == b->flags
-           && a->tenant_id == b->tenant_id
-           && a->key_id == b->key_id
-           && a->input_tokens == b->input_tokens
-           && a->output_tokens == b->output_tokens
-           && a->cached_input_tokens == b->cached_input_tokens
-           && a->cache_write_tokens == b->cache_write_tokens
-           && a->reasoning_tokens == b->reasoning_tokens
-           && a->reserved_tokens == b->reserved_tokens
-           && a->ts_ms == b->ts_ms
-           && a->api == b->api
-           && a->request_id_len == b->request_id_len
-           && a->model_len == b->model_len
-           && a->finish_reason_len == b->finish_reason_len
-           && memcmp(a->request_id, b->request_id, a->request_id_len) == 0
-           && memcmp(a->model, b->model, a->model_len) == 0
-           && memcmp(a->finish_reason, b->finish_reason,
-                     a->finish_reason_len) == 0;
 }
 
 

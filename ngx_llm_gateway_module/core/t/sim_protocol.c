@@ -396,7 +396,6 @@ static const char *sim_quiet(void);
 static void sim_check_step(void);
 static void sim_check_end(void);
 static int sim_run(uint64_t seed);
-static int sim_same(const llm_record_t *a, const llm_record_t *b);
 static void sim_mix(uint64_t v);
 static uint64_t sim_digest(void);
 
@@ -1773,7 +1772,7 @@ sim_db_commit(size_t n)
             continue;
         }
 
-        if (!sim_same(&r->row, rec)) {
+        if (!llm_record_same(&r->row, rec)) {
             sim_fail("r%d again with other figures: to llm.usage_rejected",
                      k);
             return;
@@ -2499,7 +2498,7 @@ sim_check_end(void)
             if (!r->committed) {
                 sim_fail("(a) r%d was settled and has no row", i);
 
-            } else if (!sim_same(&r->row, &r->rec)) {
+            } else if (!llm_record_same(&r->row, &r->rec)) {
                 sim_fail("(a) r%d has a row with other figures", i);
             }
 
@@ -2749,24 +2748,3 @@ sim_digest(void)
     return sim.trail;
 }
 
-
-static int
-sim_same(const llm_record_t *a, const llm_record_t *b)
-{
-    return a->type == b->type && a->status == b->status
-           && a->flags == b->flags && a->tenant_id == b->tenant_id
-           && a->key_id == b->key_id && a->input_tokens == b->input_tokens
-           && a->output_tokens == b->output_tokens
-           && a->cached_input_tokens == b->cached_input_tokens
-           && a->cache_write_tokens == b->cache_write_tokens
-           && a->reasoning_tokens == b->reasoning_tokens
-           && a->reserved_tokens == b->reserved_tokens
-           && a->ts_ms == b->ts_ms && a->api == b->api
-           && a->request_id_len == b->request_id_len
-           && a->model_len == b->model_len
-           && a->finish_reason_len == b->finish_reason_len
-           && memcmp(a->request_id, b->request_id, a->request_id_len) == 0
-           && memcmp(a->model, b->model, a->model_len) == 0
-           && memcmp(a->finish_reason, b->finish_reason,
-                     a->finish_reason_len) == 0;
-}

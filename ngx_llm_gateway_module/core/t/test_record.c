@@ -13,7 +13,6 @@
 
 
 static void test_sample(llm_record_t *rec);
-static int test_same(const llm_record_t *a, const llm_record_t *b);
 static int test_sane(const llm_record_t *rec);
 static uint32_t test_rand(void);
 static uint64_t test_get(const uint8_t *p, size_t width);
@@ -80,32 +79,6 @@ test_sample(llm_record_t *rec)
     llm_record_set_request_id(rec, "req-0001", 8);
     llm_record_set_model(rec, "claude-sonnet-4", 15);
     llm_record_set_finish_reason(rec, "stop", 4);
-}
-
-
-static int
-test_same(const llm_record_t *a, const llm_record_t *b)
-{
-    return a->type == b->type
-           && a->status == b->status
-           && a->flags == b->flags
-           && a->tenant_id == b->tenant_id
-           && a->key_id == b->key_id
-           && a->input_tokens == b->input_tokens
-           && a->output_tokens == b->output_tokens
-           && a->cached_input_tokens == b->cached_input_tokens
-           && a->cache_write_tokens == b->cache_write_tokens
-           && a->reasoning_tokens == b->reasoning_tokens
-           && a->reserved_tokens == b->reserved_tokens
-           && a->ts_ms == b->ts_ms
-           && a->api == b->api
-           && a->request_id_len == b->request_id_len
-           && a->model_len == b->model_len
-           && a->finish_reason_len == b->finish_reason_len
-           && memcmp(a->request_id, b->request_id, a->request_id_len) == 0
-           && memcmp(a->model, b->model, a->model_len) == 0
-           && memcmp(a->finish_reason, b->finish_reason,
-                     a->finish_reason_len) == 0;
 }
 
 
@@ -238,7 +211,7 @@ test_round_trip(void)
     rc = llm_record_decode(buf, n, &out, &used);
     tap_is(rc, 1, "decode of a whole frame returns 1");
     tap_is(used, n, "decode consumes the whole frame");
-    tap_ok(test_same(&rec, &out), "round trip keeps every field");
+    tap_ok(llm_record_same(&rec, &out), "round trip keeps every field");
 
     /* extreme values: all fields at their widest */
 
@@ -267,7 +240,7 @@ test_round_trip(void)
     tap_is(n, LLM_RECORD_MAX_FRAME, "the largest record fills MAX_FRAME");
 
     rc = llm_record_decode(buf, n, &out, &used);
-    tap_ok(rc == 1 && test_same(&rec, &out),
+    tap_ok(rc == 1 && llm_record_same(&rec, &out),
            "round trip of extreme values");
 
     tap_is(llm_record_encode(&rec, buf, n - 1), 0,
@@ -282,7 +255,7 @@ test_round_trip(void)
     tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3, "the smallest frame");
 
     rc = llm_record_decode(buf, n, &out, &used);
-    tap_ok(rc == 1 && test_same(&rec, &out),
+    tap_ok(rc == 1 && llm_record_same(&rec, &out),
            "round trip of an empty ack");
 
     /* a Responses record with the new flags and figures */
@@ -298,7 +271,7 @@ test_round_trip(void)
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
     rc = llm_record_decode(buf, n, &out, &used);
-    tap_ok(rc == 1 && used == n && test_same(&rec, &out)
+    tap_ok(rc == 1 && used == n && llm_record_same(&rec, &out)
            && out.api == LLM_API_RESPONSES && out.reasoning_tokens == 1499
            && out.flags == 0x19,
            "round trip of api responses, its flags and reasoning tokens");
@@ -547,7 +520,7 @@ test_random(void)
         n = llm_record_encode(&rec, buf, sizeof(buf));
         rc = llm_record_decode(buf, n, &out, &used);
 
-        if (n == 0 || rc != 1 || used != n || !test_same(&rec, &out)) {
+        if (n == 0 || rc != 1 || used != n || !llm_record_same(&rec, &out)) {
             bad++;
         }
     }
@@ -576,11 +549,11 @@ test_back_to_back(void)
     n2 = llm_record_encode(&b, buf + n1, sizeof(buf) - n1);
 
     rc = llm_record_decode(buf, n1 + n2, &out, &used);
-    tap_ok(rc == 1 && used == n1 && test_same(&a, &out),
+    tap_ok(rc == 1 && used == n1 && llm_record_same(&a, &out),
            "first of two frames");
 
     rc = llm_record_decode(buf + used, n1 + n2 - used, &out, &used);
-    tap_ok(rc == 1 && used == n2 && test_same(&b, &out),
+    tap_ok(rc == 1 && used == n2 && llm_record_same(&b, &out),
            "second of two frames");
 
     rc = llm_record_decode(buf, n1 + 3, &out, &used);
