@@ -53,27 +53,42 @@ enum {
 
 /*
  * The members whose string values are generated text, per API: what a
- * delta event carries, and where a whole JSON response has it.
+ * delta event carries, and where a whole JSON response has it.  With
+ * their lengths: every member name of every event is looked up, and the
+ * length alone turns most away.
  */
-static const char  *llm_sse_openai_text[] = {
-    "content", "reasoning_content", "reasoning", "refusal", "arguments", NULL
+typedef struct {
+    const char  *name;
+    size_t       len;
+} llm_sse_name_t;
+
+#define llm_sse_name(s)  { s, sizeof(s) - 1 }
+#define llm_sse_null_name  { NULL, 0 }
+
+static const llm_sse_name_t  llm_sse_openai_text[] = {
+    llm_sse_name("content"), llm_sse_name("reasoning_content"),
+    llm_sse_name("reasoning"), llm_sse_name("refusal"),
+    llm_sse_name("arguments"), llm_sse_null_name
 };
 
 /* an OpenAI event with one of these not null may carry the usage */
-static const char  *llm_sse_openai_wanted[] = {
-    "usage", "finish_reason", "error", NULL
+static const llm_sse_name_t  llm_sse_openai_wanted[] = {
+    llm_sse_name("usage"), llm_sse_name("finish_reason"),
+    llm_sse_name("error"), llm_sse_null_name
 };
 
-static const char  *llm_sse_anthropic_text[] = {
-    "text", "thinking", "partial_json", NULL
+static const llm_sse_name_t  llm_sse_anthropic_text[] = {
+    llm_sse_name("text"), llm_sse_name("thinking"),
+    llm_sse_name("partial_json"), llm_sse_null_name
 };
 
-static const char  *llm_sse_responses_delta[] = {
-    "delta", NULL
+static const llm_sse_name_t  llm_sse_responses_delta[] = {
+    llm_sse_name("delta"), llm_sse_null_name
 };
 
-static const char  *llm_sse_responses_text[] = {
-    "text", "arguments", "refusal", NULL
+static const llm_sse_name_t  llm_sse_responses_text[] = {
+    llm_sse_name("text"), llm_sse_name("arguments"),
+    llm_sse_name("refusal"), llm_sse_null_name
 };
 
 
@@ -100,10 +115,11 @@ static llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
 static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const char **keys, const char **wanted);
+    const llm_sse_name_t *keys, const llm_sse_name_t *wanted);
 static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
-    const char **keys, uint64_t *bytes);
-static int llm_sse_is_key(const char **keys, const char *s, size_t n);
+    const llm_sse_name_t *keys, uint64_t *bytes);
+static int llm_sse_is_key(const llm_sse_name_t *keys, const char *s,
+    size_t n);
 static const char *llm_sse_string(const char *s, const char *end,
     uint64_t *bytes);
 static const char *llm_sse_key(const char *s, const char *end,
@@ -490,11 +506,11 @@ int
 llm_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
-    uint64_t      bytes, tokens[4];
-    unsigned      usage_only;
-    cJSON        *root;
-    const char  **keys;
-    const cJSON  *item;
+    uint64_t               bytes, tokens[4];
+    unsigned               usage_only;
+    cJSON                 *root;
+    const cJSON           *item;
+    const llm_sse_name_t  *keys;
 
     memset(u, 0, sizeof(llm_usage_t));
 
@@ -1468,8 +1484,8 @@ llm_sse_data_type(const char *s, size_t n)
  */
 
 static int
-llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys,
-    const char **wanted)
+llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_name_t *keys, const llm_sse_name_t *wanted)
 {
     int          found;
     size_t       kn;
@@ -1547,8 +1563,8 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n, const char **keys,
 
 
 static void
-llm_sse_count_json(llm_usage_t *u, const cJSON *item, const char **keys,
-    uint64_t *bytes)
+llm_sse_count_json(llm_usage_t *u, const cJSON *item,
+    const llm_sse_name_t *keys, uint64_t *bytes)
 {
     const char   *s;
     const cJSON  *child;
@@ -1577,20 +1593,10 @@ llm_sse_count_json(llm_usage_t *u, const cJSON *item, const char **keys,
 /* s, n: a member name as sent, up to its closing quote (escapes kept) */
 
 static int
-llm_sse_is_key(const char **keys, const char *s, size_t n)
+llm_sse_is_key(const llm_sse_name_t *keys, const char *s, size_t n)
 {
-    size_t       i;
-    const char  *k;
-
-    /* every member name of every event is asked: no strlen() */
-    for ( /* void */ ; *keys; keys++) {
-        k = *keys;
-
-        for (i = 0; i < n && k[i] != '\0' && k[i] == s[i]; i++) {
-            /* void */
-        }
-
-        if (i == n && k[n] == '\0') {
+    for ( /* void */ ; keys->name; keys++) {
+        if (keys->len == n && memcmp(keys->name, s, n) == 0) {
             return 1;
         }
     }
