@@ -29,10 +29,7 @@ my $ng = nginx(http => <<'EOF')->run();
     llm_gateway_tier  pro   tpm=600000;
     llm_gateway_tier  tiny  tpm=1000    burst=1000  max_tokens=4096;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  8;
-    }
+    %%UPSTREAM%%
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -44,15 +41,7 @@ my $ng = nginx(http => <<'EOF')->run();
         proxy_set_header    Connection "";
         proxy_set_header    X-Request-Id $request_id;
 
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/messages {
-            llm_gateway  zone=llm api=anthropic;
-            proxy_pass   http://mock;
-        }
+        %%APIS%%
 
         # small limits on what a body may be
         location = /v1/small {

@@ -14,7 +14,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use File::Path qw(make_path);
 use IO::Select;
 use IO::Socket::UNIX;
 use LLMGW;
@@ -26,23 +25,10 @@ my $s = stack();
 my $t = new_tenant();
 my $dir = "$s->{LLMGW_DIR}/accountd-queue";
 my $socket = "$dir/accountd.sock";
+my $conf = accountd_conf($dir, 'verbose = 1', 'queue_max = 1000',
+                         'batch_max = 4096');
 
-make_path($dir);
-open(my $fh, '>', "$dir/accountd.conf") or die "$dir: $!";
-print $fh join("\n",
-    "database_url = postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/llmgw",
-    "listen = $socket",
-    'listen_mode = 0666',
-    "key_secret_file = $s->{LLMGW_KEY_SECRET}",
-    "key_snapshot = $dir/keys.snapshot",
-    "pidfile = $dir/accountd.pid",
-    "logfile = $dir/accountd.log",
-    'verbose = 1',
-    'queue_max = 1000',
-    'batch_max = 4096', '');
-close($fh);
-
-system("$s->{LLMGW_BUILD}/accountd -c $dir/accountd.conf -d") == 0
+system("$s->{LLMGW_BUILD}/accountd -c $conf -d") == 0
     or BAIL_OUT('accountd did not start');
 
 for (1 .. 50) {
@@ -79,7 +65,7 @@ my ($rows) = db()->selectrow_array(
     "t046-$$-%");
 is($rows, $total, "$total rows");
 
-open($fh, '<', "$dir/accountd.log") or die "$dir/accountd.log: $!";
+open(my $fh, '<', "$dir/accountd.log") or die "$dir/accountd.log: $!";
 my $log = do { local $/; <$fh> };
 close($fh);
 

@@ -63,6 +63,24 @@ sub accountd_kill {
     return 1;
 }
 
+# pg_ctl's own output and what the server says before its logging
+# collector runs go to pg_ctl.log: a restart that fails says why there
+sub pg_restart {
+    my $pg = "$s->{LLMGW_DIR}/pg";
+    my $log = "$s->{LLMGW_DIR}/pg_ctl.log";
+    my $ctl = "runuser -u postgres -- $pgbin/pg_ctl -D $pg";
+
+    return 1 if system("$ctl -m immediate -w -l $pg/startup.log restart "
+                       . ">>$log 2>&1") == 0;
+
+    diag("pg_ctl restart failed: " . `tail -n 5 $log $pg/startup.log`);
+
+    # the rest of the suite needs the stack's server
+    system("$ctl status >/dev/null 2>&1") == 0
+        or system("$ctl -w -l $pg/startup.log start >>$log 2>&1");
+    return 0;
+}
+
 # 20 tokens 20 ms apart each (t/data/chaos.lua)
 my $w = wrk_start($ng, $t, c => 200, secs => $run{secs});
 
@@ -78,9 +96,7 @@ while (time() - $w->{started} < $run{secs} - 1) {
     if ($pg < $run{secs} / $run{pg_every} - 1
         && time() - $w->{started} > ($pg + 1) * $run{pg_every} - 1)
     {
-        $pg++ if system("runuser -u postgres -- $pgbin/pg_ctl -D "
-                        . "$s->{LLMGW_DIR}/pg -m immediate -w restart "
-                        . '>/dev/null 2>&1') == 0;
+        $pg++ if pg_restart();
     }
 }
 

@@ -30,16 +30,13 @@ my %run = chaos_long()
 my %chaos = (concurrency => 64, tpm => 6000000, burst => 60000);
 
 sub gateway {
-    return chaos_nginx(workers => 2, log_level => 'notice',
+    return chaos_nginx(workers => 2, log_level => 'notice', keepalive => 16,
                        http => <<'EOF')->run();
     %%GATEWAY%%
     %%CHAOS%%
     llm_gateway_tier  chaos  tpm=6000000 burst=60000 concurrency=64;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  16;
-    }
+    %%UPSTREAM%%
 
     server {
         listen  127.0.0.1:%%PORT%%;

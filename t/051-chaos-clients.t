@@ -19,9 +19,8 @@ use lib "$FindBin::Bin/lib";
 
 use Chaos;
 use JSON::PP;
-use List::Util qw(max min);
+use List::Util qw(min);
 use LLMGW;
-use POSIX qw(ceil);
 use Test::More;
 
 stack();
@@ -30,16 +29,13 @@ my %run = chaos_long() ? (step => 3, repeat => 20) : (step => 37, repeat => 2);
 
 my $t = chaos_tenant(concurrency => 64, tpm => 6000000, burst => 60000);
 
-my $ng = chaos_nginx(workers => 2, log_level => 'notice',
+my $ng = chaos_nginx(workers => 2, log_level => 'notice', keepalive => 16,
                      http => <<'EOF')->run();
     %%GATEWAY%%
     %%CHAOS%%
     llm_gateway_tier  chaos  tpm=6000000 burst=60000 concurrency=64;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  16;
-    }
+    %%UPSTREAM%%
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -51,20 +47,7 @@ my $ng = chaos_nginx(workers => 2, log_level => 'notice',
         proxy_set_header    Connection "";
         proxy_set_header    x-mock-tenant $llm_tenant;
 
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/messages {
-            llm_gateway  zone=llm api=anthropic;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/responses {
-            llm_gateway  zone=llm api=responses;
-            proxy_pass   http://mock;
-        }
+        %%APIS%%
     }
 EOF
 
@@ -84,15 +67,6 @@ my @api = (
 );
 
 my %auth = (authorization => "Bearer $t->{key}");
-
-# the gateway's count of the output a client was sent: the larger of the
-# delta events and ceil(bytes / 4) of their text, "tok1 tok2 ... "
-sub est_out {
-    my ($k) = @_;
-    my $bytes = 0;
-    $bytes += length("tok$_ ") for 1 .. $k;
-    return max($k, ceil($bytes / 4));
-}
 
 # each client's rows, by its x-chaos-seq in the access log (nginx logs a
 # request a moment after its client left: up to 5 s for all but those

@@ -35,10 +35,7 @@ my $ng = chaos_nginx(workers => 2, log_level => 'notice',
     %%CHAOS%%
     llm_gateway_tier  chaos  tpm=600000 max_tokens=1000 concurrency=2;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  8;
-    }
+    %%UPSTREAM%%
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -53,20 +50,7 @@ my $ng = chaos_nginx(workers => 2, log_level => 'notice',
         proxy_set_header    x-mock-tenant $llm_tenant;
         proxy_set_header    x-mock-tokens 1;
 
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/messages {
-            llm_gateway  zone=llm api=anthropic;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/responses {
-            llm_gateway  zone=llm api=responses;
-            proxy_pass   http://mock;
-        }
+        %%APIS%%
 
         # nginx's own limit no larger than the gateway's, as in the
         # README's synopsis

@@ -13,7 +13,6 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use JSON::PP;
-use List::Util qw(max);
 use LLMGW;
 use POSIX qw(ceil);
 use Test::More;
@@ -29,10 +28,7 @@ my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     llm_gateway_tier  pro  tpm=60000000 max_tokens=100000;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  8;
-    }
+    %%UPSTREAM%%
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -43,20 +39,7 @@ my $ng = nginx(http => <<'EOF')->run();
         proxy_http_version  1.1;
         proxy_set_header    Connection "";
 
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/messages {
-            llm_gateway  zone=llm api=anthropic;
-            proxy_pass   http://mock;
-        }
-
-        location = /v1/responses {
-            llm_gateway  zone=llm api=responses;
-            proxy_pass   http://mock;
-        }
+        %%APIS%%
 
         # HTTP/1.0 to the upstream: a stream ends when its connection does,
         # so a cut one looks finished to nginx
@@ -126,16 +109,6 @@ sub normal {
     $s =~ s/"id":"[^"]*"/"id":"-"/g;
     $s =~ s/"(item_id|created|created_at)":("[^"]*"|\d+)/"$1":0/g;
     return $s;
-}
-
-# The gateway's count of a cut stream's output, as the README says: the
-# larger of the delta events and ceil(bytes / 4) of their text, the mock's
-# "tok1 tok2 ... ".
-sub est_out {
-    my ($k) = @_;
-    my $bytes = 0;
-    $bytes += length("tok$_ ") for 1 .. $k;
-    return max($k, ceil($bytes / 4));
 }
 
 # the one row of a request

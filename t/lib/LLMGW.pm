@@ -14,12 +14,15 @@ use HTTP::Tiny;
 use IO::Select;
 use IO::Socket::INET;
 use JSON::PP;
+use List::Util qw(max);
+use POSIX qw(ceil);
 use Test::More;
 use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
-                 new_tenant nginx http_post raw_post json_body usage_row
-                 usage_rows db forge_key snapshot_caps time_scale);
+                 accountd_conf new_tenant nginx http_post raw_post json_body
+                 usage_row usage_rows est_out db forge_key snapshot_caps
+                 time_scale);
 
 my %stack;
 my $tenants = 0;
@@ -93,6 +96,28 @@ sub accountd_other {
     my ($name) = @_;
     my $s = stack();
     my $dir = "$s->{LLMGW_DIR}/accountd-$name";
+    my $conf = accountd_conf($dir, "gateway_name = $name");
+
+    system("$s->{LLMGW_BUILD}/accountd -c $conf -d") == 0
+        or die "accountd $name did not start";
+
+    for (1 .. 50 * time_scale()) {
+        last if -f "$dir/keys.snapshot";
+        sleep(0.1);
+    }
+
+    return { dir => $dir, socket => "$dir/accountd.sock",
+             snapshot => "$dir/keys.snapshot",
+             pidfile => "$dir/accountd.pid" };
+}
+
+# The configuration of an accountd of its own in $dir, on the stack's
+# database and key secret, with its socket (accountd.sock), key snapshot,
+# pidfile and log in $dir, and the settings given ("name = value");
+# returns its path.
+sub accountd_conf {
+    my ($dir, @settings) = @_;
+    my $s = stack();
 
     make_path($dir);
     open(my $fh, '>', "$dir/accountd.conf") or die "$dir: $!";
@@ -104,20 +129,10 @@ sub accountd_other {
         "key_snapshot = $dir/keys.snapshot",
         "pidfile = $dir/accountd.pid",
         "logfile = $dir/accountd.log",
-        "gateway_name = $name", '');
+        @settings, '');
     close($fh);
 
-    system("$s->{LLMGW_BUILD}/accountd -c $dir/accountd.conf -d") == 0
-        or die "accountd $name did not start";
-
-    for (1 .. 50 * time_scale()) {
-        last if -f "$dir/keys.snapshot";
-        sleep(0.1);
-    }
-
-    return { dir => $dir, socket => "$dir/accountd.sock",
-             snapshot => "$dir/keys.snapshot",
-             pidfile => "$dir/accountd.pid" };
+    return "$dir/accountd.conf";
 }
 
 # A tenant of its own for each caller, with one key.
@@ -205,6 +220,16 @@ sub usage_rows {
 sub usage_row {
     my $rows = usage_rows(@_);
     return @$rows == 1 ? $rows->[0] : undef;
+}
+
+# The gateway's count of the output of a stream cut after the mock's first
+# $k tokens, "tok1 tok2 ... ", as the README says: the larger of the delta
+# events and ceil(bytes / 4) of their text.
+sub est_out {
+    my ($k) = @_;
+    my $bytes = 0;
+    $bytes += length("tok$_ ") for 1 .. $k;
+    return max($k, ceil($bytes / 4));
 }
 
 sub nginx {
@@ -323,8 +348,18 @@ use Time::HiRes qw(sleep);
 my $instances = 0;
 
 # nginx->new(http => '...') with %%PORT%%, %%MOCK%%, %%DIR%% (the stack's
-# directory) and %%NGINX%% (this nginx's) in the block replaced.  %%GATEWAY%% stands for the usual http-level directives:
-# the zone, the keys and accountd.
+# directory) and %%NGINX%% (this nginx's) in the block replaced, and these
+# for what most tests configure alike:
+#
+#   %%GATEWAY%%   the usual http-level directives: the zone, the keys and
+#                 accountd
+#   %%UPSTREAM%%  upstream mock, the mock with keepalive => N connections
+#                 kept (8 unless said); a server keeps them with
+#                 proxy_http_version 1.1 and an empty Connection header
+#   %%APIS%%      in a server: a location to it for each API, with
+#                 llm_gateway zone=llm api=...: /v1/chat/completions
+#                 (openai), /v1/messages (anthropic), /v1/responses
+#                 (responses)
 sub new {
     my ($class, %o) = @_;
     my $s = LLMGW::stack();
@@ -341,7 +376,35 @@ sub new {
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
 EOF
 
+    my $keepalive = $o{keepalive} // 8;
+
+    my $upstream = <<"EOF";
+    upstream mock {
+        server     127.0.0.1:%%MOCK%%;
+        keepalive  $keepalive;
+    }
+EOF
+
+    my $apis = <<"EOF";
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://mock;
+        }
+
+        location = /v1/messages {
+            llm_gateway  zone=llm api=anthropic;
+            proxy_pass   http://mock;
+        }
+
+        location = /v1/responses {
+            llm_gateway  zone=llm api=responses;
+            proxy_pass   http://mock;
+        }
+EOF
+
     my $http = $o{http} // '';
+    $http =~ s/^[ \t]*%%UPSTREAM%%[ \t]*\n/$upstream/mg;
+    $http =~ s/^[ \t]*%%APIS%%[ \t]*\n/$apis/mg;
     $http =~ s/%%GATEWAY%%/$gateway/g;
     $http =~ s/%%PORT%%/$self->{port}/g;
     $http =~ s/%%MOCK%%/$s->{LLMGW_MOCK_PORT}/g;
