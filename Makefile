@@ -382,13 +382,14 @@ $(BUILD)/bench/micro: bench/micro.c $(CORE_SRC) $(CORE_HDR) \
 	    -I/usr/include/cjson $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
 	    -lcjson -lcrypto -lm
 
-$(BUILD)/bench/ttfb: bench/ttfb.c
+# the two share bench/client.c, their HTTP client
+$(BUILD)/bench/ttfb: bench/ttfb.c bench/client.c bench/client.h
 	@mkdir -p $(BUILD)/bench
-	$(CC) $(CFLAGS) -o $@ $< -lm
+	$(CC) $(CFLAGS) -o $@ bench/ttfb.c bench/client.c -lm
 
-$(BUILD)/bench/streams: bench/streams.c
+$(BUILD)/bench/streams: bench/streams.c bench/client.c bench/client.h
 	@mkdir -p $(BUILD)/bench
-	$(CC) $(CFLAGS) -o $@ $< -lm
+	$(CC) $(CFLAGS) -o $@ bench/streams.c bench/client.c -lm
 
 clean:
 	rm -rf $(BUILD)

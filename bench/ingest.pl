@@ -16,18 +16,16 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::Bin/../t/lib";
+use lib "$FindBin::Bin/../t/lib", "$FindBin::Bin/lib";
 
+use Bench;
 use IO::Select;
 use IO::Socket::UNIX;
 use LLMGW;
-use POSIX ();
 use Socket qw(SOCK_STREAM);
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(time);
 
-$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-
-my $s = stack();
+my $s = bench_stack();
 my $n = $ENV{BENCH_RECORDS} // 200_000;
 my $t = new_tenant(tier => 'bench');
 my $log = "$s->{LLMGW_DIR}/accountd.log";
@@ -38,7 +36,7 @@ db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
            VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000)
            ON CONFLICT DO NOTHING})
     if $ENV{BENCH_PRICED} // 1;
-my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+my $tck = clk_tck();
 
 # frames of the settle record, version 2 (core/llm_record.h)
 my $now = int(time() * 1000);
@@ -55,9 +53,7 @@ my $c = IO::Socket::UNIX->new(Type => SOCK_STREAM,
     or die "connect to accountd: $!";
 $c->blocking(0);
 
-my ($be) = db()->selectrow_array(
-    "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
-    . " AND backend_type = 'client backend' LIMIT 1");
+my $be = accountd_backend();
 my $acd = pidfile("$s->{LLMGW_DIR}/accountd.pid");
 my ($lsn0) = db()->selectrow_array('SELECT pg_current_wal_lsn()');
 my $log0 = -s $log // 0;
@@ -129,20 +125,4 @@ sub batches {
     my @n = map { /batch of (\d+) records committed/ ? $1 : () } <$fh>;
     close($fh);
     return @n;
-}
-
-sub pidfile {
-    open(my $fh, '<', $_[0]) or return 0;
-    my ($pid) = <$fh> =~ /(\d+)/;
-    close($fh);
-    return $pid // 0;
-}
-
-sub ticks {
-    my ($pid) = @_;
-    open(my $fh, '<', "/proc/$pid/stat") or return 0;
-    my $stat = <$fh>;
-    close($fh);
-    my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
-    return $f[11] + $f[12];
 }

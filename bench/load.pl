@@ -24,17 +24,13 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::Bin/../t/lib";
+use lib "$FindBin::Bin/../t/lib", "$FindBin::Bin/lib";
 
-use HTTP::Tiny;
+use Bench;
 use JSON::PP;
 use LLMGW;
-use POSIX qw(strftime);
-use Time::HiRes qw(sleep time);
 
-$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-
-my $s = stack();
+my $s = bench_stack();
 
 my %o = (
     secs    => $ENV{BENCH_SECS}    // 3,
@@ -50,6 +46,10 @@ my @targets = qw(direct proxy_pass gateway);
 # a tier that never runs short, a price so that caps could apply
 my $t = new_tenant(tier => 'bench');
 
+my $server = nginx_server(keepalive => 256, backlog => 4096,
+                          plain => '/plain/v1/chat/completions',
+                          gateway => 1, metrics => 1);
+
 # A journal that holds a whole run: wrk's rate may be above what
 # PostgreSQL commits (see bench-ingest); with the default 4m the gateway
 # would refuse with 503 once it is full, which measures PostgreSQL, not the
@@ -63,37 +63,7 @@ my $ng = nginx(workers => $o{workers}, log_level => 'warn',
 
     llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  256;
-    }
-
-    server {
-        listen      127.0.0.1:%%PORT%% backlog=4096;
-        access_log  off;
-
-        client_max_body_size     1m;
-        client_body_buffer_size  1m;
-
-        proxy_http_version  1.1;
-        proxy_set_header    Connection "";
-
-        # (b) plain nginx, unbuffered as the gateway makes SSE responses
-        location = /plain/v1/chat/completions {
-            proxy_buffering  off;
-            proxy_pass       http://mock/v1/chat/completions;
-        }
-
-        # (c) the gateway
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /metrics {
-            llm_gateway_metrics;
-        }
-    }
+$server
 EOF
 
 my %url = (
@@ -102,9 +72,8 @@ my %url = (
     gateway    => $ng->url('/v1/chat/completions'),
 );
 
-my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
-my ($cpus) = `nproc` =~ /(\d+)/;
-my ($nginx_v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
+my $tck = clk_tck();
+my ($cpus, $nginx_v) = (cpus(), nginx_version());
 
 printf("load: nginx %s, %d worker(s); wrk %s s a run, %d rounds; %d CPUs\n",
        $nginx_v // '?', $o{workers}, $o{secs}, $o{rounds}, $cpus // 0);
@@ -198,15 +167,13 @@ for my $m ([ 'JSON', $j32 ], [ 'SSE', $s32 ]) {
            $m->[1]{p99_add} <= 0.5 ]);
 }
 
-print "\ntargets:\n";
-printf("  %-55s %8s %9.3f  %s\n", $_->[0], $_->[1], $_->[2],
-       $_->[3] ? 'met' : 'MISSED') for @targets_met;
+print_targets('%-55s %8s %9.3f', @targets_met);
 
 # --- the ledger: accounting was really on ------------------------------------
 
 # wrk counts the responses it read whole; those its end cut short are rows
 # too (partial), at most one a connection
-my $rows = ledger_rows($gateway_requests);
+my $rows = ledger_rows($t->{id}, $gateway_requests, 30, 0.02);
 my $cut = 0;
 $cut += $_ for map { @$_ } values %gateway_cut;
 
@@ -217,27 +184,13 @@ printf("\nledger: %d llm.usage rows for %d gateway requests wrk completed "
 $failed++ unless $rows >= $gateway_requests
                  && $rows <= $gateway_requests + $cut;
 
-my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
-my $json = "$s->{LLMGW_BUILD}/bench/load-$stamp.json";
-mkdir("$s->{LLMGW_BUILD}/bench");
-open(my $fh, '>', $json) or die "$json: $!";
-print $fh JSON::PP->new->canonical->pretty->encode({
+my ($json, $stamp) = json_file('load');
+write_json($json, {
     when => $stamp, nginx => $nginx_v, cpus => $cpus, options => \%o,
-    cells => \%cell, runs => \%runs,
-    targets => [ map { { name => $_->[0], target => $_->[1],
-                         value => $_->[2], met => $_->[3] ? \1 : \0 } }
-                 @targets_met ],
+    cells => \%cell, runs => \%runs, targets => targets_json(@targets_met),
     ledger => { rows => $rows, gateway_requests => $gateway_requests } });
-close($fh);
-print "written to $json\n";
 
-$ng->stop();
-my @log = grep { /\[(error|crit|alert|emerg)\]/ }
-          split(/\n/, $ng->error_log());
-if (@log) {
-    print "\nnginx error.log (" . scalar(@log) . " lines), the first:\n";
-    print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
-}
+nginx_stop($ng, 'error');
 
 exit($failed ? 1 : 0);
 
@@ -258,7 +211,7 @@ sub run_wrk {
         my $r = decode_json($line);
         $gateway_requests += $r->{requests};
         push(@{ $gateway_cut{$mode} }, $c);
-        drained();
+        drained($ng, 0.01);
     }
 
     my $after = cpu();
@@ -287,32 +240,6 @@ sub run_wrk {
     return $r;
 }
 
-# Once accountd has acknowledged every record (up to 30 s): nginx's
-# metrics, not the ledger, so that PostgreSQL does not count rows meanwhile.
-sub drained {
-    my $http = HTTP::Tiny->new(timeout => 5);
-    my $deadline = time() + 30;
-    while (time() < $deadline) {
-        my $r = $http->get($ng->url('/metrics'));
-        return if ($r->{content} // '') =~ /^llmgw_journal_unacknowledged 0$/m;
-        sleep(0.01);
-    }
-    print "  the journal did not drain in 30 s\n";
-}
-
-# The tenant's rows, once there are at least n (up to 30 s).
-sub ledger_rows {
-    my ($n) = @_;
-    my ($rows, $deadline) = (0, time() + 30);
-    while (1) {
-        $rows = db()->selectrow_array(
-            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
-            $t->{id});
-        return $rows if $rows >= $n || time() > $deadline;
-        sleep(0.02);
-    }
-}
-
 # Transactions committed in the database so far (PostgreSQL's statistics,
 # flushed about once a second: a rough count).
 sub commits {
@@ -322,59 +249,19 @@ sub commits {
         . ' WHERE datname = current_database()');
 }
 
-# Clock ticks spent so far by nginx's workers, accountd, PostgreSQL (every
-# backend of the cluster) and mockllm.
+# Clock ticks spent so far by nginx's workers, accountd, PostgreSQL (the
+# whole cluster, and accountd's backend apart) and mockllm.
 sub cpu {
-    my %pids = (
-        nginx    => [ children(pidfile($ng->dir() . '/nginx.pid')) ],
-        accountd => [ pidfile("$s->{LLMGW_DIR}/accountd.pid") ],
-        mockllm  => [ pidfile("$s->{LLMGW_DIR}/mockllm.pid") ],
-    );
-
-    # PostgreSQL: accountd's backend, and all the rest of the cluster
-    # (the WAL writer, autovacuum, the checkpointer...)
-    my $pm = pidfile("$s->{LLMGW_DIR}/pg/postmaster.pid");
-    my ($be) = db()->selectrow_array(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
-        . " AND backend_type = 'client backend' LIMIT 1");
-    $pids{pg_accountd} = [ $be // 0 ];
-    $pids{postgres} = [ $pm, children($pm) ];
+    my %pids = stack_pids($ng);
+    $pids{pg_accountd} = [ accountd_backend() // 0 ];
 
     my %ticks;
     for my $p (keys %pids) {
         $ticks{$p} = 0;
-        for my $pid (grep { $_ } @{ $pids{$p} }) {
-            open(my $fh, '<', "/proc/$pid/stat") or next;
-            my $stat = <$fh>;
-            close($fh);
-            # the fields after the command, which may hold spaces
-            my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
-            $ticks{$p} += $f[11] + $f[12];    # utime, stime
-        }
+        $ticks{$p} += ticks($_) for @{ $pids{$p} };
     }
 
     return \%ticks;
-}
-
-sub pidfile {
-    open(my $fh, '<', $_[0]) or return 0;
-    my ($pid) = <$fh> =~ /(\d+)/;
-    close($fh);
-    return $pid // 0;
-}
-
-sub children {
-    my ($ppid) = @_;
-    return () unless $ppid;
-    my @kids;
-    for my $stat (glob('/proc/[0-9]*/stat')) {
-        open(my $fh, '<', $stat) or next;
-        my $line = <$fh> // '';
-        close($fh);
-        my @f = split(' ', substr($line, rindex($line, ')') + 2));
-        push(@kids, $stat =~ m{/proc/(\d+)/}) if ($f[1] // 0) == $ppid;
-    }
-    return @kids;
 }
 
 # The runs of a cell together: requests/s over all of them, the median

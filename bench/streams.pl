@@ -48,19 +48,15 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::Bin/../t/lib";
+use lib "$FindBin::Bin/../t/lib", "$FindBin::Bin/lib";
 
-use HTTP::Tiny;
+use Bench;
 use JSON::PP;
 use LLMGW;
-use POSIX qw(strftime);
 use Time::HiRes qw(sleep time);
 
-$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-
-my $s = stack();
-my $client = "$s->{LLMGW_BUILD}/bench/streams";
--x $client or die "$client is not built: run make bench-streams\n";
+my $s = bench_stack();
+my $client = bench_client('streams');
 
 my %o = (
     streams => $ENV{BENCH_STREAMS}  // 2000,
@@ -90,68 +86,26 @@ my %url = (
 # log_level warn: Debian's nginx is built --with-debug, and a debug log
 # would be what is measured
 if (grep { $_ eq 'proxy_pass' } @{ $o{targets} }) {
-    $ng{proxy_pass} = start_nginx(<<'EOF');
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  64;
-    }
-
-    server {
-        listen      127.0.0.1:%%PORT%% backlog=4096;
-        access_log  off;
-
-        proxy_http_version  1.1;
-        proxy_set_header    Connection "";
-
-        # (b) plain nginx, unbuffered as the gateway makes SSE responses
-        location = /v1/chat/completions {
-            proxy_buffering  off;
-            proxy_pass       http://mock;
-        }
-    }
-EOF
+    $ng{proxy_pass} = start_nginx(nginx_server(
+        keepalive => 64, backlog => 4096, plain => '/v1/chat/completions'));
     $url{proxy_pass} = $ng{proxy_pass}->url('/v1/chat/completions');
 }
 
 if (grep { $_ eq 'gateway' } @{ $o{targets} }) {
+    my $server = nginx_server(keepalive => 64, backlog => 4096,
+                              request_id => 1, gateway => 1, metrics => 1);
     $ng{gateway} = start_nginx(<<"EOF");
     %%GATEWAY%%
     llm_gateway_tier  bench  tpm=1000000000  burst=1500000000
                       max_tokens=$max_tokens;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  64;
-    }
-
-    server {
-        listen      127.0.0.1:%%PORT%% backlog=4096;
-        access_log  off;
-
-        client_max_body_size     1m;
-        client_body_buffer_size  1m;
-
-        proxy_http_version  1.1;
-        proxy_set_header    Connection "";
-        proxy_set_header    X-Request-Id \$request_id;
-
-        # (c) the gateway
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-
-        location = /metrics {
-            llm_gateway_metrics;
-        }
-    }
+$server
 EOF
     $url{gateway} = $ng{gateway}->url('/v1/chat/completions');
 }
 
-my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
-my ($cpus) = `nproc` =~ /(\d+)/;
-my ($nginx_v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
+my $tck = clk_tck();
+my ($cpus, $nginx_v) = (cpus(), nginx_version());
 
 printf("streams: %d streams, %d tokens %d ms apart (%.0f s), ramp %d ms; "
        . "nginx %s, %d worker(s); %d CPUs, load %s\n", $o{streams},
@@ -210,11 +164,7 @@ my @targets_met;
 my ($d, $g, $b) = map { $r{$_} } qw(direct gateway proxy_pass);
 
 if ($d && $g) {
-    my %st;
-    for my $p (qw(p50 p99 p999 max)) {
-        $st{$p} = ($g->{client}{gap_us}{$p} - $d->{client}{gap_us}{$p})
-                  / 1000;
-    }
+    my %st = stretch($g, $d);
     $r{stretch_ms}{gateway} = \%st;
 
     push(@targets_met,
@@ -226,11 +176,7 @@ if ($d && $g) {
 }
 
 if ($d && $b) {
-    my %st;
-    for my $p (qw(p50 p99 p999 max)) {
-        $st{$p} = ($b->{client}{gap_us}{$p} - $d->{client}{gap_us}{$p})
-                  / 1000;
-    }
+    my %st = stretch($b, $d);
     $r{stretch_ms}{proxy_pass} = \%st;
 
     push(@targets_met,
@@ -265,36 +211,14 @@ if ($b) {
          [ '  (proxy_pass, µs)', '', $b->{cpu_us_event}{nginx}, undef ]);
 }
 
-print "\ntargets:\n";
-printf("  %-48s %6s %10.2f  %s\n", $_->[0], $_->[1], $_->[2],
-       !defined $_->[3] ? '' : $_->[3] ? 'met' : 'MISSED')
-    for @targets_met;
+print_targets('%-48s %6s %10.2f', @targets_met);
 
-my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
-my $json = "$s->{LLMGW_BUILD}/bench/streams-$stamp.json";
-mkdir("$s->{LLMGW_BUILD}/bench");
-open(my $fh, '>', $json) or die "$json: $!";
-print $fh JSON::PP->new->canonical->pretty->encode({
+my ($json, $stamp) = json_file('streams');
+write_json($json, {
     when => $stamp, nginx => $nginx_v, cpus => $cpus, options => \%o,
-    results => \%r,
-    targets => [ map { { name => $_->[0], target => $_->[1],
-                         value => $_->[2],
-                         met => !defined $_->[3] ? undef
-                                : $_->[3] ? \1 : \0 } }
-                 @targets_met ] });
-close($fh);
-print "written to $json\n";
+    results => \%r, targets => targets_json(@targets_met) });
 
-for my $target (sort keys %ng) {
-    $ng{$target}->stop();
-    my @log = grep { /\[(warn|error|crit|alert|emerg)\]/ }
-              split(/\n/, $ng{$target}->error_log());
-    if (@log) {
-        printf("\n%s: nginx error.log (%d lines), the first:\n", $target,
-               scalar(@log));
-        print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
-    }
-}
+nginx_stop($ng{$_}, 'warn', $_) for sort keys %ng;
 
 exit($failed ? 1 : 0);
 
@@ -337,10 +261,10 @@ sub run {
     # request's look-ups) is not a stream's
     system("$client -c 8 -k 4 -d 1 -r 0 -p 100000 $url >/dev/null") == 0
         or print "  $target: the warm-up failed\n";
-    drained() if $target eq 'gateway';
+    drained($ng, 0.05) if $target eq 'gateway';
     sleep(1);
 
-    my $rows0 = $target eq 'gateway' ? ledger_rows(0) : 0;
+    my $rows0 = $target eq 'gateway' ? ledger_rows($t->{id}, 0, 30, 0.1) : 0;
     my $idle = $ng ? memory($ng) : undef;
     my $cpu0 = cpu($ng);
     my $t0 = time();
@@ -392,8 +316,9 @@ sub run {
     # the records of the run are the run's
     my $rows;
     if ($target eq 'gateway') {
-        drained();
-        $rows = ledger_rows($rows0 + $c->{completed}) - $rows0;
+        drained($ng, 0.05);
+        $rows = ledger_rows($t->{id}, $rows0 + $c->{completed}, 30, 0.1)
+                - $rows0;
         printf("  ledger: %d llm.usage rows for %d streams completed "
                . "(and %d failed)%s\n", $rows, $c->{completed}, $c->{failed},
                $rows >= $c->{completed}
@@ -488,60 +413,19 @@ sub memory {
     return \%m;
 }
 
-# Once accountd has acknowledged every record (up to 30 s): nginx's
-# metrics, not the ledger, so that PostgreSQL does not count rows meanwhile.
-sub drained {
-    my $http = HTTP::Tiny->new(timeout => 5);
-    my $deadline = time() + 30;
-    while (time() < $deadline) {
-        my $r = $http->get($ng{gateway}->url('/metrics'));
-        return if ($r->{content} // '') =~ /^llmgw_journal_unacknowledged 0$/m;
-        sleep(0.05);
-    }
-    print "  the journal did not drain in 30 s\n";
-}
-
-# The tenant's rows, once there are at least n (up to 30 s).
-sub ledger_rows {
-    my ($n) = @_;
-    my ($rows, $deadline) = (0, time() + 30);
-    while (1) {
-        $rows = db()->selectrow_array(
-            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
-            $t->{id});
-        return $rows if $rows >= $n || time() > $deadline;
-        sleep(0.1);
-    }
-}
-
 # Clock ticks spent so far, and nanoseconds waited for a CPU, by the
 # workers of the nginx under test, accountd, PostgreSQL (the whole
 # cluster) and mockllm; and the machine's CPU time.
 sub cpu {
     my ($ng) = @_;
-    my %pids = (
-        nginx    => [ $ng ? children(pidfile($ng->dir() . '/nginx.pid'))
-                          : () ],
-        accountd => [ pidfile("$s->{LLMGW_DIR}/accountd.pid") ],
-        mockllm  => [ pidfile("$s->{LLMGW_DIR}/mockllm.pid") ],
-    );
-
-    my $pm = pidfile("$s->{LLMGW_DIR}/pg/postmaster.pid");
-    $pids{postgres} = [ $pm, children($pm) ];
+    my %pids = stack_pids($ng);
 
     my (%ticks, %wait);
     for my $p (keys %pids) {
         $ticks{$p} = 0;
         $wait{$p} = 0;
         for my $pid (grep { $_ } @{ $pids{$p} }) {
-            open(my $fh, '<', "/proc/$pid/stat") or next;
-            my $stat = <$fh> // '';
-            close($fh);
-            # gone between the look-up and the read
-            next unless $stat =~ /\)/;
-            # the fields after the command, which may hold spaces
-            my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
-            $ticks{$p} += $f[11] + $f[12];    # utime, stime
+            $ticks{$p} += ticks($pid);
 
             # ns runnable but not running, every thread (mockllm has two)
             for my $ss (glob("/proc/$pid/task/*/schedstat")) {
@@ -568,30 +452,18 @@ sub machine {
     return { total => $total, idle => $v[3] + $v[4], steal => $v[7] };
 }
 
-sub pidfile {
-    open(my $fh, '<', $_[0]) or return 0;
-    my ($pid) = <$fh> =~ /(\d+)/;
-    close($fh);
-    return $pid // 0;
-}
-
-sub children {
-    my ($ppid) = @_;
-    return () unless $ppid;
-    my @kids;
-    for my $stat (glob('/proc/[0-9]*/stat')) {
-        open(my $fh, '<', $stat) or next;
-        my $line = <$fh> // '';
-        close($fh);
-        my @f = split(' ', substr($line, rindex($line, ')') + 2));
-        push(@kids, $stat =~ m{/proc/(\d+)/}) if ($f[1] // 0) == $ppid;
-    }
-    return @kids;
-}
-
 sub loadavg {
     open(my $fh, '<', '/proc/loadavg') or return '?';
     my @l = split(' ', <$fh> // '');
     close($fh);
     return join(' ', @l[0 .. 2]);
+}
+
+# The gaps between tokens through one target less those directly from
+# mockllm, at a few percentiles (ms)
+sub stretch {
+    my ($x, $direct) = @_;
+    return map { $_ => ($x->{client}{gap_us}{$_}
+                        - $direct->{client}{gap_us}{$_}) / 1000 }
+           qw(p50 p99 p999 max);
 }

@@ -36,40 +36,32 @@
  */
 
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "client.h"
 
 
 #define BENCH_TARGETS_MAX  8
 #define BENCH_STREAMS_MAX  1024
 #define BENCH_HEAD_MAX     16384
-#define BENCH_REQ_MAX      2048
 #define BENCH_SNIP         200
 
 
 typedef struct {
     const char          *name;
     const char          *url;
-    char                 host[64];      /* "127.0.0.1:PORT", for Host */
-    const char          *path;
-    struct sockaddr_in   addr;
+    bench_url_t          peer;
 } bench_target_t;
 
 
@@ -99,72 +91,24 @@ typedef struct {
 
 
 typedef struct {
-    size_t               n;
-    double               p50;
-    double               p90;
-    double               p99;
-    double               mean;
-    double               min;
-    double               max;
-} bench_stats_t;
-
-
-enum {
-    BENCH_ST_HEAD = 0,
-    BENCH_ST_SIZE,
-    BENCH_ST_SIZE_EXT,
-    BENCH_ST_DATA,
-    BENCH_ST_DATA_END,
-    BENCH_ST_TRAILER,
-    BENCH_ST_TRAILER_LINE,
-    BENCH_ST_LENGTH,
-    BENCH_ST_UNTIL_CLOSE,
-    BENCH_ST_DONE
-};
-
-
-/* an HTTP/1.1 response read incrementally, at any split of its bytes */
-
-typedef struct {
-    int                  state;
-    int                  status;
-    int                  chunked;
-    int                  close;
-    int                  line;          /* matched of "data:", -1: none */
-    int64_t              left;          /* of the chunk or the body */
-    int64_t              events;
-    uint64_t             t_hdr;
-    uint64_t             t_evt;
-    size_t               head_len;
-    char                 head[BENCH_HEAD_MAX];
-    size_t               snip_len;
-    char                 snip[BENCH_SNIP];  /* the first body bytes */
-} bench_resp_t;
-
-
-typedef struct {
     int                  fd;
     int                  active;
     int                  connected;
     uint64_t             due;
     uint64_t             t0;
     bench_resp_t         resp;
+    char                 head[BENCH_HEAD_MAX];
+    char                 snip[BENCH_SNIP];  /* the first body bytes */
 } bench_stream_t;
 
 
-static uint64_t bench_now(void);
 static uint64_t bench_random(void);
 static void bench_pause(void);
 static void bench_loadavg(char *buf, size_t size);
 static int bench_cpu(uint64_t *busy, uint64_t *total);
 static int bench_target(bench_target_t *t, char *spec);
-static size_t bench_request(bench_target_t *t, bench_series_t *s,
+static size_t bench_series_request(bench_target_t *t, bench_series_t *s,
     char *buf);
-static int bench_connect(bench_target_t *t, int nonblock);
-static void bench_resp_init(bench_resp_t *r);
-static int bench_resp_feed(bench_resp_t *r, const char *p, size_t n,
-    uint64_t now);
-static void bench_resp_head(bench_resp_t *r);
 static int bench_resp_ok(bench_resp_t *r);
 static void bench_fail(bench_target_t *t, bench_series_t *s,
     bench_resp_t *r, const char *fmt, ...);
@@ -176,7 +120,6 @@ static void bench_window(bench_target_t *t, bench_series_t *s,
     bench_samples_t *sm, int round);
 static void bench_add(bench_samples_t *sm, double hdr, double evt,
     int round);
-static void bench_stats(double *v, size_t n, bench_stats_t *st);
 static double bench_ratio(double a, double b);
 static double bench_p50_half(bench_samples_t *sm, int parity);
 static void bench_print(bench_series_t *s, bench_samples_t *sm);
@@ -194,13 +137,7 @@ static int              bench_window_secs = 2;
 static int              bench_gap_us;
 static uint64_t         bench_seed = 88172645463325252ULL;
 static int              bench_epfd = -1;
-static const char      *bench_key;
 static char             bench_load[2][64];     /* /proc/loadavg, start, end */
-
-static const char       bench_body_fmt[] =
-    "{\"model\":\"mock-gpt-4o-mini\",\"stream\":true,\"max_tokens\":%d,"
-    "\"messages\":[{\"role\":\"user\","
-    "\"content\":\"Say hello to the gateway.\"}]}";
 
 
 int
@@ -264,7 +201,6 @@ main(int argc, char **argv)
     }
 
     bench_window_secs = secs;
-    bench_key = getenv("LLMGW_KEY");
 
     /* a closed peer is an error to report, not a reason to die silently */
     signal(SIGPIPE, SIG_IGN);
@@ -355,17 +291,6 @@ main(int argc, char **argv)
     }
 
     return 0;
-}
-
-
-static uint64_t
-bench_now(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-
-    return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 
@@ -469,13 +394,12 @@ bench_cpu(uint64_t *busy, uint64_t *total)
 }
 
 
-/* NAME=http://127.0.0.1:PORT/PATH: an IPv4 address, no name to resolve */
+/* NAME=http://127.0.0.1:PORT/PATH */
 
 static int
 bench_target(bench_target_t *t, char *spec)
 {
-    char  *eq, *host, *colon, *slash, *end;
-    long   port;
+    char  *eq;
 
     eq = strchr(spec, '=');
     if (eq == NULL || eq == spec) {
@@ -486,357 +410,22 @@ bench_target(bench_target_t *t, char *spec)
     t->name = spec;
     t->url = eq + 1;
 
-    if (strncmp(t->url, "http://", 7) != 0) {
-        return -1;
-    }
-
-    host = (char *) t->url + 7;
-    colon = strchr(host, ':');
-    slash = strchr(host, '/');
-
-    if (colon == NULL || slash == NULL || colon > slash
-        || (size_t) (slash - host) >= sizeof(t->host))
-    {
-        return -1;
-    }
-
-    memcpy(t->host, host, slash - host);
-    t->host[slash - host] = '\0';
-    t->path = slash;
-
-    t->host[colon - host] = '\0';
-    memset(&t->addr, 0, sizeof(t->addr));
-    t->addr.sin_family = AF_INET;
-
-    if (inet_pton(AF_INET, t->host, &t->addr.sin_addr) != 1) {
-        return -1;
-    }
-
-    t->host[colon - host] = ':';
-
-    port = strtol(colon + 1, &end, 10);
-    if (end != slash || port < 1 || port > 65535) {
-        return -1;
-    }
-
-    t->addr.sin_port = htons((uint16_t) port);
-
-    return 0;
+    return bench_url(&t->peer, t->url);
 }
 
 
 /* the same request for every target, apart from the path and Host */
 
 static size_t
-bench_request(bench_target_t *t, bench_series_t *s, char *buf)
+bench_series_request(bench_target_t *t, bench_series_t *s, char *buf)
 {
-    int   n, len;
-    char  body[512], auth[256], delay[64];
+    bench_req_t  q;
 
-    len = snprintf(body, sizeof(body), bench_body_fmt, s->max_tokens);
+    q = (bench_req_t) {
+        "Say hello to the gateway.", s->max_tokens, s->tokens, s->delay_ms,
+        !s->keepalive };
 
-    auth[0] = '\0';
-    if (bench_key) {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %.200s\r\n",
-                 bench_key);
-    }
-
-    delay[0] = '\0';
-    if (s->delay_ms) {
-        snprintf(delay, sizeof(delay), "x-mock-delay-ms: %d\r\n",
-                 s->delay_ms);
-    }
-
-    n = snprintf(buf, BENCH_REQ_MAX,
-                 "POST %s HTTP/1.1\r\n"
-                 "Host: %s\r\n"
-                 "%s"
-                 "Content-Type: application/json\r\n"
-                 "Accept: text/event-stream\r\n"
-                 "%s"
-                 "x-mock-tokens: %d\r\n"
-                 "x-mock-ttfb-ms: 0\r\n"
-                 "%s"
-                 "Content-Length: %d\r\n"
-                 "\r\n"
-                 "%s",
-                 t->path, t->host,
-                 s->keepalive ? "" : "Connection: close\r\n",
-                 auth, s->tokens, delay, len, body);
-
-    return (size_t) n;
-}
-
-
-static int
-bench_connect(bench_target_t *t, int nonblock)
-{
-    int             fd, one;
-    struct timeval  tv;
-
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC
-                         | (nonblock ? SOCK_NONBLOCK : 0), 0);
-    if (fd == -1) {
-        return -1;
-    }
-
-    /* the request is one write; nothing should wait for Nagle */
-    one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-
-    if (!nonblock) {
-        /* a server that stops answering ends the run, not hangs it */
-        tv.tv_sec = bench_timeout_ms / 1000;
-        tv.tv_usec = (bench_timeout_ms % 1000) * 1000;
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    }
-
-    if (connect(fd, (struct sockaddr *) &t->addr, sizeof(t->addr)) == -1
-        && !(nonblock && errno == EINPROGRESS))
-    {
-        close(fd);
-        return -1;
-    }
-
-    return fd;
-}
-
-
-static void
-bench_resp_init(bench_resp_t *r)
-{
-    r->state = BENCH_ST_HEAD;
-    r->status = 0;
-    r->chunked = 0;
-    r->close = 0;
-    r->line = 0;
-    r->left = 0;
-    r->events = 0;
-    r->t_hdr = 0;
-    r->t_evt = 0;
-    r->head_len = 0;
-    r->snip_len = 0;
-}
-
-
-/*
- * Feeds what one recv() returned, which arrived at "now".  Returns 1 when
- * the response is complete, 0 for more, -1 when it is malformed.  A body
- * without length or chunks ends at the close: the caller says so with
- * n == 0.
- */
-
-static int
-bench_resp_feed(bench_resp_t *r, const char *p, size_t n, uint64_t now)
-{
-    char         c;
-    size_t       k;
-    const char  *end;
-
-    static const char  data[] = "data:";
-
-    end = p + n;
-
-    if (n == 0) {
-        if (r->state == BENCH_ST_UNTIL_CLOSE) {
-            r->state = BENCH_ST_DONE;
-            return 1;
-        }
-
-        return r->state == BENCH_ST_DONE ? 1 : -1;
-    }
-
-    while (p < end) {
-
-        switch (r->state) {
-
-        case BENCH_ST_HEAD:
-            if (r->head_len == sizeof(r->head) - 1) {
-                return -1;
-            }
-
-            r->head[r->head_len++] = *p++;
-
-            if (r->head_len >= 4
-                && memcmp(r->head + r->head_len - 4, "\r\n\r\n", 4) == 0)
-            {
-                r->head[r->head_len] = '\0';
-                r->t_hdr = now;
-                bench_resp_head(r);
-            }
-
-            break;
-
-        case BENCH_ST_SIZE:
-            c = *p++;
-
-            if (c >= '0' && c <= '9') {
-                r->left = r->left * 16 + (c - '0');
-
-            } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-                r->left = r->left * 16 + ((c | 0x20) - 'a' + 10);
-
-            } else if (c == ';' || c == '\r') {
-                r->state = BENCH_ST_SIZE_EXT;
-
-            } else if (c == '\n') {
-                r->state = r->left ? BENCH_ST_DATA : BENCH_ST_TRAILER;
-
-            } else {
-                return -1;
-            }
-
-            if (r->left > (int64_t) 1 << 40) {
-                return -1;
-            }
-
-            break;
-
-        case BENCH_ST_SIZE_EXT:
-            if (*p++ == '\n') {
-                r->state = r->left ? BENCH_ST_DATA : BENCH_ST_TRAILER;
-            }
-
-            break;
-
-        case BENCH_ST_DATA:
-        case BENCH_ST_LENGTH:
-        case BENCH_ST_UNTIL_CLOSE:
-            k = end - p;
-
-            if (r->state != BENCH_ST_UNTIL_CLOSE && (int64_t) k > r->left) {
-                k = (size_t) r->left;
-            }
-
-            if (r->snip_len < sizeof(r->snip)) {
-                n = sizeof(r->snip) - r->snip_len;
-                n = n < k ? n : k;
-                memcpy(r->snip + r->snip_len, p, n);
-                r->snip_len += n;
-            }
-
-            r->left -= k;
-
-            /* the first event is the first line that begins "data:" */
-            while (k--) {
-                c = *p++;
-
-                if (r->line >= 0) {
-                    if (c == data[r->line]) {
-                        if (++r->line == 5) {
-                            if (r->events++ == 0) {
-                                r->t_evt = now;
-                            }
-
-                            r->line = -1;
-                        }
-
-                    } else {
-                        r->line = -1;
-                    }
-                }
-
-                if (c == '\n') {
-                    r->line = 0;
-                }
-            }
-
-            if (r->state == BENCH_ST_DATA && r->left == 0) {
-                r->state = BENCH_ST_DATA_END;
-
-            } else if (r->state == BENCH_ST_LENGTH && r->left == 0) {
-                r->state = BENCH_ST_DONE;
-            }
-
-            break;
-
-        case BENCH_ST_DATA_END:
-            c = *p++;
-
-            if (c == '\n') {
-                r->state = BENCH_ST_SIZE;
-
-            } else if (c != '\r') {
-                return -1;
-            }
-
-            break;
-
-        case BENCH_ST_TRAILER:
-            c = *p++;
-
-            if (c == '\n') {
-                r->state = BENCH_ST_DONE;
-
-            } else if (c != '\r') {
-                r->state = BENCH_ST_TRAILER_LINE;
-            }
-
-            break;
-
-        case BENCH_ST_TRAILER_LINE:
-            if (*p++ == '\n') {
-                r->state = BENCH_ST_TRAILER;
-            }
-
-            break;
-
-        case BENCH_ST_DONE:
-            /* nothing may follow a response we did not pipeline */
-            return -1;
-        }
-    }
-
-    return r->state == BENCH_ST_DONE ? 1 : 0;
-}
-
-
-/* the status, and how the body is framed */
-
-static void
-bench_resp_head(bench_resp_t *r)
-{
-    char  *line, *v;
-
-    r->status = 0;
-
-    if (strncmp(r->head, "HTTP/1.", 7) == 0 && r->head_len > 12) {
-        r->status = atoi(r->head + 9);
-    }
-
-    r->state = BENCH_ST_UNTIL_CLOSE;
-    r->left = 0;
-
-    for (line = strstr(r->head, "\r\n"); line; line = strstr(line, "\r\n")) {
-        line += 2;
-
-        v = strchr(line, ':');
-        if (v == NULL) {
-            break;
-        }
-
-        v++;
-        v += strspn(v, " \t");
-
-        if (strncasecmp(line, "transfer-encoding:", 18) == 0
-            && strncasecmp(v, "chunked", 7) == 0)
-        {
-            r->chunked = 1;
-            r->state = BENCH_ST_SIZE;
-
-        } else if (strncasecmp(line, "content-length:", 15) == 0
-                   && !r->chunked)
-        {
-            r->left = strtoll(v, NULL, 10);
-            r->state = r->left ? BENCH_ST_LENGTH : BENCH_ST_DONE;
-
-        } else if (strncasecmp(line, "connection:", 11) == 0
-                   && strncasecmp(v, "close", 5) == 0)
-        {
-            r->close = 1;
-        }
-    }
+    return bench_request(&t->peer, &q, buf);
 }
 
 
@@ -887,18 +476,19 @@ bench_one(bench_target_t *t, bench_series_t *s, int *fd, double *hdr,
     size_t               len, sent;
     ssize_t              k;
     uint64_t             t0, now;
+    static char          head[BENCH_HEAD_MAX], snip[BENCH_SNIP];
     static bench_resp_t  r;
 
-    len = bench_request(t, s, req);
+    len = bench_series_request(t, s, req);
 
     if (*fd == -1) {
-        *fd = bench_connect(t, 0);
+        *fd = bench_connect(&t->peer, 0, bench_timeout_ms);
         if (*fd == -1) {
             bench_fail(t, s, NULL, "connect: %s", strerror(errno));
         }
     }
 
-    bench_resp_init(&r);
+    bench_resp_init(&r, head, sizeof(head), snip, sizeof(snip));
 
     t0 = bench_now();
 
@@ -1023,12 +613,11 @@ bench_window(bench_target_t *t, bench_series_t *s, bench_samples_t *sm,
     size_t                 len;
     ssize_t                r;
     uint64_t               start, end, now, spread, next;
-    socklen_t              sl;
     bench_stream_t        *st;
     struct epoll_event     ev, events[64];
     static bench_stream_t  streams[BENCH_STREAMS_MAX];
 
-    len = bench_request(t, s, req);
+    len = bench_series_request(t, s, req);
 
     spread = (uint64_t) s->tokens * s->delay_ms * 1000000 / s->streams;
     start = bench_now();
@@ -1061,7 +650,7 @@ bench_window(bench_target_t *t, bench_series_t *s, bench_samples_t *sm,
                 continue;
             }
 
-            st->fd = bench_connect(t, 1);
+            st->fd = bench_connect(&t->peer, 1, 0);
             if (st->fd == -1) {
                 bench_fail(t, s, NULL, "connect: %s", strerror(errno));
             }
@@ -1069,7 +658,8 @@ bench_window(bench_target_t *t, bench_series_t *s, bench_samples_t *sm,
             st->active = 1;
             st->connected = 0;
             st->t0 = now;
-            bench_resp_init(&st->resp);
+            bench_resp_init(&st->resp, st->head, sizeof(st->head), st->snip,
+                            sizeof(st->snip));
 
             ev.events = EPOLLOUT;
             ev.data.ptr = st;
@@ -1098,9 +688,7 @@ bench_window(bench_target_t *t, bench_series_t *s, bench_samples_t *sm,
             now = bench_now();
 
             if (!st->connected) {
-                err = 0;
-                sl = sizeof(err);
-                getsockopt(st->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+                err = bench_connected(st->fd);
 
                 if (err) {
                     bench_fail(t, s, NULL, "connect: %s", strerror(err));
@@ -1217,60 +805,6 @@ bench_add(bench_samples_t *sm, double hdr, double evt, int round)
     sm->evt[sm->n] = evt;
     sm->round[sm->n] = round;
     sm->n++;
-}
-
-
-static int
-bench_cmp(const void *a, const void *b)
-{
-    double  x, y;
-
-    x = *(const double *) a;
-    y = *(const double *) b;
-
-    return (x > y) - (x < y);
-}
-
-
-/* nearest-rank percentiles of a copy */
-
-static void
-bench_stats(double *v, size_t n, bench_stats_t *st)
-{
-    size_t   i;
-    double  *s, sum;
-
-    memset(st, 0, sizeof(bench_stats_t));
-    st->n = n;
-
-    if (n == 0) {
-        return;
-    }
-
-    s = malloc(n * sizeof(double));
-    if (s == NULL) {
-        fprintf(stderr, "ttfb: out of memory\n");
-        exit(1);
-    }
-
-    memcpy(s, v, n * sizeof(double));
-    qsort(s, n, sizeof(double), bench_cmp);
-
-    sum = 0;
-    for (i = 0; i < n; i++) {
-        sum += s[i];
-    }
-
-#define bench_rank(p)  s[(size_t) ceil((p) / 100.0 * n) - 1]
-
-    st->p50 = bench_rank(50);
-    st->p90 = bench_rank(90);
-    st->p99 = bench_rank(99);
-    st->mean = sum / n;
-    st->min = s[0];
-    st->max = s[n - 1];
-
-    free(s);
 }
 
 

@@ -23,19 +23,14 @@ use strict;
 use warnings;
 
 use FindBin;
-use lib "$FindBin::Bin/../t/lib";
+use lib "$FindBin::Bin/../t/lib", "$FindBin::Bin/lib";
 
+use Bench;
 use JSON::PP;
 use LLMGW;
-use POSIX qw(strftime);
-use Time::HiRes qw(sleep time);
 
-# a signal still stops nginx (LLMGW::Nginx's DESTROY) on the way out
-$SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-
-my $s = stack();
-my $client = "$s->{LLMGW_BUILD}/bench/ttfb";
--x $client or die "$client is not built: run make bench-ttfb\n";
+my $s = bench_stack();
+my $client = bench_client('ttfb');
 
 my %o = (
     n       => $ENV{BENCH_N}       // 300,
@@ -51,50 +46,22 @@ my %o = (
 # tier could never run short during the run.
 my $t = new_tenant(tier => 'bench');
 
+my $server = nginx_server(keepalive => 64, request_id => 1,
+                          plain => '/plain/v1/chat/completions',
+                          gateway => 1);
+
 # log_level warn: Debian's nginx is built --with-debug, and a debug log
 # would be what is measured
 my $ng = nginx(workers => $o{workers}, log_level => 'warn',
-               http => <<'EOF')->run();
+               http => <<"EOF")->run();
     %%GATEWAY%%
     llm_gateway_tier  bench  tpm=100000000  burst=150000000  max_tokens=4096;
 
-    upstream mock {
-        server     127.0.0.1:%%MOCK%%;
-        keepalive  64;
-    }
-
-    server {
-        listen      127.0.0.1:%%PORT%%;
-
-        # the same for both locations; a file write per request is noise
-        access_log  off;
-
-        client_max_body_size     1m;
-        client_body_buffer_size  1m;
-
-        proxy_http_version  1.1;
-        proxy_set_header    Connection "";
-        proxy_set_header    X-Request-Id $request_id;
-
-        # (b) plain nginx, unbuffered as the gateway makes SSE responses
-        location = /plain/v1/chat/completions {
-            proxy_buffering  off;
-            proxy_pass       http://mock/v1/chat/completions;
-        }
-
-        # (c) the gateway
-        location = /v1/chat/completions {
-            llm_gateway  zone=llm api=openai;
-            proxy_pass   http://mock;
-        }
-    }
+$server
 EOF
 
-my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
-my $json = "$s->{LLMGW_BUILD}/bench/ttfb-$stamp.json";
-
-my ($nginx_v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
-my ($cpus) = `nproc` =~ /(\d+)/;
+my ($json) = json_file('ttfb');
+my ($cpus, $nginx_v) = (cpus(), nginx_version());
 printf("ttfb: nginx %s with %d worker(s) on :%d, mockllm on :%d, %d CPUs\n",
        $nginx_v // '?', $o{workers}, $ng->port(), $s->{LLMGW_MOCK_PORT},
        $cpus // 0);
@@ -114,14 +81,7 @@ if ($rc == 0) {
     ledger($json);
 }
 
-# what nginx logged at warn and above, if anything, is worth seeing
-$ng->stop();
-my @log = grep { /\[(warn|error|crit|alert|emerg)\]/ }
-          split(/\n/, $ng->error_log());
-if (@log) {
-    print "\nnginx error.log (" . scalar(@log) . " lines), the first:\n";
-    print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
-}
+nginx_stop($ng, 'warn');
 
 exit $rc;
 
@@ -137,15 +97,7 @@ sub ledger {
     my $want = 0;
     $want += $_->{targets}{gateway}{requests} for values %{ $r->{series} };
 
-    my ($rows, $deadline) = (0, time() + 10);
-    while (1) {
-        $rows = db()->selectrow_array(
-            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
-            $t->{id});
-        last if $rows >= $want || time() > $deadline;
-        sleep(0.1);
-    }
-
+    my $rows = ledger_rows($t->{id}, $want, 10, 0.1);
     printf("ledger: %d llm.usage rows for the %d gateway requests%s\n",
            $rows, $want, $rows == $want ? '' : ' (WARNING: not equal)');
 }

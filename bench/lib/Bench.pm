@@ -1,0 +1,259 @@
+package Bench;
+
+# What the benchmarks' drivers share (load.pl, streams.pl, ttfb.pl,
+# ingest.pl): the start under bench/with-stack, the nginx server they
+# compare, the CPU time of the stack's processes from /proc, accountd's
+# records into the ledger, and the end of a run: the issue's targets, the
+# JSON file, what nginx logged.  Core Perl, on top of t/lib/LLMGW.pm.
+
+use strict;
+use warnings;
+
+use Exporter qw(import);
+use HTTP::Tiny;
+use JSON::PP;
+use LLMGW;
+use POSIX qw(strftime);
+use Time::HiRes qw(sleep time);
+
+our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
+                 nginx_server nginx_stop pidfile children ticks stack_pids
+                 accountd_backend drained ledger_rows print_targets
+                 targets_json json_file write_json);
+
+# The stack bench/with-stack started.  A signal becomes a die, so that
+# nginx is still stopped (LLMGW::Nginx's DESTROY) on the way out.
+sub bench_stack {
+    $SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
+    return stack();
+}
+
+# build/bench/NAME, the C client of `make bench-NAME`
+sub bench_client {
+    my ($name) = @_;
+    my $client = stack()->{LLMGW_BUILD} . "/bench/$name";
+    -x $client or die "$client is not built: run make bench-$name\n";
+    return $client;
+}
+
+sub nginx_version {
+    my ($v) = `nginx -v 2>&1` =~ m{nginx/(\S+)};
+    return $v;
+}
+
+sub cpus {
+    my ($n) = `nproc` =~ /(\d+)/;
+    return $n;
+}
+
+# clock ticks a second, the unit of the times in /proc/PID/stat
+sub clk_tck { return POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100 }
+
+# The upstream "mock" (mockllm) and the server in front of it that the
+# benchmarks compare, one location each: plain => the path of (b) plain
+# nginx proxy_pass, gateway => (c) the gateway at /v1/chat/completions
+# (and the body buffers it reads a request into), metrics => its
+# /metrics.  keepalive => the upstream's idle connections, backlog =>
+# listen's, request_id => X-Request-Id to the upstream.
+sub nginx_server {
+    my (%o) = @_;
+    my @l;
+
+    if (my $path = $o{plain}) {
+        # elsewhere than the upstream's path, proxy_pass replaces it
+        my $uri = $path eq '/v1/chat/completions' ? ''
+                                                  : '/v1/chat/completions';
+        push(@l, <<"EOF");
+        # (b) plain nginx, unbuffered as the gateway makes SSE responses
+        location = $path {
+            proxy_buffering  off;
+            proxy_pass       http://mock$uri;
+        }
+EOF
+    }
+
+    push(@l, <<'EOF') if $o{gateway};
+        # (c) the gateway
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://mock;
+        }
+EOF
+
+    push(@l, <<'EOF') if $o{metrics};
+        location = /metrics {
+            llm_gateway_metrics;
+        }
+EOF
+
+    my $locations = join("\n", @l);
+    my $backlog = $o{backlog} ? " backlog=$o{backlog}" : '';
+    my $body = !$o{gateway} ? '' : <<'EOF';
+        client_max_body_size     1m;
+        client_body_buffer_size  1m;
+
+EOF
+    my $request_id = !$o{request_id} ? '' : <<'EOF';
+        proxy_set_header    X-Request-Id $request_id;
+EOF
+
+    return <<"EOF";
+    upstream mock {
+        server     127.0.0.1:%%MOCK%%;
+        keepalive  $o{keepalive};
+    }
+
+    server {
+        listen      127.0.0.1:%%PORT%%$backlog;
+
+        # the same for every location; a file write a request is noise
+        access_log  off;
+
+${body}        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+$request_id
+$locations    }
+EOF
+}
+
+# Stops nginx, then prints the first lines it logged at the level lowest
+# (warn, error) and above, if any: they are worth seeing.  who: a name for
+# the nginx, when there are several.
+sub nginx_stop {
+    my ($ng, $lowest, $who) = @_;
+    my @levels = qw(warn error crit alert emerg);
+    shift(@levels) while @levels && $levels[0] ne $lowest;
+    my $levels = join('|', @levels);
+
+    $ng->stop();
+    my @log = grep { /\[(?:$levels)\]/ } split(/\n/, $ng->error_log());
+    return unless @log;
+
+    printf("\n%snginx error.log (%d lines), the first:\n",
+           defined $who ? "$who: " : '', scalar(@log));
+    print "  $_\n" for @log[0 .. ($#log < 4 ? $#log : 4)];
+}
+
+sub pidfile {
+    open(my $fh, '<', $_[0]) or return 0;
+    my ($pid) = <$fh> =~ /(\d+)/;
+    close($fh);
+    return $pid // 0;
+}
+
+sub children {
+    my ($ppid) = @_;
+    return () unless $ppid;
+    my @kids;
+    for my $stat (glob('/proc/[0-9]*/stat')) {
+        open(my $fh, '<', $stat) or next;
+        my $line = <$fh> // '';
+        close($fh);
+        my @f = split(' ', substr($line, rindex($line, ')') + 2));
+        push(@kids, $stat =~ m{/proc/(\d+)/}) if ($f[1] // 0) == $ppid;
+    }
+    return @kids;
+}
+
+# Clock ticks a process has spent so far (utime + stime), 0 when it is gone
+sub ticks {
+    my ($pid) = @_;
+    return 0 unless $pid;
+    open(my $fh, '<', "/proc/$pid/stat") or return 0;
+    my $stat = <$fh> // '';
+    close($fh);
+    # gone between the look-up and the read
+    return 0 unless $stat =~ /\)/;
+    # the fields after the command, which may hold spaces
+    my @f = split(' ', substr($stat, rindex($stat, ')') + 2));
+    return $f[11] + $f[12];
+}
+
+# The processes of the stack, by name: the workers of an nginx (none
+# without one), accountd, mockllm, and PostgreSQL: the whole cluster (the
+# backends, the WAL writer, autovacuum, the checkpointer...).
+sub stack_pids {
+    my ($ng) = @_;
+    my $s = stack();
+    my $pm = pidfile("$s->{LLMGW_DIR}/pg/postmaster.pid");
+
+    return (
+        nginx    => [ $ng ? children(pidfile($ng->dir() . '/nginx.pid'))
+                          : () ],
+        accountd => [ pidfile("$s->{LLMGW_DIR}/accountd.pid") ],
+        mockllm  => [ pidfile("$s->{LLMGW_DIR}/mockllm.pid") ],
+        postgres => [ $pm, children($pm) ],
+    );
+}
+
+# the PostgreSQL backend that serves accountd, or undef
+sub accountd_backend {
+    my ($be) = db()->selectrow_array(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'accountd'"
+        . " AND backend_type = 'client backend' LIMIT 1");
+    return $be;
+}
+
+# Once accountd has acknowledged every record of an nginx (up to 30 s),
+# asked every poll seconds: nginx's metrics, not the ledger, so that
+# PostgreSQL does not count rows meanwhile.
+sub drained {
+    my ($ng, $poll) = @_;
+    my $http = HTTP::Tiny->new(timeout => 5);
+    my $deadline = time() + 30;
+    while (time() < $deadline) {
+        my $r = $http->get($ng->url('/metrics'));
+        return if ($r->{content} // '') =~ /^llmgw_journal_unacknowledged 0$/m;
+        sleep($poll);
+    }
+    print "  the journal did not drain in 30 s\n";
+}
+
+# A tenant's llm.usage rows, once there are at least n (up to secs,
+# counted every poll seconds).
+sub ledger_rows {
+    my ($tenant, $n, $secs, $poll) = @_;
+    my ($rows, $deadline) = (0, time() + $secs);
+    while (1) {
+        $rows = db()->selectrow_array(
+            'SELECT count(*) FROM llm.usage WHERE tenant_id = ?', undef,
+            $tenant);
+        return $rows if $rows >= $n || time() > $deadline;
+        sleep($poll);
+    }
+}
+
+# The issue's targets, [ what, target, value, met (undef: only shown) ]
+# each; fmt is that of the first three columns.
+sub print_targets {
+    my ($fmt, @targets) = @_;
+    print "\ntargets:\n";
+    printf("  $fmt  %s\n", @$_[0 .. 2],
+           !defined $_->[3] ? '' : $_->[3] ? 'met' : 'MISSED')
+        for @targets;
+}
+
+sub targets_json {
+    return [ map { { name => $_->[0], target => $_->[1], value => $_->[2],
+                     met => !defined $_->[3] ? undef
+                            : $_->[3] ? \1 : \0 } } @_ ];
+}
+
+# build/bench/NAME-TIME.json (the directory made), and the time
+sub json_file {
+    my ($name) = @_;
+    my $dir = stack()->{LLMGW_BUILD} . '/bench';
+    my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
+    mkdir($dir);
+    return ("$dir/$name-$stamp.json", $stamp);
+}
+
+sub write_json {
+    my ($file, $data) = @_;
+    open(my $fh, '>', $file) or die "$file: $!";
+    print $fh JSON::PP->new->canonical->pretty->encode($data);
+    close($fh);
+    print "written to $file\n";
+}
+
+1;
