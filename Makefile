@@ -157,11 +157,13 @@ test: deps build sdk
 
 # The suite on what is built: the stack and the tests take LLMGW_BUILD
 # (the binaries, the module and sdk/; build) and the other LLMGW_*
-# variables from the environment.
+# variables from the environment.  The stack's ports are below the
+# kernel's ephemeral range (32768 and up): while t/048 restarts PostgreSQL,
+# an outgoing connection could otherwise take its port.
 test-run:
 	@for try in 1 2 3; do \
 	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
-	    base=$$((20000 + RANDOM % 20000)); \
+	    base=$$((10000 + RANDOM % 20000)); \
 	    export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
 	        LLMGW_PG_PORT=$$base LLMGW_MOCK_PORT=$$((base + 1)); \
 	    scripts/stack start $$dir >$$dir/stack.log 2>&1 && break; \
