@@ -7,8 +7,7 @@
 # row, no row is doubled, nothing is left held, no alert.  The tenant has
 # no spend cap: a capped one is refused while accountd is away.
 #
-# LLMGW_CHAOS_LONG=1 (make chaos): 60 s, PostgreSQL restarted at 20 s and
-# at 40 s.
+# LLMGW_CHAOS_LONG=1 (make chaos): 60 s, PostgreSQL restarted every 5 s.
 
 use strict;
 use warnings;
@@ -23,7 +22,7 @@ use Time::HiRes qw(sleep time);
 
 my $s = stack();
 
-my %run = chaos_long() ? (secs => 60, pg_every => 20)
+my %run = chaos_long() ? (secs => 60, pg_every => 5)
                        : (secs => 20, pg_every => 10);
 
 my $t = chaos_tenant(cap => undef, concurrency => 250);
