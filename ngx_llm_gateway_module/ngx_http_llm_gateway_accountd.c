@@ -263,6 +263,7 @@ ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
 
     j = ngx_http_llm_gateway_journal_lock(lmcf);
     llm_journal_stats(j, &st->journal);
+    llm_journal_count(j, &st->pending, &st->sent);
     ngx_http_llm_gateway_journal_unlock(lmcf);
 
     st->connected = ngx_http_llm_gateway_accountd_up();

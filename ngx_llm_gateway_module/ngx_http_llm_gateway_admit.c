@@ -337,6 +337,7 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                     "insufficient_quota",
                                     "insufficient_quota", NULL, (char *) p);
+        ctx->rejected_by = ngx_http_llm_gateway_by_quota;
         return;
 
     default: /* NGX_ERROR */
@@ -526,6 +527,8 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         llm_tenant_init(&node->state, &tier->limits, now);
     }
 
+    ngx_http_llm_gateway_name_node(node, ctx->key);
+
     /* the spend cap first: a request it cannot pay for takes no tokens */
     ctx->lease_want = -1;
 
@@ -630,6 +633,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
                                     "request_too_large", "max_tokens",
                                     (char *) p);
+        ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
         ctx->never = 1;
         return;
     }
@@ -652,6 +656,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                         "requests", "rate_limit_exceeded",
                                         NULL, (char *) p);
+            ctx->rejected_by = ngx_http_llm_gateway_by_requests;
             break;
 
         case LLM_LIMIT_CONCURRENCY:
@@ -661,6 +666,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                         "requests",
                                         "concurrency_limit_exceeded", NULL,
                                         (char *) p);
+            ctx->rejected_by = ngx_http_llm_gateway_by_concurrency;
             break;
 
         default: /* LLM_LIMIT_TOKENS */
@@ -670,6 +676,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                         "tokens", "rate_limit_exceeded",
                                         NULL, (char *) p);
+            ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
         }
 
         return;

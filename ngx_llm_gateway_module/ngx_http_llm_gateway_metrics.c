@@ -1,27 +1,202 @@
 
 /*
- * llm_gateway_metrics: the gateway's counters in the Prometheus text
- * format, from shared memory, as stub_status serves nginx's.  Nothing here
- * is on the request path of the gateway's locations.
+ * What the gateway says of itself, from shared memory, as stub_status
+ * serves nginx's:
+ *
+ *   llm_gateway_metrics   the Prometheus text format: the journal, each
+ *                         worker's connection to accountd, and each
+ *                         tenant's requests, refusals, tokens, cost,
+ *                         reservations and concurrency
+ *   llm_gateway_status    the same as JSON (a URI ending in ".json"), or
+ *                         a page that shows it live
+ *
+ * The counters are bumped under the zone's lock the request path takes
+ * anyway (admission, settling); the handlers copy what they show under
+ * that lock and format it after.
  */
 
 
 #include "ngx_http_llm_gateway_module.h"
 
 
-/* the longest text of the metrics below */
-#define NGX_HTTP_LLM_GATEWAY_METRICS_MAX   4096
+/* a worker not heard of for this long (ms) has exited */
+#define NGX_HTTP_LLM_GATEWAY_WORKER_GONE   3000
+
+/*
+ * The text of the gateway as a whole; a tenant's lines are counted with
+ * their labels: the longest line's other bytes, and how many lines
+ */
+#define NGX_HTTP_LLM_GATEWAY_METRICS_FIXED  8192
+#define NGX_HTTP_LLM_GATEWAY_METRICS_LINE   96
+#define NGX_HTTP_LLM_GATEWAY_METRICS_LINES  16
+
+/* a tenant's JSON but for its names, escaped at most 6 times as long */
+#define NGX_HTTP_LLM_GATEWAY_JSON_TENANT    1024
+
+
+/* a tenant as shown: a copy made under its zone's lock */
+typedef struct {
+    ngx_str_t                      zone;
+    int64_t                        id;
+    ngx_http_llm_gateway_stats_t   stats;
+    int64_t                        inflight;
+    int64_t                        reserved;    /* tokens, in flight */
+    int64_t                        tpm_available;
+    int64_t                        rpm_available;   /* -1: no limit */
+    llm_limits_t                   limits;      /* this gateway's share */
+    int64_t                        budget;      /* pico-dollars leased */
+    int64_t                        budget_resets;   /* ms, wall */
+    u_char                         name_len;
+    u_char                         tier_len;
+    u_char                         name[LLM_KEY_TENANT_MAX];
+    u_char                         tier[LLM_KEY_TIER_MAX];
+    unsigned                       limited:1;   /* its tier is known here */
+    unsigned                       capped:1;
+    unsigned                       spent:1;
+} ngx_http_llm_gateway_view_t;
+
+
+typedef struct {
+    ngx_array_t                           tenants;   /* of views */
+    ngx_http_llm_gateway_worker_t         workers[NGX_HTTP_LLM_GATEWAY_WORKERS
+                                                  + 1];
+    ngx_uint_t                            nworkers;
+    ngx_http_llm_gateway_journal_stats_t  journal;
+    int64_t                               now;       /* ms, wall */
+} ngx_http_llm_gateway_snapshot_t;
+
+
+/* a request in flight, as the snapshot counts it */
+typedef struct {
+    int64_t                        tenant_id;
+    int64_t                        reserved;
+} ngx_http_llm_gateway_held_t;
+
+
+static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap);
+static void ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
+    ngx_http_llm_gateway_node_t *node, int64_t now,
+    ngx_http_llm_gateway_view_t *v);
+static int ngx_libc_cdecl ngx_http_llm_gateway_cmp_held(const void *one,
+    const void *two);
+static u_char *ngx_http_llm_gateway_labels(u_char *p,
+    ngx_http_llm_gateway_view_t *v);
+static u_char *ngx_http_llm_gateway_escape(u_char *p, u_char *s, size_t len,
+    ngx_uint_t json);
+static ngx_buf_t *ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap);
+static ngx_buf_t *ngx_http_llm_gateway_json(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap);
+static ngx_int_t ngx_http_llm_gateway_send_buf(ngx_http_request_t *r,
+    ngx_buf_t *b, char *type, size_t type_len);
+
+
+static const char  *ngx_http_llm_gateway_classes[] = {
+    "1xx", "2xx", "3xx", "4xx", "5xx"
+};
+
+static const char  *ngx_http_llm_gateway_reasons[] = {
+    NULL, "requests", "tokens", "concurrency", "quota"
+};
+
+
+/*
+ * The page of llm_gateway_status: no external assets; it asks for the
+ * same URI with ".json" once a second and draws what comes.
+ */
+static u_char  ngx_http_llm_gateway_page[] =
+"<!DOCTYPE html>\n"
+"<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+"<title>llm gateway status</title>\n"
+"<style>\n"
+"body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\n"
+"h1{font-size:1.3em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.2em 0 .4em}\n"
+"table{border-collapse:collapse}th,td{padding:.25em .7em;"
+"border-bottom:1px solid #ddd;text-align:right}\n"
+"th{background:#f3f3f3}td.l,th.l{text-align:left}\n"
+".bar{display:inline-block;height:.7em;background:#4a8;vertical-align:middle}"
+"\n.spent{color:#b00;font-weight:bold}.off{color:#b00}.on{color:#080}\n"
+"#err{color:#b00}\n"
+"</style></head><body>\n"
+"<h1>llm gateway</h1>\n"
+"<div id=\"head\">loading...</div><div id=\"err\"></div>\n"
+"<h2>Journal and accountd</h2><table id=\"journal\"></table>\n"
+"<h2>Tenants</h2><table id=\"tenants\"></table>\n"
+"<script>\n"
+"'use strict';\n"
+"const url = location.pathname.replace(/\\/+$/, '') + '.json';\n"
+"const fmt = n => Number(n).toLocaleString('en-US');\n"
+"const esc = s => String(s).replace(/[&<>\"]/g,\n"
+"  c => ({'&':'&amp;','<':'&lt;','>':'&gt;','\"':'&quot;'}[c]));\n"
+"function row(cells, th) {\n"
+"  const t = th ? 'th' : 'td';\n"
+"  return '<tr>' + cells.map((c, i) => '<' + t + (i ? '' : ' class=\"l\"')\n"
+"    + '>' + c + '</' + t + '>').join('') + '</tr>';\n"
+"}\n"
+"function bar(v, max) {\n"
+"  const w = max > 0 ? Math.round(60 * Math.min(v, max) / max) : 0;\n"
+"  return '<span class=\"bar\" style=\"width:' + w + 'px\"></span> ';\n"
+"}\n"
+"function draw(s) {\n"
+"  const j = s.journal;\n"
+"  document.getElementById('head').textContent = 'nginx ' + s.nginx\n"
+"    + ', module ' + s.version + ', pid ' + s.pid + ', '\n"
+"    + new Date(s.time_ms).toISOString();\n"
+"  let h = row(['', 'written', 'acknowledged', 'pending', 'sent',\n"
+"    'lost', 'refused', 'bytes used', 'bytes held', 'size'], true);\n"
+"  h += row(['records', fmt(j.written), fmt(j.acknowledged),\n"
+"    fmt(j.pending), fmt(j.sent), fmt(j.lost), fmt(j.refused),\n"
+"    fmt(j.used), fmt(j.held), fmt(j.size)]);\n"
+"  h += row(['worker', 'accountd'], true);\n"
+"  for (const w of s.workers)\n"
+"    h += row([w.pid, w.connected ? '<span class=\"on\">connected</span>'\n"
+"      : '<span class=\"off\">not connected</span>']);\n"
+"  document.getElementById('journal').innerHTML = h;\n"
+"  h = row(['tenant', 'zone', 'tier', 'requests', '2xx', '4xx', '5xx',\n"
+"    '429 requests', '429 tokens', '429 concurrency', '429 quota',\n"
+"    'tokens in', 'tokens out', 'cached', 'cost $', 'TPM available',\n"
+"    'in flight', 'reserved', 'budget $'], true);\n"
+"  for (const t of s.tenants) {\n"
+"    const r = t.requests, x = t.rejected;\n"
+"    const total = r['1xx'] + r['2xx'] + r['3xx'] + r['4xx'] + r['5xx'];\n"
+"    const tpm = t.tpm ? bar(t.tpm.available, t.tpm.burst)\n"
+"      + fmt(t.tpm.available) + ' / ' + fmt(t.tpm.burst) : '';\n"
+"    const conc = fmt(t.inflight) + (t.concurrency_limit ?\n"
+"      ' / ' + fmt(t.concurrency_limit) : '');\n"
+"    const budget = !t.budget ? '' : t.budget.spent\n"
+"      ? '<span class=\"spent\">spent</span>'\n"
+"      : (t.budget.picodollars / 1e12).toFixed(6);\n"
+"    h += row([esc(t.name || t.id), esc(t.zone), esc(t.tier), fmt(total),\n"
+"      fmt(r['2xx']), fmt(r['4xx']), fmt(r['5xx']), fmt(x.requests),\n"
+"      fmt(x.tokens), fmt(x.concurrency), fmt(x.quota),\n"
+"      fmt(t.tokens.input), fmt(t.tokens.output), fmt(t.tokens.cached),\n"
+"      (t.cost_picodollars / 1e12).toFixed(6), tpm, conc,\n"
+"      fmt(t.reserved_tokens), budget]);\n"
+"  }\n"
+"  document.getElementById('tenants').innerHTML = h;\n"
+"}\n"
+"async function tick() {\n"
+"  try {\n"
+"    const r = await fetch(url, {cache: 'no-store'});\n"
+"    if (!r.ok) throw new Error(url + ': ' + r.status);\n"
+"    draw(await r.json());\n"
+"    document.getElementById('err').textContent = '';\n"
+"  } catch (e) {\n"
+"    document.getElementById('err').textContent = String(e);\n"
+"  }\n"
+"  setTimeout(tick, 1000);\n"
+"}\n"
+"tick();\n"
+"</script></body></html>\n";
 
 
 ngx_int_t
 ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
 {
-    u_char                               *p;
-    ngx_int_t                             rc;
-    ngx_buf_t                            *b;
-    ngx_chain_t                           out;
-    ngx_http_llm_gateway_main_conf_t     *lmcf;
-    ngx_http_llm_gateway_journal_stats_t  st;
+    ngx_int_t                         rc;
+    ngx_buf_t                        *b;
+    ngx_http_llm_gateway_snapshot_t  *snap;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
         return NGX_HTTP_NOT_ALLOWED;
@@ -32,15 +207,447 @@ ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+    snap = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_snapshot_t));
+    if (snap == NULL
+        || ngx_http_llm_gateway_snapshot(r, snap) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-    ngx_http_llm_gateway_journal_stats(lmcf, &st);
-
-    b = ngx_create_temp_buf(r->pool, NGX_HTTP_LLM_GATEWAY_METRICS_MAX);
+    b = ngx_http_llm_gateway_prometheus(r, snap);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    return ngx_http_llm_gateway_send_buf(r, b,
+                             "text/plain; version=0.0.4; charset=utf-8",
+                             sizeof("text/plain") - 1);
+}
+
+
+ngx_int_t
+ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                         rc;
+    ngx_buf_t                        *b;
+    ngx_http_llm_gateway_snapshot_t  *snap;
+
+    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    if (r->uri.len < 5
+        || ngx_strncmp(r->uri.data + r->uri.len - 5, ".json", 5) != 0)
+    {
+        b = ngx_calloc_buf(r->pool);
+        if (b == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        b->pos = ngx_http_llm_gateway_page;
+        b->last = b->pos + sizeof(ngx_http_llm_gateway_page) - 1;
+        b->memory = 1;
+
+        return ngx_http_llm_gateway_send_buf(r, b, "text/html; charset=utf-8",
+                                             sizeof("text/html") - 1);
+    }
+
+    snap = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_snapshot_t));
+    if (snap == NULL
+        || ngx_http_llm_gateway_snapshot(r, snap) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b = ngx_http_llm_gateway_json(r, snap);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_http_llm_gateway_send_buf(r, b, "application/json",
+                                         sizeof("application/json") - 1);
+}
+
+
+/* a key's tenant and tier, as the labels name it; under the zone's lock */
+
+void
+ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
+    ngx_http_llm_gateway_key_t *key)
+{
+    size_t  len;
+
+    len = ngx_min(key->tenant.len, LLM_KEY_TENANT_MAX);
+
+    if (node->name_len != len
+        || ngx_memcmp(node->name, key->tenant.data, len) != 0)
+    {
+        ngx_memcpy(node->name, key->tenant.data, len);
+        node->name_len = (u_char) len;
+    }
+
+    len = ngx_min(key->tier.len, LLM_KEY_TIER_MAX);
+
+    if (node->tier_len != len
+        || ngx_memcmp(node->tier, key->tier.data, len) != 0)
+    {
+        ngx_memcpy(node->tier, key->tier.data, len);
+        node->tier_len = (u_char) len;
+    }
+}
+
+
+/*
+ * A request ended: its status and what it used, under the zone's lock.
+ * The cost only where the gateway knows the model's prices: those of a
+ * tenant with a spend cap, leased with them.  llm.usage has every one.
+ */
+
+void
+ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
+    ngx_uint_t status, llm_settle_t *st, int64_t *prices)
+{
+    int64_t                        cost;
+    ngx_http_llm_gateway_stats_t  *s;
+
+    s = &node->stats;
+
+    if (status >= 100 && status < 600) {
+        s->requests[status / 100 - 1]++;
+    }
+
+    if (st == NULL) {
+        return;
+    }
+
+    s->input_tokens += st->input_tokens;
+    s->output_tokens += st->output_tokens;
+    s->cached_tokens += st->cached_input_tokens;
+
+    if (prices) {
+        cost = ngx_http_llm_gateway_budget_cost(prices, st);
+
+        if (cost > 0) {
+            s->cost += cost;
+        }
+    }
+}
+
+
+/* a request of a known tenant that was not admitted, in the log phase */
+
+void
+ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_uint_t                        status;
+    ngx_http_request_t               *r;
+    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    if (ctx->admitted || ctx->counted || ctx->key == NULL) {
+        return;
+    }
+
+    ctx->counted = 1;
+
+    r = ctx->request;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->shm_zone == NULL) {
+        return;
+    }
+
+    zone = llcf->shm_zone->data;
+    status = r->err_status ? r->err_status : r->headers_out.status;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+
+    if (node != NULL) {
+        ngx_http_llm_gateway_name_node(node, ctx->key);
+        ngx_http_llm_gateway_count(node, status, NULL, NULL);
+
+        if (status == NGX_HTTP_TOO_MANY_REQUESTS
+            && ctx->rejected_by != ngx_http_llm_gateway_by_none)
+        {
+            node->stats.rejected[ctx->rejected_by]++;
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+}
+
+
+/* once a second, under the zone's lock: this worker and accountd */
+
+void
+ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
+    int64_t now)
+{
+    ngx_http_llm_gateway_worker_t  *w;
+
+    w = &zone->sh->workers[ngx_process_slot % NGX_HTTP_LLM_GATEWAY_WORKERS];
+
+    w->pid = ngx_pid;
+    w->connected = ngx_http_llm_gateway_accountd_up();
+    w->seen = now;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap)
+{
+    int64_t                            now;
+    ngx_uint_t                         i, k, first, n;
+    ngx_array_t                        held;
+    ngx_queue_t                       *q;
+    ngx_list_part_t                   *part;
+    ngx_http_llm_gateway_held_t       *h, *hs;
+    ngx_http_llm_gateway_view_t       *v, *vs;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_flight_t     *f;
+    ngx_http_llm_gateway_worker_t     *w;
+    ngx_http_llm_gateway_loc_conf_t   *llcf;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    now = ngx_http_llm_gateway_now_ms();
+    snap->now = ngx_http_llm_gateway_wall_ms();
+
+    ngx_http_llm_gateway_journal_stats(lmcf, &snap->journal);
+
+    if (ngx_array_init(&snap->tenants, r->pool, 16,
+                       sizeof(ngx_http_llm_gateway_view_t))
+        != NGX_OK
+        || ngx_array_init(&held, r->pool, 64,
+                          sizeof(ngx_http_llm_gateway_held_t))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
+    i = 0;
+
+    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+
+        first = snap->tenants.nelts;
+        held.nelts = 0;
+
+        ngx_shmtx_lock(&zone->shpool->mutex);
+
+        for (q = ngx_queue_head(&zone->sh->queue);
+             q != ngx_queue_sentinel(&zone->sh->queue);
+             q = ngx_queue_next(q))
+        {
+            node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+            /* a key's own budget is its tenant's business */
+            if (node->tenant_id <= 0) {
+                continue;
+            }
+
+            v = ngx_array_push(&snap->tenants);
+            if (v == NULL) {
+                ngx_shmtx_unlock(&zone->shpool->mutex);
+                return NGX_ERROR;
+            }
+
+            ngx_http_llm_gateway_view(llcf, node, now, v);
+            v->zone = zone->name;
+        }
+
+        for (q = ngx_queue_head(&zone->sh->flights);
+             q != ngx_queue_sentinel(&zone->sh->flights);
+             q = ngx_queue_next(q))
+        {
+            f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
+
+            h = ngx_array_push(&held);
+            if (h == NULL) {
+                ngx_shmtx_unlock(&zone->shpool->mutex);
+                return NGX_ERROR;
+            }
+
+            h->tenant_id = f->tenant_id;
+            h->reserved = f->reserved;
+        }
+
+        /* the workers of this cycle write every zone: one is enough */
+        if (snap->nworkers == 0) {
+            for (k = 0; k < NGX_HTTP_LLM_GATEWAY_WORKERS; k++) {
+                w = &zone->sh->workers[k];
+
+                if (w->pid && now - w->seen < NGX_HTTP_LLM_GATEWAY_WORKER_GONE)
+                {
+                    snap->workers[snap->nworkers++] = *w;
+                }
+            }
+        }
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        /* the reservations of the requests in flight, by tenant */
+
+        n = snap->tenants.nelts - first;
+        vs = (ngx_http_llm_gateway_view_t *) snap->tenants.elts + first;
+        hs = held.elts;
+
+        ngx_qsort(vs, n, sizeof(ngx_http_llm_gateway_view_t),
+                  ngx_http_llm_gateway_cmp_held);
+        ngx_qsort(hs, held.nelts, sizeof(ngx_http_llm_gateway_held_t),
+                  ngx_http_llm_gateway_cmp_held);
+
+        for (k = 0, h = hs; h < hs + held.nelts; h++) {
+            while (k < n && vs[k].id < h->tenant_id) {
+                k++;
+            }
+
+            if (k < n && vs[k].id == h->tenant_id) {
+                vs[k].reserved += h->reserved;
+            }
+        }
+    }
+
+    /* this worker as it is now, said by the reaper or not yet */
+
+    for (k = 0; k < snap->nworkers; k++) {
+        if (snap->workers[k].pid == ngx_pid) {
+            break;
+        }
+    }
+
+    if (k == snap->nworkers) {
+        snap->nworkers++;
+    }
+
+    w = &snap->workers[k];
+    w->pid = ngx_pid;
+    w->connected = ngx_http_llm_gateway_accountd_up();
+    w->seen = now;
+
+    return NGX_OK;
+}
+
+
+/* under the zone's lock */
+
+static void
+ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
+    ngx_http_llm_gateway_node_t *node, int64_t now,
+    ngx_http_llm_gateway_view_t *v)
+{
+    ngx_uint_t                    i;
+    llm_bucket_t                  b;
+    ngx_http_llm_gateway_tier_t  *tier;
+
+    ngx_memzero(v, sizeof(ngx_http_llm_gateway_view_t));
+
+    v->id = node->tenant_id;
+    v->stats = node->stats;
+    v->inflight = node->state.inflight;
+    v->name_len = node->name_len;
+    v->tier_len = node->tier_len;
+    ngx_memcpy(v->name, node->name, node->name_len);
+    ngx_memcpy(v->tier, node->tier, node->tier_len);
+
+    v->capped = node->capped;
+    v->spent = node->spent;
+    v->budget = node->budget;
+    v->budget_resets = node->budget_resets;
+
+    /* the buckets now, as the tier of its name refills them */
+
+    tier = NULL;
+
+    if (llcf->tiers && node->state.tpm.last_ms != -1) {
+        tier = llcf->tiers->elts;
+
+        for (i = 0; i < llcf->tiers->nelts; i++) {
+            if (tier[i].name.len == node->tier_len
+                && ngx_memcmp(tier[i].name.data, node->tier,
+                              node->tier_len) == 0)
+            {
+                break;
+            }
+        }
+
+        tier = (i < llcf->tiers->nelts) ? &tier[i] : NULL;
+    }
+
+    v->rpm_available = -1;
+
+    if (tier == NULL) {
+        return;
+    }
+
+    v->limited = 1;
+    ngx_http_llm_gateway_share_limits(node, &tier->limits, &v->limits);
+
+    b = node->state.tpm;
+    llm_bucket_refill(&b, &v->limits.tpm, now);
+    v->tpm_available = llm_bucket_available(&b);
+
+    if (v->limits.rpm.rate) {
+        b = node->state.rpm;
+        llm_bucket_refill(&b, &v->limits.rpm, now);
+        v->rpm_available = llm_bucket_available(&b);
+    }
+}
+
+
+/* views and requests in flight alike begin with a tenant's id */
+
+static int ngx_libc_cdecl
+ngx_http_llm_gateway_cmp_held(const void *one, const void *two)
+{
+    int64_t  a, b;
+
+    a = *(const int64_t *) one;
+    b = *(const int64_t *) two;
+
+    return (a > b) - (a < b);
+}
+
+
+static ngx_buf_t *
+ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap)
+{
+    u_char                                *p, *lp, labels[512];
+    size_t                                 size;
+    ngx_buf_t                             *b;
+    ngx_uint_t                             i, k;
+    ngx_http_llm_gateway_view_t           *v;
+    llm_journal_stats_t                   *js;
+
+    v = snap->tenants.elts;
+    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED;
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        size += NGX_HTTP_LLM_GATEWAY_METRICS_LINES
+                * (lp - labels + NGX_HTTP_LLM_GATEWAY_METRICS_LINE);
+    }
+
+    b = ngx_create_temp_buf(r->pool, size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    js = &snap->journal.journal;
     p = b->last;
 
     p = ngx_sprintf(p,
@@ -60,6 +667,11 @@ ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
         "acknowledged by accountd.\n"
         "# TYPE llmgw_journal_unacknowledged gauge\n"
         "llmgw_journal_unacknowledged %uL\n"
+        "# HELP llmgw_journal_records Records kept, waiting to be sent or "
+        "sent and not yet acknowledged.\n"
+        "# TYPE llmgw_journal_records gauge\n"
+        "llmgw_journal_records{state=\"pending\"} %uL\n"
+        "llmgw_journal_records{state=\"sent\"} %uL\n"
         "# HELP llmgw_journal_refused_total Requests refused with 503 "
         "because the journal was full (full=refuse).\n"
         "# TYPE llmgw_journal_refused_total counter\n"
@@ -70,25 +682,313 @@ ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
         "llmgw_journal_bytes{kind=\"size\"} %uz\n"
         "llmgw_journal_bytes{kind=\"used\"} %uz\n"
         "llmgw_journal_bytes{kind=\"held\"} %uz\n"
-        "# HELP llmgw_accountd_connected Whether the worker that answered "
-        "is connected to accountd.\n"
-        "# TYPE llmgw_accountd_connected gauge\n"
-        "llmgw_accountd_connected{pid=\"%P\"} %ui\n",
-        st.journal.written, st.journal.acked, st.journal.lost,
-        st.journal.written - st.journal.acked, st.journal.refused,
-        st.journal.size, st.journal.used, st.journal.held,
-        ngx_pid, st.connected);
+        "# HELP llmgw_accountd_connected Whether each worker is connected "
+        "to accountd, as it said within the last second or so.\n"
+        "# TYPE llmgw_accountd_connected gauge\n",
+        js->written, js->acked, js->lost, js->written - js->acked,
+        snap->journal.pending, snap->journal.sent, js->refused,
+        js->size, js->used, js->held);
+
+    for (k = 0; k < snap->nworkers; k++) {
+        p = ngx_sprintf(p, "llmgw_accountd_connected{pid=\"%P\"} %ui\n",
+                        snap->workers[k].pid, snap->workers[k].connected);
+    }
+
+    if (snap->tenants.nelts == 0) {
+        b->last = p;
+        return b;
+    }
+
+#define ngx_http_llm_gateway_family(name, type, help)                         \
+    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
+                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
+                          type "\n") - 1)
+
+    ngx_http_llm_gateway_family("llmgw_requests_total", "counter",
+        "Requests of a tenant by the class of the status sent.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+
+        for (k = 0; k < NGX_HTTP_LLM_GATEWAY_CLASSES; k++) {
+            p = ngx_sprintf(p, "llmgw_requests_total{%*s,status=\"%s\"} %uL\n",
+                            lp - labels, labels,
+                            ngx_http_llm_gateway_classes[k],
+                            v[i].stats.requests[k]);
+        }
+    }
+
+    ngx_http_llm_gateway_family("llmgw_rejected_total", "counter",
+        "Requests of a tenant refused with 429, by the limit that refused "
+        "them.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+
+        for (k = 1; k < ngx_http_llm_gateway_by_last; k++) {
+            p = ngx_sprintf(p, "llmgw_rejected_total{%*s,reason=\"%s\"} %uL\n",
+                            lp - labels, labels,
+                            ngx_http_llm_gateway_reasons[k],
+                            v[i].stats.rejected[k]);
+        }
+    }
+
+    ngx_http_llm_gateway_family("llmgw_tokens_total", "counter",
+        "Tokens a tenant's requests were settled at: input (cached "
+        "included), output, cached input.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+
+        p = ngx_sprintf(p,
+                        "llmgw_tokens_total{%*s,kind=\"input\"} %uL\n"
+                        "llmgw_tokens_total{%*s,kind=\"output\"} %uL\n"
+                        "llmgw_tokens_total{%*s,kind=\"cached\"} %uL\n",
+                        lp - labels, labels, v[i].stats.input_tokens,
+                        lp - labels, labels, v[i].stats.output_tokens,
+                        lp - labels, labels, v[i].stats.cached_tokens);
+    }
+
+    ngx_http_llm_gateway_family("llmgw_cost_picodollars_total", "counter",
+        "What a tenant's requests cost at the prices the gateway leased "
+        "with its spend cap (0 without a cap; llm.usage has every cost).");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        p = ngx_sprintf(p, "llmgw_cost_picodollars_total{%*s} %uL\n",
+                        lp - labels, labels, v[i].stats.cost);
+    }
+
+    ngx_http_llm_gateway_family("llmgw_reserved_tokens", "gauge",
+        "Tokens reserved for a tenant's requests in flight.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        p = ngx_sprintf(p, "llmgw_reserved_tokens{%*s} %L\n",
+                        lp - labels, labels, v[i].reserved);
+    }
+
+    ngx_http_llm_gateway_family("llmgw_concurrency", "gauge",
+        "A tenant's requests in flight.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        p = ngx_sprintf(p, "llmgw_concurrency{%*s} %L\n",
+                        lp - labels, labels, v[i].inflight);
+    }
+
+    ngx_http_llm_gateway_family("llmgw_tokens_available", "gauge",
+        "Tokens a tenant's TPM bucket holds now, on this gateway.");
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        if (!v[i].limited) {
+            continue;
+        }
+
+        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        p = ngx_sprintf(p, "llmgw_tokens_available{%*s} %L\n",
+                        lp - labels, labels, v[i].tpm_available);
+    }
+
+#undef ngx_http_llm_gateway_family
 
     b->last = p;
+
+    return b;
+}
+
+
+/* zone="...",tenant="...",tier="..." */
+
+static u_char *
+ngx_http_llm_gateway_labels(u_char *p, ngx_http_llm_gateway_view_t *v)
+{
+    p = ngx_cpymem(p, "zone=\"", sizeof("zone=\"") - 1);
+    p = ngx_http_llm_gateway_escape(p, v->zone.data,
+                                    ngx_min(v->zone.len, 64), 0);
+    p = ngx_cpymem(p, "\",tenant=\"", sizeof("\",tenant=\"") - 1);
+
+    if (v->name_len) {
+        p = ngx_http_llm_gateway_escape(p, v->name, v->name_len, 0);
+
+    } else {
+        p = ngx_sprintf(p, "%L", v->id);
+    }
+
+    p = ngx_cpymem(p, "\",tier=\"", sizeof("\",tier=\"") - 1);
+    p = ngx_http_llm_gateway_escape(p, v->tier, v->tier_len, 0);
+    *p++ = '"';
+
+    return p;
+}
+
+
+/*
+ * A name in a label (\\, \" and \n escaped) or a JSON string (control
+ * characters too): at most twice its length, six times for JSON.
+ */
+
+static u_char *
+ngx_http_llm_gateway_escape(u_char *p, u_char *s, size_t len, ngx_uint_t json)
+{
+    u_char  *end;
+
+    for (end = s + len; s < end; s++) {
+
+        if (*s == '\\' || *s == '"') {
+            *p++ = '\\';
+            *p++ = *s;
+
+        } else if (*s == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+
+        } else if (json && *s < 0x20) {
+            p = ngx_sprintf(p, "\\u%04xi", (ngx_int_t) *s);
+
+        } else {
+            *p++ = *s;
+        }
+    }
+
+    return p;
+}
+
+
+static ngx_buf_t *
+ngx_http_llm_gateway_json(ngx_http_request_t *r,
+    ngx_http_llm_gateway_snapshot_t *snap)
+{
+    u_char                                *p;
+    size_t                                 size;
+    ngx_buf_t                             *b;
+    ngx_uint_t                             i, k;
+    ngx_http_llm_gateway_view_t           *v;
+    llm_journal_stats_t                   *js;
+
+    v = snap->tenants.elts;
+    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED;
+
+    for (i = 0; i < snap->tenants.nelts; i++) {
+        size += NGX_HTTP_LLM_GATEWAY_JSON_TENANT
+                + 6 * (ngx_min(v[i].zone.len, 64) + v[i].name_len
+                       + v[i].tier_len);
+    }
+
+    b = ngx_create_temp_buf(r->pool, size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    js = &snap->journal.journal;
+
+    p = ngx_sprintf(b->last,
+                    "{\"version\":\"%s\",\"nginx\":\"%s\",\"pid\":%P,"
+                    "\"time_ms\":%L,"
+                    "\"journal\":{\"written\":%uL,\"acknowledged\":%uL,"
+                    "\"lost\":%uL,\"refused\":%uL,\"pending\":%uL,"
+                    "\"sent\":%uL,\"size\":%uz,\"used\":%uz,\"held\":%uz},"
+                    "\"workers\":[",
+                    NGX_HTTP_LLM_GATEWAY_VERSION, NGINX_VERSION, ngx_pid,
+                    snap->now, js->written, js->acked, js->lost, js->refused,
+                    snap->journal.pending, snap->journal.sent, js->size,
+                    js->used, js->held);
+
+    for (k = 0; k < snap->nworkers; k++) {
+        p = ngx_sprintf(p, "%s{\"pid\":%P,\"connected\":%s}",
+                        k ? "," : "", snap->workers[k].pid,
+                        snap->workers[k].connected ? "true" : "false");
+    }
+
+    p = ngx_cpymem(p, "],\"tenants\":[", sizeof("],\"tenants\":[") - 1);
+
+    for (i = 0; i < snap->tenants.nelts; i++, v++) {
+        p = ngx_sprintf(p, "%s{\"zone\":\"", i ? "," : "");
+        p = ngx_http_llm_gateway_escape(p, v->zone.data,
+                                        ngx_min(v->zone.len, 64), 1);
+        p = ngx_sprintf(p, "\",\"id\":%L,\"name\":\"", v->id);
+        p = ngx_http_llm_gateway_escape(p, v->name, v->name_len, 1);
+        p = ngx_cpymem(p, "\",\"tier\":\"", sizeof("\",\"tier\":\"") - 1);
+        p = ngx_http_llm_gateway_escape(p, v->tier, v->tier_len, 1);
+
+        p = ngx_sprintf(p,
+                "\",\"requests\":{\"1xx\":%uL,\"2xx\":%uL,\"3xx\":%uL,"
+                "\"4xx\":%uL,\"5xx\":%uL},"
+                "\"rejected\":{\"requests\":%uL,\"tokens\":%uL,"
+                "\"concurrency\":%uL,\"quota\":%uL},"
+                "\"tokens\":{\"input\":%uL,\"output\":%uL,\"cached\":%uL},"
+                "\"cost_picodollars\":%uL,\"inflight\":%L,"
+                "\"concurrency_limit\":%L,\"reserved_tokens\":%L",
+                v->stats.requests[0], v->stats.requests[1],
+                v->stats.requests[2], v->stats.requests[3],
+                v->stats.requests[4],
+                v->stats.rejected[ngx_http_llm_gateway_by_requests],
+                v->stats.rejected[ngx_http_llm_gateway_by_tokens],
+                v->stats.rejected[ngx_http_llm_gateway_by_concurrency],
+                v->stats.rejected[ngx_http_llm_gateway_by_quota],
+                v->stats.input_tokens, v->stats.output_tokens,
+                v->stats.cached_tokens, v->stats.cost, v->inflight,
+                v->limited ? v->limits.concurrency : 0, v->reserved);
+
+        if (v->limited) {
+            p = ngx_sprintf(p, ",\"tpm\":{\"available\":%L,\"burst\":%L,"
+                            "\"rate\":%L}",
+                            v->tpm_available, v->limits.tpm.burst,
+                            v->limits.tpm.rate);
+
+            if (v->rpm_available >= 0) {
+                p = ngx_sprintf(p, ",\"rpm\":{\"available\":%L,"
+                                "\"burst\":%L,\"rate\":%L}",
+                                v->rpm_available, v->limits.rpm.burst,
+                                v->limits.rpm.rate);
+            }
+        }
+
+        if (v->capped) {
+            p = ngx_sprintf(p, ",\"budget\":{\"picodollars\":%L,"
+                            "\"spent\":%s,\"resets_ms\":%L}",
+                            v->budget, v->spent ? "true" : "false",
+                            v->budget_resets);
+        }
+
+        *p++ = '}';
+    }
+
+    p = ngx_cpymem(p, "]}\n", 3);
+
+    b->last = p;
+
+    return b;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_send_buf(ngx_http_request_t *r, ngx_buf_t *b,
+    char *type, size_t type_len)
+{
+    ngx_int_t         rc;
+    ngx_chain_t       out;
+    ngx_table_elt_t  *cc;
+
     b->last_buf = (r == r->main) ? 1 : 0;
     b->last_in_chain = 1;
 
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = b->last - b->pos;
 
-    ngx_str_set(&r->headers_out.content_type,
-                "text/plain; version=0.0.4; charset=utf-8");
-    r->headers_out.content_type_len = sizeof("text/plain") - 1;
+    r->headers_out.content_type.data = (u_char *) type;
+    r->headers_out.content_type.len = ngx_strlen(type);
+    r->headers_out.content_type_len = type_len;
+
+    /* live figures: never from a cache */
+    cc = ngx_list_push(&r->headers_out.headers);
+    if (cc == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cc->hash = 1;
+    ngx_str_set(&cc->key, "Cache-Control");
+    ngx_str_set(&cc->value, "no-store");
 
     rc = ngx_http_send_header(r);
 

@@ -46,6 +46,8 @@ static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_status(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -186,6 +188,13 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
     { ngx_string("llm_gateway_metrics"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
       ngx_http_llm_gateway_metrics,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_status"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_gateway_status,
       0,
       0,
       NULL },
@@ -773,6 +782,7 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     shm_zone->init = ngx_http_llm_gateway_init_zone;
     shm_zone->data = zone;
+    zone->name = shm_zone->shm.name;
 
     return NGX_CONF_OK;
 }
@@ -1333,6 +1343,20 @@ invalid:
                        "invalid parameter \"%V\" of tier \"%V\"",
                        &value[i], &value[1]);
     return NGX_CONF_ERROR;
+}
+
+
+/* the same: the location answers with the status page, or its JSON */
+
+static char *
+ngx_http_llm_gateway_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_llm_gateway_status_handler;
+
+    return NGX_CONF_OK;
 }
 
 

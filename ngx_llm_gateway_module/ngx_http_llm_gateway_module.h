@@ -22,6 +22,9 @@
 #include "llm_sse.h"
 
 
+/* as accountd's, which the two are released with */
+#define NGX_HTTP_LLM_GATEWAY_VERSION       "0.1.0"
+
 /*
  * The SSE parser's event buffer, per open stream: it starts small, as most
  * events are a few hundred bytes, and grows up to the larger of the
@@ -113,6 +116,31 @@ typedef struct {
 #define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
 
+/* llmgw_requests_total's status classes: 1xx to 5xx */
+#define NGX_HTTP_LLM_GATEWAY_CLASSES       5
+
+/* what refused a request with 429: llmgw_rejected_total's reasons */
+typedef enum {
+    ngx_http_llm_gateway_by_none = 0,
+    ngx_http_llm_gateway_by_requests,
+    ngx_http_llm_gateway_by_tokens,
+    ngx_http_llm_gateway_by_concurrency,
+    ngx_http_llm_gateway_by_quota,
+    ngx_http_llm_gateway_by_last
+} ngx_http_llm_gateway_by_e;
+
+
+/* a tenant's counters since its node was made (metrics.c) */
+typedef struct {
+    uint64_t                     requests[NGX_HTTP_LLM_GATEWAY_CLASSES];
+    uint64_t                     rejected[ngx_http_llm_gateway_by_last];
+    uint64_t                     input_tokens;
+    uint64_t                     output_tokens;
+    uint64_t                     cached_tokens;
+    uint64_t                     cost;      /* pico-dollars, where priced */
+} ngx_http_llm_gateway_stats_t;
+
+
 /*
  * A tenant's state in the zone, shared by all workers.  A key with a spend
  * cap of its own has a node too, under the negated key_id, for its budget
@@ -139,6 +167,13 @@ typedef struct {
     /* its limits shared with other gateways (budget.c): demand, share */
     int64_t                      demand;         /* tokens asked since */
     int64_t                      share_ppm;      /* 0: not known, all */
+
+    /* what the metrics and the status page say of it */
+    ngx_http_llm_gateway_stats_t stats;
+    u_char                       name_len;
+    u_char                       tier_len;
+    u_char                       name[LLM_KEY_TENANT_MAX];
+    u_char                       tier[LLM_KEY_TIER_MAX];
 } ngx_http_llm_gateway_node_t;
 
 
@@ -184,8 +219,21 @@ typedef struct {
 } ngx_http_llm_gateway_addr_t;
 
 
+/*
+ * A worker's connection to accountd as it last said (each says once a
+ * second, settle.c), for the metrics: a place a process slot, modulo.
+ */
+typedef struct {
+    ngx_pid_t                    pid;
+    ngx_uint_t                   connected;
+    int64_t                      seen;      /* ms */
+} ngx_http_llm_gateway_worker_t;
+
+#define NGX_HTTP_LLM_GATEWAY_WORKERS       64
+
+
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  8
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  9
 
 
 typedef struct {
@@ -199,12 +247,14 @@ typedef struct {
     ngx_queue_t                  flights;
     int64_t                      demand_reported;   /* ms, by any worker */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
+    ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
 } ngx_http_llm_gateway_shctx_t;
 
 
 typedef struct {
     ngx_http_llm_gateway_shctx_t  *sh;
     ngx_slab_pool_t              *shpool;
+    ngx_str_t                     name;
 } ngx_http_llm_gateway_zone_t;
 
 
@@ -280,6 +330,7 @@ typedef struct {
     u_char                      *err_message;
     int64_t                      retry_after;     /* seconds, rounded up */
     int64_t                      retry_after_ms;
+    ngx_http_llm_gateway_by_e    rejected_by;     /* a 429's reason */
 
     llm_sse_t                    sse;
     u_char                      *json;      /* non-streaming body copy */
@@ -316,12 +367,15 @@ typedef struct {
     unsigned                     waiting:1;        /* for a lease */
     unsigned                     budget_held:1;    /* a reservation, even 0 */
     unsigned                     inspected:1;
+    unsigned                     counted:1;        /* in its tenant's stats */
 } ngx_http_llm_gateway_ctx_t;
 
 
 /* the journal's counters, as the metrics show them */
 typedef struct {
     llm_journal_stats_t          journal;
+    uint64_t                     pending;    /* records not yet sent */
+    uint64_t                     sent;       /* and not yet acknowledged */
     ngx_uint_t                   connected;  /* this worker, to accountd */
 } ngx_http_llm_gateway_journal_stats_t;
 
@@ -403,6 +457,14 @@ void ngx_http_llm_gateway_journal_stats(
     ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_http_llm_gateway_journal_stats_t *st);
 ngx_int_t ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_status_handler(ngx_http_request_t *r);
+void ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
+    ngx_http_llm_gateway_key_t *key);
+void ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
+    ngx_uint_t status, llm_settle_t *st, int64_t *prices);
+void ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
+    int64_t now);
 ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);

@@ -39,6 +39,7 @@ ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
 
     if (ctx != NULL) {
         ngx_http_llm_gateway_settle(ctx);
+        ngx_http_llm_gateway_count_refused(ctx);
     }
 
     return NGX_OK;
@@ -179,6 +180,10 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         llm_release(&node->state, &ctx->limits, ctx->reserved,
                     st.input_tokens + st.output_tokens,
                     ngx_http_llm_gateway_now_ms());
+
+        ngx_http_llm_gateway_count(node, rec.status, &st,
+                                   ctx->budget_held ? ctx->prices : NULL);
+        ctx->counted = 1;
 
         ngx_http_llm_gateway_budget_settle(ctx, node, &st);
     }
@@ -372,6 +377,8 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
+        ngx_http_llm_gateway_worker_say(zone, now);
+
         for (q = ngx_queue_head(&zone->sh->flights);
              q != ngx_queue_sentinel(&zone->sh->flights);
              q = next)
@@ -479,6 +486,9 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     if (node != NULL) {
         llm_release(&node->state, &f->limits, f->reserved,
                     st.input_tokens + st.output_tokens, now);
+
+        ngx_http_llm_gateway_count(node, f->status, &st,
+                                   f->budget_held ? f->prices : NULL);
     }
 
     if (f->budget_held) {
