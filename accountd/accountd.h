@@ -16,6 +16,7 @@
  *                 the key snapshot query
  *     snapshot.c  writing the key snapshot file
  *     keyset.c    the key set pushed to the workers, built once a rewrite
+ *     metrics.c   the counters, and their HTTP listener (Prometheus)
  *     cli.c       the subcommands (blocking libpq)
  */
 
@@ -25,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <libpq-fe.h>
@@ -51,6 +53,7 @@ typedef struct {
     int        batch_max;
     int        queue_max;
     char      *gateway_name;
+    char      *metrics_listen;
 } acd_conf_t;
 
 extern acd_conf_t  acd_cf;
@@ -59,6 +62,8 @@ extern char       *acd_conf_file;
 int conf_load(const char *path, acd_conf_t *cf);
 int conf_reload(void);
 void conf_free(acd_conf_t *cf);
+int conf_parse_addr(const char *s, struct sockaddr_storage *sa,
+    socklen_t *len);
 
 
 /* log.c */
@@ -139,6 +144,7 @@ void listener_flush(void);
 void listener_reap(void);
 int listener_idle(void);
 void listener_keyset(void);
+unsigned listener_clients(void);
 
 
 /* queue.c */
@@ -169,6 +175,7 @@ int db_lease(acd_client_t *c, const llm_lease_t *req);
 int64_t db_timer_at(void);
 void db_timer(int64_t now);
 int db_flushable(void);
+int db_connected(void);
 void db_close(void);
 PGconn *db_connect_blocking(const char *url, int timeout);
 
@@ -222,6 +229,40 @@ acd_keyset_t *keyset_newest(void);
 void keyset_ref(acd_keyset_t *ks);
 void keyset_unref(acd_keyset_t *ks);
 void keyset_done(void);
+
+
+/* metrics.c */
+
+/* records a batch: 1, 2, 4 ... 4096 (batch_max's largest) */
+#define METRICS_BATCH_BUCKETS     13
+/* seconds from a batch's statement sent to its commit's result */
+#define METRICS_RTT_BUCKETS       12
+
+typedef struct {
+    uint64_t   records_received;
+    uint64_t   records_committed;
+    uint64_t   records_rejected;
+    uint64_t   records_dropped;
+    uint64_t   batches;
+    uint64_t   batch_bucket[METRICS_BATCH_BUCKETS];
+    uint64_t   batch_sum;
+    uint64_t   rtt_bucket[METRICS_RTT_BUCKETS];
+    uint64_t   rtt_sum_us;
+    uint64_t   db_reconnects;
+    uint64_t   leases_granted;
+    uint64_t   leases_refused;
+    uint64_t   lease_pusd;
+    uint64_t   keysets_pushed;
+} acd_stats_t;
+
+extern acd_stats_t  acd_stats;
+
+int metrics_init(void);
+void metrics_close(void);
+int64_t metrics_usec(void);
+void metrics_batch(size_t n, size_t rejected, int64_t usec);
+int64_t metrics_timer_at(void);
+void metrics_timer(int64_t now);
 
 
 /* cli.c */

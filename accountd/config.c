@@ -7,8 +7,10 @@
  */
 
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,8 @@ typedef enum {
     CONF_STR,
     CONF_PATH,
     CONF_INT,
-    CONF_MODE
+    CONF_MODE,
+    CONF_ADDR
 } conf_type_e;
 
 
@@ -73,6 +76,10 @@ static conf_entry_t  conf_table[] = {
     /* what llm.budget_leases calls this gateway; the host's name if "" */
     { "gateway_name", CONF_STR,
       offsetof(acd_conf_t, gateway_name), "", 0, 0 },
+
+    /* the metrics' HTTP listener, a numeric address and a port; "off" */
+    { "metrics_listen", CONF_ADDR,
+      offsetof(acd_conf_t, metrics_listen), "off", 0, 0 },
 
     { NULL, 0, 0, NULL, 0, 0 }
 };
@@ -246,6 +253,10 @@ conf_reload(void)
         log_warning("a change of \"queue_max\" needs a restart");
     }
 
+    if (strcmp(cf.metrics_listen, acd_cf.metrics_listen) != 0) {
+        log_warning("a change of \"metrics_listen\" needs a restart");
+    }
+
     /* keep what cannot change at run time */
 
     free(cf.listen);
@@ -254,8 +265,12 @@ conf_reload(void)
     free(cf.pidfile);
     cf.pidfile = strdup(acd_cf.pidfile);
     cf.queue_max = acd_cf.queue_max;
+    free(cf.metrics_listen);
+    cf.metrics_listen = strdup(acd_cf.metrics_listen);
 
-    if (cf.listen == NULL || cf.pidfile == NULL) {
+    if (cf.listen == NULL || cf.pidfile == NULL
+        || cf.metrics_listen == NULL)
+    {
         log_error("out of memory, configuration not reloaded");
         conf_free(&cf);
         return -1;
@@ -296,6 +311,7 @@ conf_free(acd_conf_t *cf)
     free(cf->key_snapshot);
     free(cf->pidfile);
     free(cf->logfile);
+    free(cf->metrics_listen);
 
     memset(cf, 0, sizeof(acd_conf_t));
 }
@@ -324,16 +340,105 @@ conf_trim(char *s)
 }
 
 
+/*
+ * "127.0.0.1:8082" or "[::1]:8082": numeric, so that nothing resolves a
+ * name, which would block.
+ */
+
+int
+conf_parse_addr(const char *s, struct sockaddr_storage *sa, socklen_t *len)
+{
+    long                  port;
+    char                  host[INET6_ADDRSTRLEN], *end;
+    size_t                n;
+    const char           *h, *colon;
+    struct sockaddr_in   *sin;
+    struct sockaddr_in6  *sin6;
+
+    memset(sa, 0, sizeof(struct sockaddr_storage));
+
+    if (s[0] == '[') {
+        h = s + 1;
+        colon = strchr(h, ']');
+
+        if (colon == NULL || colon[1] != ':') {
+            return -1;
+        }
+
+        n = colon - h;
+        colon++;
+
+    } else {
+        h = s;
+        colon = strrchr(s, ':');
+
+        if (colon == NULL) {
+            return -1;
+        }
+
+        n = colon - h;
+    }
+
+    if (n == 0 || n >= sizeof(host)
+        || colon[1] < '0' || colon[1] > '9')
+    {
+        return -1;
+    }
+
+    memcpy(host, h, n);
+    host[n] = '\0';
+
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+
+    if (*end != '\0' || errno != 0 || port < 1 || port > 65535) {
+        return -1;
+    }
+
+    if (s[0] == '[') {
+        sin6 = (struct sockaddr_in6 *) sa;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t) port);
+        *len = sizeof(struct sockaddr_in6);
+
+        return inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1 ? 0 : -1;
+    }
+
+    sin = (struct sockaddr_in *) sa;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t) port);
+    *len = sizeof(struct sockaddr_in);
+
+    return inet_pton(AF_INET, host, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+
 static int
 conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
     const char *value, const char *file, int line)
 {
-    int     base;
-    long    n;
-    char   *end, *s, **sp;
-    size_t  len;
+    int                       base;
+    long                      n;
+    char                     *end, *s, **sp;
+    size_t                    len;
+    socklen_t                 salen;
+    struct sockaddr_storage   sa;
 
     switch (e->type) {
+
+    case CONF_ADDR:
+
+        if (value[0] == '\0' || strcmp(value, "off") == 0) {
+            value = "";
+
+        } else if (conf_parse_addr(value, &sa, &salen) != 0) {
+            log_error("%s:%d: invalid value \"%s\" of \"%s\", expected "
+                      "\"off\" or an IP address and a port, such as "
+                      "127.0.0.1:8082", file, line, value, e->name);
+            return -1;
+        }
+
+        /* fall through */
 
     case CONF_STR:
     case CONF_PATH:

@@ -98,6 +98,7 @@ typedef struct {
     unsigned        flushing:1;
     unsigned        reconnect:1;
     unsigned        snapshot_wanted:1;
+    unsigned        connected_once:1;
 
     int64_t         timer_at;
     int64_t         backoff;
@@ -108,6 +109,7 @@ typedef struct {
 
     PGresult       *result;
     size_t          batch_n;
+    int64_t         batch_sent;       /* metrics_usec() */
     size_t          retry_left;       /* at the head, after a refusal */
     size_t          retry_max;        /* their batches' size meanwhile */
     char            error[DB_ERROR_MAX];
@@ -476,6 +478,13 @@ db_timer(int64_t now)
 }
 
 
+int
+db_connected(void)
+{
+    return db.state == DB_IDLE || db.state == DB_BUSY;
+}
+
+
 /* at shutdown: whether waiting can still get the queue written */
 
 int
@@ -616,6 +625,12 @@ db_connect_poll(void)
 
     log_info("connected to database \"%s\" on \"%s\"", PQdb(db.conn),
              PQhost(db.conn));
+
+    if (db.connected_once) {
+        acd_stats.db_reconnects++;
+    }
+
+    db.connected_once = 1;
 
     db.state = DB_IDLE;
     db.timer_at = 0;
@@ -826,6 +841,9 @@ db_done(PGresult *res)
                       "llm.usage_rejected", id);
         }
 
+        metrics_batch(n, (size_t) PQntuples(res),
+                      metrics_usec() - db.batch_sent);
+
         db_ack(n);
 
         /* past the refused record, batches double again */
@@ -843,6 +861,8 @@ db_done(PGresult *res)
         log_error("record \"%s\" (tenant %lld) refused by llm.usage: %s; "
                   "kept in llm.usage_rejected", id,
                   (long long) item->rec.tenant_id, db.error);
+
+        acd_stats.records_rejected++;
 
         db_ack(1);
 
@@ -1003,6 +1023,8 @@ db_failed(PGresult *res)
               (unsigned) item->rec.status, (unsigned) item->rec.flags,
               (long long) item->rec.ts_ms);
 
+    acd_stats.records_dropped++;
+
     db_ack(1);
 
     if (db.retry_left) {
@@ -1129,6 +1151,8 @@ db_send_batch(void)
     db.batch_n = n;
 
     log_noise("sending a batch of %zu records", n);
+
+    db.batch_sent = metrics_usec();
 
     if (!PQsendQueryPrepared(db.conn, DB_INSERT_NAME, DB_PARAMS, db.array,
                              db.array_len, db_binary, 0))
@@ -1707,6 +1731,14 @@ db_lease_answer(PGresult *res)
 
         for (i = 0; i < 4; i++) {
             a.prices[i] = strtoll(PQgetvalue(res, 0, 4 + i), NULL, 10);
+        }
+
+        if (a.granted > 0) {
+            acd_stats.leases_granted++;
+            acd_stats.lease_pusd += (uint64_t) a.granted;
+
+        } else {
+            acd_stats.leases_refused++;
         }
 
         log_debug("lease for tenant %lld key %lld: %lld of %lld granted, "

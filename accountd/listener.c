@@ -100,6 +100,7 @@ static int64_t        listener_paused_at;
 static int64_t        listener_warned_at = -LISTENER_WARN_EVERY;
 static int            listener_full;
 static uint64_t       listener_next_id = 1;
+static unsigned       listener_nclients;
 
 static acd_client_t  *clients;
 static acd_client_t  *dirty;
@@ -473,6 +474,15 @@ listener_keyset(void)
 }
 
 
+/* the nginx workers connected */
+
+unsigned
+listener_clients(void)
+{
+    return listener_nclients;
+}
+
+
 /* every ACK has been written */
 
 int
@@ -543,6 +553,7 @@ listener_accept(acd_event_t *ev, uint32_t events)
             clients->prev = c;
         }
         clients = c;
+        listener_nclients++;
 
         client_update(c);
 
@@ -744,6 +755,7 @@ client_process(acd_client_t *c)
         item->rec = rec;
         item->client = c;
         c->pending++;
+        acd_stats.records_received++;
 
         pos += used;
 
@@ -842,6 +854,7 @@ client_write(acd_client_t *c)
 
             keyset_unref(c->set);
             c->set = NULL;
+            acd_stats.keysets_pushed++;
 
             /* the ACKs that waited for this set go before the next one */
             c->acks_first = 1;
@@ -987,6 +1000,7 @@ client_close(acd_client_t *c)
 
     c->next = NULL;
     c->prev = NULL;
+    listener_nclients--;
 
     if (c->out_len > c->out_pos) {
         log_info("client #%llu (pid %d) closed with %zu bytes of ACKs "

@@ -199,6 +199,11 @@ main(int argc, char **argv)
         written = 1;
     }
 
+    if (metrics_init() != 0) {
+        fatal("could not listen on \"%s\" (metrics_listen)",
+              acd_cf.metrics_listen);
+    }
+
     if (listener_init() != 0) {
         fatal("could not listen on \"%s\"", acd_cf.listen);
     }
@@ -213,6 +218,7 @@ main(int argc, char **argv)
 
     db_close();
     listener_close();
+    metrics_close();
     keyset_done();
     pidfile_remove();
 
@@ -333,7 +339,7 @@ static void
 main_loop(void)
 {
     int                 i, n, timeout;
-    int64_t             now, at;
+    int64_t             now, at, mat;
     acd_event_t        *ev;
     struct epoll_event  events[MAIN_EVENTS];
 
@@ -341,6 +347,11 @@ main_loop(void)
 
         now = acd_now();
         at = db_timer_at();
+        mat = metrics_timer_at();
+
+        if (mat && (at == 0 || mat < at)) {
+            at = mat;
+        }
 
         if (acd_shutting_down && (at == 0 || main_shutdown_at < at)) {
             at = main_shutdown_at;
@@ -373,6 +384,7 @@ main_loop(void)
         }
 
         db_timer(acd_now());
+        metrics_timer(acd_now());
 
         /*
          * The ACKs first: a paused listener resumes there and queues the
