@@ -30,7 +30,7 @@ CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
 
 DEB_PACKAGES := nginx nginx-dev libcjson-dev libpq-dev libssl-dev \
                 postgresql libdbd-pg-perl wrk clang-14 libfuzzer-14-dev \
-                make gcc perl valgrind chromium
+                make gcc perl valgrind chromium docker-compose
 
 CORE_SRC    := $(wildcard $(CORE)/llm_*.c)
 CORE_HDR    := $(wildcard $(CORE)/llm_*.h)

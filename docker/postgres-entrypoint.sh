@@ -1,0 +1,131 @@
+#!/bin/sh
+#
+# The PostgreSQL container's entrypoint (postgres.Dockerfile): what
+# scripts/stack does for make run.  On the first start, a cluster whose
+# superuser is llmgw and the database llmgw; on every start, sql/NNN_*.sql
+# applied in order, each once, in one transaction with its row in
+# public.llmgw_migrations (the version is the file's name without .sql),
+# the table scripts/stack keeps.  The migrations run with the server on a
+# private socket only, so that nothing connects before the schema is
+# current (the healthcheck's pg_isready on TCP neither); then the server
+# runs in the foreground, as this process.
+#
+# Its environment (the image sets the first two; t/097 runs it against a
+# temporary cluster with all of them):
+#
+#   PGDATA               the cluster, made if it has no PG_VERSION
+#                        (/var/lib/postgresql/data, a volume)
+#   LLMGW_SQL_DIR        the migrations (/usr/share/llmgw/sql)
+#   LLMGW_PG_PORT        the server's port (5432)
+#   LLMGW_PG_LISTEN      its listen_addresses ('*': the compose network)
+#   LLMGW_PG_SOCKET_DIR  its socket directory (/var/run/postgresql)
+#   LLMGW_PG_NO_SERVER   if set, exit after the migrations
+
+set -eu
+
+data=${PGDATA:-/var/lib/postgresql/data}
+sql=${LLMGW_SQL_DIR:-/usr/share/llmgw/sql}
+port=${LLMGW_PG_PORT:-5432}
+listen=${LLMGW_PG_LISTEN-*}
+sockdir=${LLMGW_PG_SOCKET_DIR:-/var/run/postgresql}
+
+say() {
+    echo "llmgw-postgres: $*"
+}
+
+# --- the cluster, once --------------------------------------------------------
+
+if [ ! -s "$data/PG_VERSION" ]; then
+    say "making the cluster in $data"
+    initdb -D "$data" -U llmgw --auth=trust -E UTF8 --locale=C.UTF-8 \
+        >/dev/null
+
+    # As make run's (initdb --auth=trust on 127.0.0.1): no password.  The
+    # compose network that reaches it (samenet) is internal, and holds
+    # only accountd and demo-init.
+    cat >"$data/pg_hba.conf" <<'HBA'
+# written by docker/postgres-entrypoint.sh
+# TYPE  DATABASE  USER  ADDRESS        METHOD
+local   all       all                  trust
+host    all       all   127.0.0.1/32   trust
+host    all       all   ::1/128        trust
+host    all       all   samenet        trust
+HBA
+fi
+
+# --- the schema: sql/NNN_*.sql in order, each once ----------------------------
+
+private=$(mktemp -d)
+
+stop_private() {
+    pg_ctl -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+    rm -rf "$private"
+}
+
+trap stop_private EXIT
+trap 'exit 1' INT TERM
+
+if ! pg_ctl -D "$data" -w -t 120 -l "$private/postgres.log" \
+        -o "-c listen_addresses='' -k $private -p $port" start >/dev/null
+then
+    cat "$private/postgres.log" >&2
+    exit 1
+fi
+
+pg() {
+    PGOPTIONS='-c client_min_messages=warning' \
+        psql -X -q -v ON_ERROR_STOP=1 -h "$private" -p "$port" -U llmgw "$@"
+}
+
+if [ -z "$(pg -d postgres -Atc \
+        "SELECT 1 FROM pg_database WHERE datname = 'llmgw'")" ]
+then
+    pg -d postgres -c 'CREATE DATABASE llmgw'
+fi
+
+pg -d llmgw -c "CREATE TABLE IF NOT EXISTS public.llmgw_migrations (
+        version text PRIMARY KEY,
+        applied_at timestamptz NOT NULL DEFAULT now())"
+
+applied=0
+
+for f in "$sql"/[0-9]*.sql; do
+    [ -f "$f" ] || continue
+    v=$(basename "$f" .sql)
+
+    case $v in
+    *[!A-Za-z0-9_]*)
+        say "$f: a migration's name is letters, digits and _ only" >&2
+        exit 1;;
+    esac
+
+    if [ -z "$(pg -d llmgw -Atc \
+            "SELECT 1 FROM public.llmgw_migrations WHERE version = '$v'")" ]
+    then
+        if ! pg -d llmgw -1 -f "$f" \
+            -c "INSERT INTO public.llmgw_migrations (version) VALUES ('$v')" \
+            >/dev/null
+        then
+            say "$v failed: none of it is applied" >&2
+            exit 1
+        fi
+        say "applied $v"
+        applied=$((applied + 1))
+    fi
+done
+
+say "schema current: $(pg -d llmgw -Atc \
+    'SELECT count(*) FROM public.llmgw_migrations') migrations, $applied new"
+
+pg_ctl -D "$data" -m fast -w stop >/dev/null
+trap - EXIT INT TERM
+rm -rf "$private"
+
+if [ -n "${LLMGW_PG_NO_SERVER:-}" ]; then
+    exit 0
+fi
+
+# --- the server ---------------------------------------------------------------
+
+exec postgres -D "$data" -p "$port" -k "$sockdir" \
+    -c listen_addresses="$listen"
