@@ -9,6 +9,8 @@
 #                the whole t/ suite twice more: with the module, accountd
 #                and mockllm built with ASan and UBSan, then with accountd
 #                under valgrind; any report fails it
+#   make deb     the Debian packages of the module and accountd, in
+#                build/deb
 #
 # Everything here runs as root on Debian 12.
 
@@ -27,10 +29,14 @@ CC          := gcc
 CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
                -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
                -I$(CORE) -I/usr/include/cjson -I/usr/include/postgresql
+# what a packager adds to accountd's (debian/rules: dpkg-buildflags)
+PKG_CFLAGS  :=
+PKG_LDFLAGS :=
 
 DEB_PACKAGES := nginx nginx-dev libcjson-dev libpq-dev libssl-dev \
                 postgresql libdbd-pg-perl wrk clang-14 libfuzzer-14-dev \
-                make gcc perl valgrind chromium docker-compose
+                make gcc perl valgrind chromium docker-compose \
+                build-essential debhelper dpkg-dev
 
 CORE_SRC    := $(wildcard $(CORE)/llm_*.c)
 CORE_HDR    := $(wildcard $(CORE)/llm_*.h)
@@ -44,7 +50,7 @@ MOCKLLM_SRC := $(wildcard mockllm/*.c)
 RUN_DIR     := $(CURDIR)/.run
 
 .PHONY: all deps build module accountd mockllm units sdk run stop test \
-        test-run clean
+        test-run deb clean
 
 all: build
 
@@ -112,7 +118,7 @@ $(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
 
 $(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $(ACCOUNTD_LINK)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(PKG_LDFLAGS) -o $@ $(ACCOUNTD_LINK)
 
 $(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
 	@mkdir -p $(BUILD)
@@ -338,6 +344,44 @@ test-sanitize: deps build sdk san-build vg-build
 	else \
 	    echo "kept $$rep"; exit 1; \
 	fi
+
+# --- make deb -----------------------------------------------------------------
+#
+# The Debian packages (debian/): libnginx-mod-http-llm-gateway, the module
+# as Debian packages its own, and llmgw-accountd.  dpkg-buildpackage
+# builds them from a copy of the tree in build/deb/src (the files git
+# knows and the new ones it does not ignore), so that the working tree
+# stays as it is; the .deb files are left in build/deb, the log in
+# build/deb/build.log.  The version is debian/changelog's, which must be
+# accountd's.
+
+DEB_DIR     := $(BUILD)/deb
+DEB_INPUTS  := $(wildcard debian/* debian/source/*) config Makefile \
+               README.md $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR) \
+               $(wildcard accountd/*) $(wildcard sql/*.sql)
+
+deb: deps $(DEB_DIR)/stamp
+
+$(DEB_DIR)/stamp: $(DEB_INPUTS)
+	@v=$$(dpkg-parsechangelog -l debian/changelog -S Version); \
+	a=$$(sed -n 's/^#define ACCOUNTD_VERSION *"\(.*\)"$$/\1/p' \
+	    accountd/accountd.h); \
+	if [ "$$v" != "$$a" ]; then \
+	    echo "debian/changelog is at $$v, accountd at $$a"; exit 1; \
+	fi
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_DIR)/src
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+	    git ls-files -z -co --exclude-standard \
+	        | tar --null -T - --ignore-failed-read -cf -; \
+	else \
+	    tar --exclude=./build --exclude=./.run -cf - .; \
+	fi | tar -C $(DEB_DIR)/src -xf -
+	cd $(DEB_DIR)/src && dpkg-buildpackage -b -us -uc -Jauto \
+	    >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }
+	rm -rf $(DEB_DIR)/src
+	@cd $(DEB_DIR) && ls -1 *.deb
+	@touch $@
 
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.

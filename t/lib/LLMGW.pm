@@ -113,23 +113,34 @@ sub accountd_other {
 
 # The configuration of an accountd of its own in $dir, on the stack's
 # database and key secret, with its socket (accountd.sock), key snapshot,
-# pidfile and log in $dir, and the settings given ("name = value");
-# returns its path.
+# pidfile and log in $dir, and the settings given ("name = value"), which
+# replace those of the same name; returns its path.
 sub accountd_conf {
     my ($dir, @settings) = @_;
     my $s = stack();
 
-    make_path($dir);
-    open(my $fh, '>', "$dir/accountd.conf") or die "$dir: $!";
-    print $fh join("\n",
+    my @conf = (
         "database_url = postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/llmgw",
         "listen = $dir/accountd.sock",
         'listen_mode = 0666',
         "key_secret_file = $s->{LLMGW_KEY_SECRET}",
         "key_snapshot = $dir/keys.snapshot",
         "pidfile = $dir/accountd.pid",
-        "logfile = $dir/accountd.log",
-        @settings, '');
+        "logfile = $dir/accountd.log");
+
+    for my $set (@settings) {
+        my ($name) = $set =~ /^\s*(\w+)/;
+        my @same = grep { $conf[$_] =~ /^\Q$name\E\s*=/ } 0 .. $#conf;
+        if (@same) {
+            $conf[$same[0]] = $set;
+        } else {
+            push(@conf, $set);
+        }
+    }
+
+    make_path($dir);
+    open(my $fh, '>', "$dir/accountd.conf") or die "$dir: $!";
+    print $fh join("\n", @conf, '');
     close($fh);
 
     return "$dir/accountd.conf";
@@ -360,6 +371,12 @@ my $instances = 0;
 #                 llm_gateway zone=llm api=...: /v1/chat/completions
 #                 (openai), /v1/messages (anthropic), /v1/responses
 #                 (responses)
+#
+# modules_enabled => 1 loads the modules Debian's packages enabled, as
+# Debian's nginx.conf does (include /etc/nginx/modules-enabled/*.conf),
+# instead of the build's: their "load_module modules/..." is relative to
+# the prefix, which has the link modules -> /usr/lib/nginx/modules of
+# Debian's own, /usr/share/nginx.
 sub new {
     my ($class, %o) = @_;
     my $s = LLMGW::stack();
@@ -412,11 +429,19 @@ EOF
     $http =~ s/%%NGINX%%/$dir/g;
 
     my $module = "$s->{LLMGW_BUILD}/ngx_http_llm_gateway_module.so";
+    my $load = "load_module $module;";
+
+    if ($o{modules_enabled}) {
+        symlink('/usr/lib/nginx/modules', "$dir/modules")
+            or die "$dir/modules: $!";
+        $load = 'include /etc/nginx/modules-enabled/*.conf;';
+    }
+
     my $workers = $o{workers} // 2;
     my $level = $o{log_level} // 'debug';
 
     my $conf = <<"EOF";
-load_module $module;
+$load
 
 worker_processes  $workers;
 user              nobody nogroup;
