@@ -263,7 +263,6 @@ ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
 
     j = ngx_http_llm_gateway_journal_lock(lmcf);
     llm_journal_stats(j, &st->journal);
-    llm_journal_count(j, &st->pending, &st->sent);
     ngx_http_llm_gateway_journal_unlock(lmcf);
 
     st->connected = ngx_http_llm_gateway_accountd_up();
@@ -734,6 +733,19 @@ ngx_http_llm_gateway_accountd_up(void)
     ad = ngx_http_llm_gateway_accountd_peer;
 
     return ad && ad->peer.connection && !ad->down;
+}
+
+
+/* the records this worker sent and accountd has not acknowledged yet */
+
+ngx_uint_t
+ngx_http_llm_gateway_accountd_sent(void)
+{
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    return ad ? ad->window.n : 0;
 }
 
 

@@ -62,6 +62,8 @@ typedef struct {
                                                   + 1];
     ngx_uint_t                            nworkers;
     ngx_http_llm_gateway_journal_stats_t  journal;
+    uint64_t                              pending;   /* records unsent */
+    uint64_t                              sent;      /* and unacknowledged */
     int64_t                               now;       /* ms, wall */
 } ngx_http_llm_gateway_snapshot_t;
 
@@ -398,6 +400,7 @@ ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
 
     w->pid = ngx_pid;
     w->connected = ngx_http_llm_gateway_accountd_up();
+    w->sent = ngx_http_llm_gateway_accountd_sent();
     w->seen = now;
 }
 
@@ -407,6 +410,7 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap)
 {
     int64_t                            now;
+    uint64_t                           unacked;
     ngx_uint_t                         i, k, first, n;
     ngx_array_t                        held;
     ngx_queue_t                       *q;
@@ -536,7 +540,24 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     w = &snap->workers[k];
     w->pid = ngx_pid;
     w->connected = ngx_http_llm_gateway_accountd_up();
+    w->sent = ngx_http_llm_gateway_accountd_sent();
     w->seen = now;
+
+    /*
+     * What is in the workers' windows was sent; the rest of what is not
+     * acknowledged waits (or was sent by a worker that died, until the
+     * others take it back).  Counting the journal itself would walk it
+     * under the lock every record takes.
+     */
+
+    unacked = snap->journal.journal.written - snap->journal.journal.acked;
+
+    for (k = 0; k < snap->nworkers; k++) {
+        snap->sent += snap->workers[k].sent;
+    }
+
+    snap->sent = ngx_min(snap->sent, unacked);
+    snap->pending = unacked - snap->sent;
 
     return NGX_OK;
 }
@@ -667,8 +688,9 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
         "acknowledged by accountd.\n"
         "# TYPE llmgw_journal_unacknowledged gauge\n"
         "llmgw_journal_unacknowledged %uL\n"
-        "# HELP llmgw_journal_records Records kept, waiting to be sent or "
-        "sent and not yet acknowledged.\n"
+        "# HELP llmgw_journal_records Records not yet acknowledged: waiting "
+        "to be sent, or in a worker's window of sent ones (as each worker "
+        "said within the last second).\n"
         "# TYPE llmgw_journal_records gauge\n"
         "llmgw_journal_records{state=\"pending\"} %uL\n"
         "llmgw_journal_records{state=\"sent\"} %uL\n"
@@ -686,7 +708,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
         "to accountd, as it said within the last second or so.\n"
         "# TYPE llmgw_accountd_connected gauge\n",
         js->written, js->acked, js->lost, js->written - js->acked,
-        snap->journal.pending, snap->journal.sent, js->refused,
+        snap->pending, snap->sent, js->refused,
         js->size, js->used, js->held);
 
     for (k = 0; k < snap->nworkers; k++) {
@@ -891,7 +913,7 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
                     "\"workers\":[",
                     NGX_HTTP_LLM_GATEWAY_VERSION, NGINX_VERSION, ngx_pid,
                     snap->now, js->written, js->acked, js->lost, js->refused,
-                    snap->journal.pending, snap->journal.sent, js->size,
+                    snap->pending, snap->sent, js->size,
                     js->used, js->held);
 
     for (k = 0; k < snap->nworkers; k++) {

@@ -226,6 +226,7 @@ typedef struct {
 typedef struct {
     ngx_pid_t                    pid;
     ngx_uint_t                   connected;
+    ngx_uint_t                   sent;      /* records not acknowledged */
     int64_t                      seen;      /* ms */
 } ngx_http_llm_gateway_worker_t;
 
@@ -374,8 +375,6 @@ typedef struct {
 /* the journal's counters, as the metrics show them */
 typedef struct {
     llm_journal_stats_t          journal;
-    uint64_t                     pending;    /* records not yet sent */
-    uint64_t                     sent;       /* and not yet acknowledged */
     ngx_uint_t                   connected;  /* this worker, to accountd */
 } ngx_http_llm_gateway_journal_stats_t;
 
@@ -452,6 +451,7 @@ void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
 ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
+ngx_uint_t ngx_http_llm_gateway_accountd_sent(void);
 ngx_int_t ngx_http_llm_gateway_lease_ask(llm_lease_t *l);
 void ngx_http_llm_gateway_journal_stats(
     ngx_http_llm_gateway_main_conf_t *lmcf,

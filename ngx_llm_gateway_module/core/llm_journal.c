@@ -356,28 +356,3 @@ llm_journal_stats(const llm_journal_t *j, llm_journal_stats_t *st)
     st->held = j->held;
 }
 
-
-void
-llm_journal_count(const llm_journal_t *j, uint64_t *pending, uint64_t *sent)
-{
-    uint64_t              pos;
-    llm_journal_entry_t  *e;
-
-    *pending = 0;
-    *sent = 0;
-
-    for (pos = j->head; pos < j->tail; pos = llm_journal_next(j, pos)) {
-        e = llm_journal_entry(j, pos);
-
-        if (e->len == 0) {
-            continue;
-        }
-
-        if (e->state == LLM_JOURNAL_SENT) {
-            (*sent)++;
-
-        } else if (e->state == LLM_JOURNAL_PENDING) {
-            (*pending)++;
-        }
-    }
-}

@@ -145,12 +145,5 @@ size_t llm_journal_adopt(llm_journal_t *j, int32_t owner);
 
 void llm_journal_stats(const llm_journal_t *j, llm_journal_stats_t *st);
 
-/*
- * The records kept, by state: waiting to be sent, and sent but not yet
- * acknowledged.  A walk of the ring: for the metrics, not the request path.
- */
-void llm_journal_count(const llm_journal_t *j, uint64_t *pending,
-    uint64_t *sent);
-
 
 #endif /* _LLM_JOURNAL_H_INCLUDED_ */
