@@ -51,6 +51,7 @@ typedef struct {
     char      *logfile;
     int        verbose;
     int        batch_max;
+    int        batch_delay;
     int        queue_max;
     char      *gateway_name;
     char      *metrics_listen;

@@ -70,6 +70,10 @@ static conf_entry_t  conf_table[] = {
     { "batch_max", CONF_INT,
       offsetof(acd_conf_t, batch_max), "1024", 1, 4096 },
 
+    /* ms a batch that is not full waits for more records */
+    { "batch_delay", CONF_INT,
+      offsetof(acd_conf_t, batch_delay), "5", 0, 1000 },
+
     { "queue_max", CONF_INT,
       offsetof(acd_conf_t, queue_max), "100000", 1000, 10000000 },
 

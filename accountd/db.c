@@ -102,6 +102,7 @@ typedef struct {
 
     int64_t         timer_at;
     int64_t         backoff;
+    int64_t         batch_at;          /* a batch not full goes then */
     int64_t         snapshot_at;
     int64_t         snapshot_sent;
     uint64_t        snapshot_gen;      /* its wall-clock time, for sets */
@@ -362,6 +363,8 @@ db_start(int snapshot_written)
 void
 db_kick(void)
 {
+    int64_t  now;
+
     if (db.state != DB_IDLE) {
         return;
     }
@@ -392,9 +395,31 @@ db_kick(void)
         return;
     }
 
-    if (queue_len()) {
-        db_send_batch();
+    if (queue_len() == 0) {
+        return;
     }
+
+    /*
+     * What a statement costs PostgreSQL besides its rows (its plan, its
+     * triggers, the commit) is shared by the rows of a batch: a batch that
+     * is not full waits batch_delay for more, as a group commit does.
+     */
+    if (queue_len() < (size_t) acd_cf.batch_max && acd_cf.batch_delay
+        && !acd_shutting_down)
+    {
+        now = acd_now();
+
+        if (db.batch_at == 0) {
+            db.batch_at = now + acd_cf.batch_delay;
+        }
+
+        if (now < db.batch_at) {
+            return;
+        }
+    }
+
+    db.batch_at = 0;
+    db_send_batch();
 }
 
 
@@ -434,11 +459,20 @@ db_conf_changed(const acd_conf_t *old)
 int64_t
 db_timer_at(void)
 {
-    if (db.timer_at && db.snapshot_at) {
-        return db.timer_at < db.snapshot_at ? db.timer_at : db.snapshot_at;
+    int64_t  at;
+
+    at = db.timer_at;
+
+    if (db.snapshot_at && (at == 0 || db.snapshot_at < at)) {
+        at = db.snapshot_at;
     }
 
-    return db.timer_at ? db.timer_at : db.snapshot_at;
+    /* it waits for an idle connection, not for the time */
+    if (db.batch_at && db.state == DB_IDLE && (at == 0 || db.batch_at < at)) {
+        at = db.batch_at;
+    }
+
+    return at;
 }
 
 
