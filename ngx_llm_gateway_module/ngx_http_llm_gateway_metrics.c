@@ -94,12 +94,74 @@ static ngx_int_t ngx_http_llm_gateway_send_buf(ngx_http_request_t *r,
     ngx_buf_t *b, char *type, size_t type_len);
 
 
-static const char  *ngx_http_llm_gateway_classes[] = {
-    "1xx", "2xx", "3xx", "4xx", "5xx"
-};
+/*
+ * A tenant's families: each series a label of its own and where its value
+ * is in a view (an int64_t or a uint64_t below 2^63).
+ */
+typedef struct {
+    const char                    *label;
+    size_t                         offset;
+} ngx_http_llm_gateway_series_t;
 
-static const char  *ngx_http_llm_gateway_reasons[] = {
-    NULL, "requests", "tokens", "concurrency", "quota"
+typedef struct {
+    const char                    *name;
+    const char                    *type;
+    const char                    *help;
+    ngx_uint_t                     limited;   /* the tier known here only */
+    ngx_http_llm_gateway_series_t  series[NGX_HTTP_LLM_GATEWAY_CLASSES + 1];
+} ngx_http_llm_gateway_family_t;
+
+#define ngx_http_llm_gateway_at(field)                                        \
+    offsetof(ngx_http_llm_gateway_view_t, field)
+
+static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
+
+    { "llmgw_requests_total", "counter",
+      "Requests of a tenant by the class of the status sent.", 0,
+      { { ",status=\"1xx\"", ngx_http_llm_gateway_at(stats.requests[0]) },
+        { ",status=\"2xx\"", ngx_http_llm_gateway_at(stats.requests[1]) },
+        { ",status=\"3xx\"", ngx_http_llm_gateway_at(stats.requests[2]) },
+        { ",status=\"4xx\"", ngx_http_llm_gateway_at(stats.requests[3]) },
+        { ",status=\"5xx\"", ngx_http_llm_gateway_at(stats.requests[4]) },
+        { NULL, 0 } } },
+
+    { "llmgw_rejected_total", "counter",
+      "Requests of a tenant refused with 429, by the limit that refused "
+      "them.", 0,
+      { { ",reason=\"requests\"",
+          ngx_http_llm_gateway_at(stats.rejected[1]) },
+        { ",reason=\"tokens\"", ngx_http_llm_gateway_at(stats.rejected[2]) },
+        { ",reason=\"concurrency\"",
+          ngx_http_llm_gateway_at(stats.rejected[3]) },
+        { ",reason=\"quota\"", ngx_http_llm_gateway_at(stats.rejected[4]) },
+        { NULL, 0 } } },
+
+    { "llmgw_tokens_total", "counter",
+      "Tokens a tenant's requests were settled at: input (cached included), "
+      "output, cached input.", 0,
+      { { ",kind=\"input\"", ngx_http_llm_gateway_at(stats.input_tokens) },
+        { ",kind=\"output\"", ngx_http_llm_gateway_at(stats.output_tokens) },
+        { ",kind=\"cached\"", ngx_http_llm_gateway_at(stats.cached_tokens) },
+        { NULL, 0 } } },
+
+    { "llmgw_cost_picodollars_total", "counter",
+      "What a tenant's requests cost at the prices the gateway leased with "
+      "its spend cap (0 without a cap; llm.usage has every cost).", 0,
+      { { "", ngx_http_llm_gateway_at(stats.cost) }, { NULL, 0 } } },
+
+    { "llmgw_reserved_tokens", "gauge",
+      "Tokens reserved for a tenant's requests in flight.", 0,
+      { { "", ngx_http_llm_gateway_at(reserved) }, { NULL, 0 } } },
+
+    { "llmgw_concurrency", "gauge",
+      "A tenant's requests in flight.", 0,
+      { { "", ngx_http_llm_gateway_at(inflight) }, { NULL, 0 } } },
+
+    { "llmgw_tokens_available", "gauge",
+      "Tokens a tenant's TPM bucket holds now, on this gateway.", 1,
+      { { "", ngx_http_llm_gateway_at(tpm_available) }, { NULL, 0 } } },
+
+    { NULL, NULL, NULL, 0, { { NULL, 0 } } }
 };
 
 
@@ -651,8 +713,10 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     size_t                                 size;
     ngx_buf_t                             *b;
     ngx_uint_t                             i, k;
-    ngx_http_llm_gateway_view_t           *v;
     llm_journal_stats_t                   *js;
+    ngx_http_llm_gateway_view_t           *v;
+    ngx_http_llm_gateway_series_t         *se;
+    ngx_http_llm_gateway_family_t         *f;
 
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED;
@@ -721,98 +785,26 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
         return b;
     }
 
-#define ngx_http_llm_gateway_family(name, type, help)                         \
-    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
-                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
-                          type "\n") - 1)
+    for (f = ngx_http_llm_gateway_families; f->name; f++) {
 
-    ngx_http_llm_gateway_family("llmgw_requests_total", "counter",
-        "Requests of a tenant by the class of the status sent.");
+        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n",
+                        f->name, f->help, f->name, f->type);
 
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+        for (i = 0; i < snap->tenants.nelts; i++) {
 
-        for (k = 0; k < NGX_HTTP_LLM_GATEWAY_CLASSES; k++) {
-            p = ngx_sprintf(p, "llmgw_requests_total{%*s,status=\"%s\"} %uL\n",
-                            lp - labels, labels,
-                            ngx_http_llm_gateway_classes[k],
-                            v[i].stats.requests[k]);
+            if (f->limited && !v[i].limited) {
+                continue;
+            }
+
+            lp = ngx_http_llm_gateway_labels(labels, &v[i]);
+
+            for (se = f->series; se->label; se++) {
+                p = ngx_sprintf(p, "%s{%*s%s} %L\n", f->name, lp - labels,
+                                labels, se->label,
+                                *(int64_t *) ((u_char *) &v[i] + se->offset));
+            }
         }
     }
-
-    ngx_http_llm_gateway_family("llmgw_rejected_total", "counter",
-        "Requests of a tenant refused with 429, by the limit that refused "
-        "them.");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-
-        for (k = 1; k < ngx_http_llm_gateway_by_last; k++) {
-            p = ngx_sprintf(p, "llmgw_rejected_total{%*s,reason=\"%s\"} %uL\n",
-                            lp - labels, labels,
-                            ngx_http_llm_gateway_reasons[k],
-                            v[i].stats.rejected[k]);
-        }
-    }
-
-    ngx_http_llm_gateway_family("llmgw_tokens_total", "counter",
-        "Tokens a tenant's requests were settled at: input (cached "
-        "included), output, cached input.");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-
-        p = ngx_sprintf(p,
-                        "llmgw_tokens_total{%*s,kind=\"input\"} %uL\n"
-                        "llmgw_tokens_total{%*s,kind=\"output\"} %uL\n"
-                        "llmgw_tokens_total{%*s,kind=\"cached\"} %uL\n",
-                        lp - labels, labels, v[i].stats.input_tokens,
-                        lp - labels, labels, v[i].stats.output_tokens,
-                        lp - labels, labels, v[i].stats.cached_tokens);
-    }
-
-    ngx_http_llm_gateway_family("llmgw_cost_picodollars_total", "counter",
-        "What a tenant's requests cost at the prices the gateway leased "
-        "with its spend cap (0 without a cap; llm.usage has every cost).");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-        p = ngx_sprintf(p, "llmgw_cost_picodollars_total{%*s} %uL\n",
-                        lp - labels, labels, v[i].stats.cost);
-    }
-
-    ngx_http_llm_gateway_family("llmgw_reserved_tokens", "gauge",
-        "Tokens reserved for a tenant's requests in flight.");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-        p = ngx_sprintf(p, "llmgw_reserved_tokens{%*s} %L\n",
-                        lp - labels, labels, v[i].reserved);
-    }
-
-    ngx_http_llm_gateway_family("llmgw_concurrency", "gauge",
-        "A tenant's requests in flight.");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-        p = ngx_sprintf(p, "llmgw_concurrency{%*s} %L\n",
-                        lp - labels, labels, v[i].inflight);
-    }
-
-    ngx_http_llm_gateway_family("llmgw_tokens_available", "gauge",
-        "Tokens a tenant's TPM bucket holds now, on this gateway.");
-
-    for (i = 0; i < snap->tenants.nelts; i++) {
-        if (!v[i].limited) {
-            continue;
-        }
-
-        lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-        p = ngx_sprintf(p, "llmgw_tokens_available{%*s} %L\n",
-                        lp - labels, labels, v[i].tpm_available);
-    }
-
-#undef ngx_http_llm_gateway_family
 
     b->last = p;
 
