@@ -7,6 +7,9 @@
  *   admission   llm_admit() + llm_release() of one request, the buckets
  *               refilled on a clock that moves 1 ms a request: what the
  *               zone's lock is held for
+ *   pacer       llm_pacer_ask() + llm_pacer_correct() of one request
+ *               starting at once, 1 ms apart, a full minute (60,000
+ *               entries) in the ledger
  *   hmac        the key's HMAC-SHA256 with the worker's keyed context, and
  *               with OpenSSL's one-shot HMAC() for comparison
  *   sse         the SSE/usage parser over a stream's delta event, whole
@@ -22,9 +25,11 @@
 #include <ngx_http.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "ngx_http_llm_gateway_module.h"
+#include "llm_pacer.h"
 
 
 static double
@@ -92,6 +97,35 @@ main(void)
 
     printf("admission        %8.1f ns  llm_admit + llm_release, "
            "three limits\n", ns);
+
+    /* 60,000 a minute: 1 ms apart, as the clock moves */
+    {
+        void              *mem;
+        int64_t            at;
+        uint64_t           ticket;
+        llm_pacer_t       *p;
+        llm_pacer_conf_t   pc = { 60000, 600000000, 60000, 16 };
+
+        mem = malloc(llm_pacer_size(llm_pacer_entries(&pc)));
+        p = mem ? llm_pacer_init(mem, llm_pacer_size(llm_pacer_entries(&pc)),
+                                 &pc, now)
+                : NULL;
+
+        if (p != NULL) {
+            ns = BENCH(1000000, {
+                now++;
+                if (llm_pacer_ask(p, 100, now, &at, &ticket) == LLM_PACER_GO) {
+                    (void) llm_pacer_correct(p, ticket, 60, now);
+                }
+                sink += p->started;
+            });
+
+            printf("pacer            %8.1f ns  llm_pacer_ask + "
+                   "llm_pacer_correct, %u in the minute\n", ns, p->started);
+        }
+
+        free(mem);
+    }
 
     m = llm_key_mac_new((const uint8_t *) secret, sizeof(secret) - 1);
 
