@@ -98,8 +98,10 @@ my %slow = (%auth, 'x-mock-tokens' => 40, 'x-mock-delay-ms' => 10);
 #   whole   the upstream's own figures (40 out; partial if the gateway saw
 #           the client go after the final usage): the gateway had sent all
 #           before it saw the client go, which it can only have when the
-#           client left within the last two events (a write to a closed
-#           connection succeeds once)
+#           client left near the end: a write to a closed connection
+#           succeeds once, and on a busy machine the last events, 10 ms
+#           apart, come from the upstream in one read and go out in that
+#           one write (in make chaos, up to the last three were seen so)
 #   before  499, nothing charged: it left before the prompt went up, so
 #           before it could read a byte
 #   none    no row, nothing settled: it left before its admission (a
@@ -111,7 +113,7 @@ my %ended = (
                   && $u->{output_tokens} >= min(est_out($seen), 50)
                   && $u->{output_tokens} <= 50 },
     whole => sub { my ($u, $at, $seen) = @_;
-                   $seen >= 38 && ($u->{flags} & ~2) == 0
+                   $seen >= 35 && ($u->{flags} & ~2) == 0
                    && $u->{output_tokens} == 40 },
     before => sub { my ($u, $at, $seen) = @_;
                     $at == 0 && $u->{status} == 499 && $u->{flags} == 0
