@@ -75,6 +75,15 @@ typedef struct {
 } ngx_http_llm_gateway_held_t;
 
 
+typedef enum {
+    ngx_http_llm_gateway_text = 0,          /* the Prometheus format */
+    ngx_http_llm_gateway_json_doc,
+    ngx_http_llm_gateway_page_doc
+} ngx_http_llm_gateway_doc_e;
+
+
+static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
+    ngx_http_llm_gateway_doc_e doc);
 static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static void ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
@@ -258,39 +267,28 @@ static u_char  ngx_http_llm_gateway_page[] =
 ngx_int_t
 ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                         rc;
-    ngx_buf_t                        *b;
-    ngx_http_llm_gateway_snapshot_t  *snap;
-
-    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
-        return NGX_HTTP_NOT_ALLOWED;
-    }
-
-    rc = ngx_http_discard_request_body(r);
-    if (rc != NGX_OK) {
-        return rc;
-    }
-
-    snap = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_snapshot_t));
-    if (snap == NULL
-        || ngx_http_llm_gateway_snapshot(r, snap) != NGX_OK)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b = ngx_http_llm_gateway_prometheus(r, snap);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    return ngx_http_llm_gateway_send_buf(r, b,
-                             "text/plain; version=0.0.4; charset=utf-8",
-                             sizeof("text/plain") - 1);
+    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_text);
 }
 
 
 ngx_int_t
 ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
+{
+    if (r->uri.len >= 5
+        && ngx_strncmp(r->uri.data + r->uri.len - 5, ".json", 5) == 0)
+    {
+        return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_json_doc);
+    }
+
+    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_page_doc);
+}
+
+
+/* what the two handlers answer GET with, in one of three forms */
+
+static ngx_int_t
+ngx_http_llm_gateway_report(ngx_http_request_t *r,
+    ngx_http_llm_gateway_doc_e doc)
 {
     ngx_int_t                         rc;
     ngx_buf_t                        *b;
@@ -305,9 +303,7 @@ ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    if (r->uri.len < 5
-        || ngx_strncmp(r->uri.data + r->uri.len - 5, ".json", 5) != 0)
-    {
+    if (doc == ngx_http_llm_gateway_page_doc) {
         b = ngx_calloc_buf(r->pool);
         if (b == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -328,13 +324,20 @@ ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    b = ngx_http_llm_gateway_json(r, snap);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (doc == ngx_http_llm_gateway_json_doc) {
+        b = ngx_http_llm_gateway_json(r, snap);
+
+        return b ? ngx_http_llm_gateway_send_buf(r, b, "application/json",
+                                             sizeof("application/json") - 1)
+                 : NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_http_llm_gateway_send_buf(r, b, "application/json",
-                                         sizeof("application/json") - 1);
+    b = ngx_http_llm_gateway_prometheus(r, snap);
+
+    return b ? ngx_http_llm_gateway_send_buf(r, b,
+                             "text/plain; version=0.0.4; charset=utf-8",
+                             sizeof("text/plain") - 1)
+             : NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 

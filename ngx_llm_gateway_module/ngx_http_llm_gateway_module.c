@@ -44,9 +44,7 @@ static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_http_llm_gateway_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-static char *ngx_http_llm_gateway_status(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
@@ -187,17 +185,17 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_metrics"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_metrics,
+      ngx_http_llm_gateway_report,
       0,
       0,
-      NULL },
+      ngx_http_llm_gateway_metrics_handler },
 
     { ngx_string("llm_gateway_status"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_status,
+      ngx_http_llm_gateway_report,
       0,
       0,
-      NULL },
+      ngx_http_llm_gateway_status_handler },
 
     { ngx_string("llm_gateway_reject_log_level"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -1346,29 +1344,18 @@ invalid:
 }
 
 
-/* the same: the location answers with the status page, or its JSON */
+/*
+ * Like stub_status: the location answers with what cmd->post handles,
+ * the metrics or the status page.
+ */
 
 static char *
-ngx_http_llm_gateway_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_core_loc_conf_t  *clcf;
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-    clcf->handler = ngx_http_llm_gateway_status_handler;
-
-    return NGX_CONF_OK;
-}
-
-
-/* like stub_status: the location answers with the metrics */
-
-static char *
-ngx_http_llm_gateway_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_core_loc_conf_t  *clcf;
-
-    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-    clcf->handler = ngx_http_llm_gateway_metrics_handler;
+    clcf->handler = (ngx_http_handler_pt) cmd->post;
 
     return NGX_CONF_OK;
 }
