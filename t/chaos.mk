@@ -6,7 +6,7 @@
 #                stopped for 2 minutes, a reload every second and a worker
 #                killed every 5 s for 60 s, clients leaving at every 3rd
 #                byte, each upstream fault 20 times, 200,000 seeds of the
-#                protocol simulation; about 9 minutes.
+#                protocol simulation; about 8 minutes.
 #
 # `make test` runs the same files in their short form, seconds each.
 # CHAOS_TESTS picks some: make chaos CHAOS_TESTS=t/049-chaos-nginx.t
