@@ -2,7 +2,8 @@
 /*
  * mockllm: a mock LLM upstream for the gateway's tests and benchmarks.
  *
- *     mockllm -l 127.0.0.1:PORT [-t THREADS]
+ *     mockllm -l 127.0.0.1:PORT [-t THREADS] [-r RPM [-s MS]] [-T TPM]
+ *             [-D TOKENS [-P SECONDS]]
  *
  * POST /v1/chat/completions (OpenAI Chat Completions), POST /v1/responses
  * (OpenAI Responses), POST /v1/messages (Anthropic), GET /health.
@@ -90,9 +91,29 @@
  * Every response carries x-mock-request-id, the number also in the ids,
  * and x-mock-saw-request-id, the x-request-id of the request, if any.
  *
+ * The limits of one provider key, all off by default:
+ *
+ *   -r RPM                   requests a minute, a sliding window of the
+ *                            arrivals of admitted requests
+ *   -s MS                    and RPM * MS / 1 min (rounded up) in any MS,
+ *                            as providers enforce a minute's limit in
+ *                            shorter windows
+ *   -T TPM                   tokens a minute, the same window: a request
+ *                            is charged P + its max tokens when it arrives,
+ *                            corrected to P + the tokens it sent at its end
+ *   -D TOKENS, -P SECONDS    a quota of TOKENS a period (86400 s), periods
+ *                            counted from the start, charged the same way
+ *
+ * A valid LLM request that would pass one, checked in this order, gets the
+ * provider's 429 for it, with retry-after and the rate limit headers, and
+ * is not counted.  With a limit on, every LLM response carries
+ * x-mock-arrival-ms (since the start) and the rate limit headers;
+ * GET /limits answers the counters and the fullest windows,
+ * POST /limits/reset answers them and zeroes them.  See mockllm_limits.c.
+ *
  * Each thread runs its own epoll loop on its own SO_REUSEPORT listener, so
- * nothing but the request counter is shared.  Delays are timers in a heap
- * per loop, never a sleep.
+ * nothing but the request counter, the tenants and the limits is shared.
+ * Delays are timers in a heap per loop, never a sleep.
  */
 
 
@@ -122,6 +143,8 @@
 
 
 #define MOCKLLM_THREADS_MAX  64
+#define MOCKLLM_RPM_MAX      1000000
+#define MOCKLLM_LIMIT_MAX    1000000000000LL
 #define MOCKLLM_EVENTS       512
 #define MOCKLLM_RECV_MIN     4096
 
@@ -153,7 +176,6 @@ static void mockllm_raise_nofile(void);
 static int mockllm_loop_init(mockllm_loop_t *loop, int lfd);
 static void *mockllm_loop_run(void *data);
 static void mockllm_loop_free(mockllm_loop_t *loop);
-static uint64_t mockllm_clock(void);
 static void mockllm_accept(mockllm_loop_t *loop);
 static int mockllm_conn_run(mockllm_conn_t *c);
 static int mockllm_conn_recv(mockllm_conn_t *c);
@@ -165,6 +187,7 @@ static void mockllm_timer_add(mockllm_conn_t *c, uint64_t at);
 static void mockllm_timer_del(mockllm_conn_t *c);
 static void mockllm_heap_up(mockllm_heap_t *h, size_t i);
 static void mockllm_heap_down(mockllm_heap_t *h, size_t i);
+static int64_t mockllm_parse_num(const char *s, int64_t max);
 static void mockllm_usage(void);
 
 
@@ -179,6 +202,7 @@ main(int argc, char **argv)
     int                      ch, i, n, fd, sig;
     char                    *addr, *end;
     long                     threads;
+    int64_t                  rpm, tpm, quota, period, short_ms;
     sigset_t                 set;
     socklen_t                len;
     mockllm_loop_t          *loops;
@@ -186,8 +210,13 @@ main(int argc, char **argv)
 
     addr = NULL;
     threads = 1;
+    rpm = 0;
+    short_ms = 0;
+    tpm = 0;
+    quota = 0;
+    period = 86400;
 
-    while ((ch = getopt(argc, argv, "l:t:h")) != -1) {
+    while ((ch = getopt(argc, argv, "l:t:r:s:T:D:P:h")) != -1) {
         switch (ch) {
 
         case 'l':
@@ -207,6 +236,56 @@ main(int argc, char **argv)
 
             break;
 
+        case 'r':
+            rpm = mockllm_parse_num(optarg, MOCKLLM_RPM_MAX);
+
+            if (rpm < 1) {
+                mockllm_log("invalid requests per minute \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 's':
+            short_ms = mockllm_parse_num(optarg, 60000);
+
+            if (short_ms < 1) {
+                mockllm_log("invalid short window \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'T':
+            tpm = mockllm_parse_num(optarg, MOCKLLM_LIMIT_MAX);
+
+            if (tpm < 1) {
+                mockllm_log("invalid tokens per minute \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'D':
+            quota = mockllm_parse_num(optarg, MOCKLLM_LIMIT_MAX);
+
+            if (quota < 1) {
+                mockllm_log("invalid token quota \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'P':
+            period = mockllm_parse_num(optarg, MOCKLLM_LIMIT_MAX / 1000);
+
+            if (period < 1) {
+                mockllm_log("invalid quota period \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
         default:
             mockllm_usage();
             return ch == 'h' ? 0 : 2;
@@ -220,6 +299,10 @@ main(int argc, char **argv)
 
     if (mockllm_parse_addr(addr, &sa, &len) != MOCKLLM_OK) {
         return 2;
+    }
+
+    if (mockllm_limits_init(rpm, tpm, quota, period, short_ms) != MOCKLLM_OK) {
+        return 1;
     }
 
     /*
@@ -288,11 +371,34 @@ main(int argc, char **argv)
 }
 
 
+/* a positive decimal number up to max, or -1 */
+
+static int64_t
+mockllm_parse_num(const char *s, int64_t max)
+{
+    char       *end;
+    long long   v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+
+    if (errno || end == s || *end != '\0' || v < 1 || v > max) {
+        return -1;
+    }
+
+    return v;
+}
+
+
 static void
 mockllm_usage(void)
 {
-    fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS]\n"
-                    "  ADDR is a loopback address: 127.0.0.1, [::1]\n");
+    fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS] [-r RPM "
+                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]]\n"
+                    "  ADDR is a loopback address: 127.0.0.1, [::1]\n"
+                    "  -r, -T: requests, tokens a minute (sliding)\n"
+                    "  -s: RPM also in any MS, pro rata\n"
+                    "  -D, -P: a quota of TOKENS each SECONDS (86400)\n");
 }
 
 
@@ -641,7 +747,7 @@ mockllm_loop_free(mockllm_loop_t *loop)
 }
 
 
-static uint64_t
+uint64_t
 mockllm_clock(void)
 {
     struct timespec  ts;
@@ -998,6 +1104,7 @@ mockllm_conn_close(mockllm_conn_t *c)
     loop = c->loop;
 
     mockllm_tenant_end(c);
+    mockllm_limits_end(c);
     mockllm_timer_del(c);
 
     if (c->prev) {

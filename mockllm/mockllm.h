@@ -32,6 +32,7 @@
 #define MOCKLLM_PAD_MAX         (16 * 1024 * 1024)
 #define MOCKLLM_REPEAT_MAX      1000
 #define MOCKLLM_RESET_POLL_MS   5
+#define MOCKLLM_LIMIT_MSG_LEN   256
 
 #define MOCKLLM_NONE           -1
 
@@ -42,6 +43,12 @@
 #define MOCKLLM_API_OPENAI      0
 #define MOCKLLM_API_ANTHROPIC   1
 #define MOCKLLM_API_RESPONSES   2
+
+/* what refused a request: the limits, checked in this order */
+#define MOCKLLM_LIMIT_OK        0
+#define MOCKLLM_LIMIT_RPM       1
+#define MOCKLLM_LIMIT_TPM       2
+#define MOCKLLM_LIMIT_QUOTA     3
 
 /* x-mock-die-how */
 #define MOCKLLM_DIE_CLOSE       0
@@ -123,6 +130,39 @@ typedef struct {
 } mockllm_req_t;
 
 
+/*
+ * A request's part in the provider-side limits, only when a limit is on:
+ * its window entry and charge, for the correction at its end, and what
+ * its response headers and a refusal's message say.
+ */
+typedef struct {
+    uint64_t             arrival;        /* ms since mockllm started */
+    uint64_t             seq;            /* of its window entry */
+    uint64_t             epoch;          /* POST /limits/reset counts up */
+    int64_t              charge;         /* tokens charged at arrival */
+    int64_t              period;         /* the quota period charged */
+
+    int64_t              limit;          /* of the limit that refused */
+    int64_t              used;
+    int64_t              requested;
+    uint64_t             retry;          /* ms */
+
+    int64_t              rpm_remaining;
+    uint64_t             rpm_reset;      /* ms until the window is empty */
+    int64_t              tpm_remaining;
+    uint64_t             tpm_reset;
+
+    int                  refused;        /* MOCKLLM_LIMIT_* */
+
+    unsigned             arrived:1;      /* an LLM request: the headers */
+    unsigned             checked:1;      /* ... and it met the limits */
+    unsigned             charged:1;      /* ... which took it */
+    unsigned             too_large:1;    /* more than TPM alone */
+
+    char                 msg[MOCKLLM_LIMIT_MSG_LEN];
+} mockllm_limit_t;
+
+
 /* the response being produced, possibly over several timer ticks */
 typedef struct {
     int                  kind;
@@ -163,6 +203,7 @@ typedef struct {
     unsigned             chunked:1;      /* chunked framing of the stream */
     unsigned             details:1;      /* OpenAI completion_tokens_details */
     unsigned             instructions:1; /* Responses: instr is set */
+    unsigned             param:1;        /* OpenAI error: "param":null */
 } mockllm_resp_t;
 
 
@@ -198,6 +239,7 @@ struct mockllm_conn_s {
     size_t               timer_idx;
 
     mockllm_tenant_t    *tenant;         /* counted in flight, if named */
+    mockllm_limit_t      lim;
 
     unsigned             busy:1;         /* a response is in progress */
     unsigned             done:1;         /* all of it is in out */
@@ -217,6 +259,7 @@ extern volatile int  mockllm_failed;
 mockllm_tenant_t *mockllm_tenant(const char *name, size_t len);
 void mockllm_tenant_end(mockllm_conn_t *c);
 
+uint64_t mockllm_clock(void);
 void mockllm_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 void mockllm_timer_set(mockllm_conn_t *c, int64_t ms);
@@ -239,10 +282,23 @@ void mockllm_http_head(mockllm_conn_t *c, int status,
     const char *content_type, int64_t content_length);
 void mockllm_http_finish(mockllm_conn_t *c);
 
+/* mockllm_limits.c */
+extern int  mockllm_limits_on;
+
+int mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota,
+    int64_t period, int64_t short_ms);
+void mockllm_limits_arrive(mockllm_conn_t *c);
+int mockllm_limits_admit(mockllm_conn_t *c, int64_t charge);
+void mockllm_limits_end(mockllm_conn_t *c);
+void mockllm_limits_head(mockllm_conn_t *c, mockllm_buf_t *b);
+void mockllm_limits_json(mockllm_buf_t *b, int reset);
+size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
+
 /* mockllm_llm.c */
 void mockllm_handle(mockllm_conn_t *c);
 void mockllm_handle_bad(mockllm_conn_t *c);
 void mockllm_advance(mockllm_conn_t *c);
+int64_t mockllm_llm_spent(mockllm_conn_t *c);
 
 
 #endif /* _MOCKLLM_H_INCLUDED_ */

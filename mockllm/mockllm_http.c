@@ -802,8 +802,14 @@ mockllm_http_head(mockllm_conn_t *c, int status, const char *content_type,
         }
     }
 
-    if (status == 429 || status == 503 || status == 529) {
+    if ((status == 429 && !c->lim.refused) || status == 503
+        || status == 529)
+    {
         mockllm_buf_adds(b, "\r\nRetry-After: 1");
+    }
+
+    if (c->lim.arrived) {
+        mockllm_limits_head(c, b);
     }
 
     mockllm_buf_adds(b, "\r\nx-mock-request-id: ");
@@ -834,6 +840,7 @@ mockllm_http_finish(mockllm_conn_t *c)
     size_t  rest;
 
     mockllm_tenant_end(c);
+    mockllm_limits_end(c);
 
     rest = c->in.len - c->req_len;
 

@@ -6,6 +6,7 @@
  */
 
 
+#include <stdio.h>
 #include <time.h>
 #include <cJSON.h>
 
@@ -16,7 +17,9 @@ enum {
     MOCKLLM_R_HEALTH = 0,
     MOCKLLM_R_STATS,
     MOCKLLM_R_ERROR,
-    MOCKLLM_R_COMPLETION
+    MOCKLLM_R_COMPLETION,
+    MOCKLLM_R_LIMITS,
+    MOCKLLM_R_LIMITS_RESET
 };
 
 
@@ -68,6 +71,13 @@ static const char  *mockllm_llm_usage_keys[] = {
 #define MOCKLLM_OPENAI_ERROR                                                  \
     "The server had an error while processing your request."
 
+#define MOCKLLM_OPENAI_QUOTA                                                  \
+    "You exceeded your current quota, please check your plan and billing "    \
+    "details."
+
+#define MOCKLLM_ANTHROPIC_QUOTA                                               \
+    "This request would exceed your organization's daily token quota."
+
 #define mockllm_str_eq(p, n, s)                                               \
     ((n) == sizeof(s) - 1 && memcmp(p, s, sizeof(s) - 1) == 0)
 
@@ -80,6 +90,7 @@ static int64_t mockllm_llm_text_tokens(cJSON *item);
 static void mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
     const char *code, const char *msg);
 static void mockllm_llm_status(mockllm_conn_t *c, int status);
+static void mockllm_llm_limit(mockllm_conn_t *c);
 static void mockllm_llm_respond(mockllm_conn_t *c);
 static void mockllm_llm_error_body(mockllm_conn_t *c);
 static void mockllm_llm_complete(mockllm_conn_t *c);
@@ -142,6 +153,10 @@ mockllm_handle(mockllm_conn_t *c)
         mockllm_llm_count(c);
     }
 
+    if (mockllm_limits_on && r->kind == MOCKLLM_R_COMPLETION) {
+        mockllm_limits_arrive(c);
+    }
+
     if (r->kind == MOCKLLM_R_COMPLETION) {
         if (q->bad_header) {
             mockllm_llm_error(c, 400, "invalid_request_error", NULL,
@@ -159,7 +174,13 @@ mockllm_handle(mockllm_conn_t *c)
         }
     }
 
-    if (q->ttfb > 0) {
+    /* only a valid request meets the limits: the charge needs its body */
+    if (mockllm_limits_on && r->kind == MOCKLLM_R_COMPLETION) {
+        mockllm_llm_limit(c);
+    }
+
+    /* a provider refuses at once */
+    if (q->ttfb > 0 && !c->lim.refused) {
         r->phase = MOCKLLM_P_TTFB;
         mockllm_timer_set(c, q->ttfb);
         return;
@@ -279,10 +300,21 @@ mockllm_llm_route(mockllm_conn_t *c)
             return;
         }
 
+        if (mockllm_limits_on && mockllm_str_eq(path, n, "/limits/reset")) {
+            r->kind = MOCKLLM_R_LIMITS_RESET;
+            return;
+        }
+
     } else if (q->method == MOCKLLM_METHOD_GET
                && mockllm_str_eq(path, n, "/health"))
     {
         r->kind = MOCKLLM_R_HEALTH;
+        return;
+
+    } else if (q->method == MOCKLLM_METHOD_GET && mockllm_limits_on
+               && mockllm_str_eq(path, n, "/limits"))
+    {
+        r->kind = MOCKLLM_R_LIMITS;
         return;
 
     } else if (q->method == MOCKLLM_METHOD_GET
@@ -742,6 +774,15 @@ mockllm_llm_respond(mockllm_conn_t *c)
         mockllm_llm_done(c);
         return;
 
+    case MOCKLLM_R_LIMITS:
+    case MOCKLLM_R_LIMITS_RESET:
+        c->tmp.len = 0;
+        mockllm_limits_json(&c->tmp, r->kind == MOCKLLM_R_LIMITS_RESET);
+        mockllm_http_head(c, 200, "application/json", c->tmp.len);
+        mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
+        mockllm_llm_done(c);
+        return;
+
     case MOCKLLM_R_ERROR:
         mockllm_llm_error_body(c);
         mockllm_http_head(c, r->status, "application/json", c->tmp.len);
@@ -785,14 +826,132 @@ mockllm_llm_error_body(mockllm_conn_t *c)
     mockllm_buf_adds(b, "\",\"type\":\"");
     mockllm_buf_addz(b, r->err_type);
 
+    if (r->param) {
+        mockllm_buf_adds(b, "\",\"param\":null");
+
+    } else {
+        mockllm_buf_adds(b, "\"");
+    }
+
     if (r->err_code) {
-        mockllm_buf_adds(b, "\",\"code\":\"");
+        mockllm_buf_adds(b, ",\"code\":\"");
         mockllm_buf_addz(b, r->err_code);
         mockllm_buf_adds(b, "\"}}");
 
     } else {
-        mockllm_buf_adds(b, "\",\"code\":null}}");
+        mockllm_buf_adds(b, ",\"code\":null}}");
     }
+}
+
+
+/*
+ * The provider-side limits: the request is charged its prompt and the
+ * most it may answer, or refused with the provider's 429 for the limit it
+ * would pass.
+ */
+
+static void
+mockllm_llm_limit(mockllm_conn_t *c)
+{
+    int               reason;
+    char              wait[64];
+    int64_t           max;
+    mockllm_limit_t  *q;
+    mockllm_resp_t   *r;
+
+    r = &c->resp;
+    q = &c->lim;
+
+    max = r->max_out != MOCKLLM_NONE ? r->max_out
+                                     : MOCKLLM_DEFAULT_MAX_TOKENS;
+
+    reason = mockllm_limits_admit(c, r->prompt + max);
+
+    if (reason == MOCKLLM_LIMIT_OK) {
+        return;
+    }
+
+    if (r->api == MOCKLLM_API_ANTHROPIC) {
+
+        if (reason == MOCKLLM_LIMIT_QUOTA) {
+            mockllm_llm_error(c, 429, "rate_limit_error", NULL,
+                              MOCKLLM_ANTHROPIC_QUOTA);
+            return;
+        }
+
+        snprintf(q->msg, sizeof(q->msg),
+                 "This request would exceed the rate limit for your "
+                 "organization of %lld %s per minute.",
+                 (long long) q->limit,
+                 reason == MOCKLLM_LIMIT_RPM ? "requests" : "tokens");
+
+        mockllm_llm_error(c, 429, "rate_limit_error", NULL, q->msg);
+        return;
+    }
+
+    if (reason == MOCKLLM_LIMIT_QUOTA) {
+        mockllm_llm_error(c, 429, "insufficient_quota", "insufficient_quota",
+                          MOCKLLM_OPENAI_QUOTA);
+        r->param = 1;
+        return;
+    }
+
+    mockllm_limits_duration(wait, sizeof(wait), q->retry);
+
+    if (reason == MOCKLLM_LIMIT_RPM) {
+        snprintf(q->msg, sizeof(q->msg),
+                 "Rate limit reached for requests per min (RPM): Limit %lld, "
+                 "Used %lld, Requested 1. Please try again in %s.",
+                 (long long) q->limit, (long long) q->used, wait);
+
+        mockllm_llm_error(c, 429, "requests", "rate_limit_exceeded", q->msg);
+
+    } else if (q->too_large) {
+        snprintf(q->msg, sizeof(q->msg),
+                 "Request too large for tokens per min (TPM): Limit %lld, "
+                 "Requested %lld. The input or output tokens must be "
+                 "reduced in order to run successfully.",
+                 (long long) q->limit, (long long) q->requested);
+
+        mockllm_llm_error(c, 429, "tokens", "rate_limit_exceeded", q->msg);
+
+    } else {
+        snprintf(q->msg, sizeof(q->msg),
+                 "Rate limit reached for tokens per min (TPM): Limit %lld, "
+                 "Used %lld, Requested %lld. Please try again in %s.",
+                 (long long) q->limit, (long long) q->used,
+                 (long long) q->requested, wait);
+
+        mockllm_llm_error(c, 429, "tokens", "rate_limit_exceeded", q->msg);
+    }
+
+    r->param = 1;
+}
+
+
+/*
+ * What an admitted request cost in the end: its prompt and the tokens it
+ * sent, up to the cut of x-mock-die-after or x-mock-error-after, or the
+ * close of the connection.
+ */
+
+int64_t
+mockllm_llm_spent(mockllm_conn_t *c)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    if (r->stream) {
+        return r->prompt + r->sent;
+    }
+
+    if (r->phase != MOCKLLM_P_DONE) {
+        /* closed while x-mock-ttfb-ms held the answer back */
+        return r->prompt;
+    }
+
+    return r->prompt + (r->die_after >= 0 ? r->die_after : r->n_out);
 }
 
 

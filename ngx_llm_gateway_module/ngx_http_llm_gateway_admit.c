@@ -37,9 +37,9 @@ static ngx_int_t ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r,
     ngx_str_t *names, int64_t limit, int64_t remaining, int64_t reset_ms);
 static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
     ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
-static ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r,
-    char *name, ngx_str_t *value);
 static u_char *ngx_http_llm_gateway_duration(u_char *p, int64_t ms);
+static ngx_int_t ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 
 
 ngx_int_t
@@ -138,6 +138,17 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
             ngx_http_finalize_request(r, NGX_DONE);
             return NGX_DONE;
         }
+    }
+
+    /*
+     * Admitted: the backend's pacer next, here, so that a request that
+     * failed over to another backend is paced by that one too.
+     */
+    if (ctx->admitted && ctx->backend && !ctx->paced && !ctx->err_status
+        && ctx->status == NGX_DECLINED
+        && ngx_http_llm_gateway_pace(r, ctx) == NGX_AGAIN)
+    {
+        return NGX_AGAIN;
     }
 
     if (ctx->err_status) {
@@ -424,8 +435,27 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
      */
     allowed = ngx_http_llm_gateway_model_allowed(ctx);
 
-    alias = ngx_http_llm_gateway_find_alias(llcf, ctx->req.model,
-                                            ctx->req.model_len);
+    /* a role: its backend for this attempt, and that backend's model */
+    rc = ngx_http_llm_gateway_route(r, ctx);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+        return NGX_DECLINED;
+    }
+
+    if (rc == NGX_DECLINED) {
+        return NGX_DECLINED;
+    }
+
+    if (ctx->role) {
+        allowed = allowed || ngx_http_llm_gateway_model_allowed(ctx);
+    }
+
+    alias = ctx->role ? NULL
+                      : ngx_http_llm_gateway_find_alias(llcf, ctx->req.model,
+                                                        ctx->req.model_len);
 
     if (alias != NULL) {
         if (llm_inspect_set_model(&ctx->req, (char *) alias->model.data,
@@ -1122,9 +1152,7 @@ ngx_int_t
 ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char       *p;
     ngx_int_t     rc;
-    ngx_str_t     v;
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
@@ -1139,40 +1167,8 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (ctx->retry_after) {
-        p = ngx_pnalloc(r->pool, 2 * NGX_INT64_LEN);
-        if (p == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        v.data = p;
-        v.len = ngx_sprintf(p, "%L", ctx->retry_after) - p;
-
-        if (ngx_http_llm_gateway_add_header(r, "Retry-After", &v) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        /* the exact wait, which the official SDKs prefer when it is there */
-        p += v.len;
-        v.data = p;
-        v.len = ngx_sprintf(p, "%L", ctx->retry_after_ms) - p;
-
-        if (ngx_http_llm_gateway_add_header(r, "retry-after-ms", &v)
-            != NGX_OK)
-        {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-    }
-
-    /* the official SDKs obey this: a request that can never pass */
-    if (ctx->never || ctx->err_status < 429) {
-        ngx_str_set(&v, "false");
-
-        if (ngx_http_llm_gateway_add_header(r, "x-should-retry", &v)
-            != NGX_OK)
-        {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
+    if (ngx_http_llm_gateway_retry_headers(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     rc = ngx_http_send_header(r);
@@ -1185,6 +1181,109 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
     out.next = NULL;
 
     return ngx_http_output_filter(r, &out);
+}
+
+
+/*
+ * An upstream's answer replaced by the refusal, from the header filter:
+ * the body filter sends ctx->err_body instead of the upstream's body.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_error_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ctx->err_body = ngx_http_llm_gateway_error_body(r, ctx);
+    if (ctx->err_body == NULL) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_gateway_retry_headers(r, ctx);
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char     *p;
+    ngx_str_t   v;
+
+    if (ctx->retry_after) {
+        p = ngx_pnalloc(r->pool, 2 * NGX_INT64_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v.data = p;
+        v.len = ngx_sprintf(p, "%L", ctx->retry_after) - p;
+
+        if (ngx_http_llm_gateway_add_header(r, "Retry-After", &v) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        /* the exact wait, which the official SDKs prefer when it is there */
+        p += v.len;
+        v.data = p;
+        v.len = ngx_sprintf(p, "%L", ctx->retry_after_ms) - p;
+
+        if (ngx_http_llm_gateway_add_header(r, "retry-after-ms", &v)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    /* the official SDKs obey this: a request that can never pass */
+    if (ctx->never || ctx->err_status < 429) {
+        ngx_str_set(&v, "false");
+
+        if (ngx_http_llm_gateway_add_header(r, "x-should-retry", &v)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A request that fails over to another backend: its body is written again
+ * for that backend's model, and its flight says the model it now calls.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_http_llm_gateway_zone_t    *zone;
+    ngx_http_llm_gateway_flight_t  *f;
+
+    if (llm_inspect_needs_rewrite(&ctx->req)
+        && ngx_http_llm_gateway_rewrite_body(r, ctx, &ctx->body) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    f = ctx->flight;
+
+    if (f == NULL) {
+        return NGX_OK;
+    }
+
+    zone = ctx->zone;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    /* a role's flight has room for any model (flight_start()) */
+    f->model_len = (u_char) ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
+    ngx_memcpy(f->data + f->request_id_len, ctx->req.model, f->model_len);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return NGX_OK;
 }
 
 
@@ -1372,7 +1471,7 @@ ngx_http_llm_gateway_duration(u_char *p, int64_t ms)
 }
 
 
-static ngx_int_t
+ngx_int_t
 ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
     ngx_str_t *value)
 {

@@ -540,3 +540,49 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
 
     return n;
 }
+
+
+/*
+ * May a request that failed over call model, within what its cap
+ * reserved?  Yes when it reserved nothing, or when the model's known
+ * prices are none above those it was reserved at.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_str_t *model)
+{
+    ngx_uint_t                     i, ok;
+    ngx_http_llm_gateway_price_t  *price;
+
+    if (!ctx->budget_held) {
+        return 1;
+    }
+
+    if (model->len == ctx->req.model_len
+        && ngx_strncmp(model->data, ctx->req.model, model->len) == 0)
+    {
+        return 1;
+    }
+
+    ok = 0;
+
+    ngx_shmtx_lock(&ctx->zone->shpool->mutex);
+
+    price = ngx_http_llm_gateway_price(ctx->zone->sh, model->data, model->len,
+                                       0);
+
+    if (price != NULL) {
+        ok = 1;
+
+        for (i = 0; i < 4; i++) {
+            if (price->p[i] > ngx_max(ctx->prices[i], 0)) {
+                ok = 0;
+            }
+        }
+    }
+
+    ngx_shmtx_unlock(&ctx->zone->shpool->mutex);
+
+    return ok;
+}

@@ -54,6 +54,7 @@ ngx_http_llm_gateway_filter_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 {
+    ngx_int_t                         rc;
     ngx_str_t                        *type;
     ngx_table_elt_t                  *h;
     ngx_http_llm_gateway_ctx_t       *ctx;
@@ -73,6 +74,20 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 
     if (ctx == NULL) {
         return ngx_http_next_header_filter(r);
+    }
+
+    /* a backend's answer: read, and maybe passed to the next backend */
+    if (ctx->admitted && !ctx->err_status) {
+        rc = ngx_http_llm_gateway_backend_answer(r, ctx);
+
+        if (rc == NGX_DONE) {
+            /* the request runs again: the upstream ends without a byte */
+            return NGX_ERROR;
+        }
+
+        if (rc == NGX_ERROR) {
+            return NGX_ERROR;
+        }
     }
 
     ngx_http_llm_gateway_rename_upstream_id(r);
@@ -99,7 +114,10 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     ngx_http_llm_gateway_flight_note(ctx);
 
     /* to learn how the upstream ended: cleanly, failed, or cut off */
-    if (r->upstream && ctx->upstream_finalize == NULL) {
+    if (r->upstream
+        && r->upstream->finalize_request
+           != ngx_http_llm_gateway_upstream_finalize)
+    {
         ctx->upstream_finalize = r->upstream->finalize_request;
         r->upstream->finalize_request = ngx_http_llm_gateway_upstream_finalize;
     }

@@ -99,6 +99,9 @@ static ngx_buf_t *ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static ngx_buf_t *ngx_http_llm_gateway_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
+static u_char *ngx_http_llm_gateway_backends(ngx_http_request_t *r,
+    u_char *p, ngx_uint_t json);
+static size_t ngx_http_llm_gateway_backends_size(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_send_buf(ngx_http_request_t *r,
     ngx_buf_t *b, char *type, size_t type_len);
 
@@ -722,7 +725,8 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     ngx_http_llm_gateway_family_t         *f;
 
     v = snap->tenants.elts;
-    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED;
+    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
+           + ngx_http_llm_gateway_backends_size(r);
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         lp = ngx_http_llm_gateway_labels(labels, &v[i]);
@@ -782,6 +786,8 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
         p = ngx_sprintf(p, "llmgw_accountd_connected{pid=\"%P\"} %ui\n",
                         snap->workers[k].pid, snap->workers[k].connected);
     }
+
+    p = ngx_http_llm_gateway_backends(r, p, 0);
 
     if (snap->tenants.nelts == 0) {
         b->last = p;
@@ -884,7 +890,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
     llm_journal_stats_t                   *js;
 
     v = snap->tenants.elts;
-    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED;
+    size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
+           + ngx_http_llm_gateway_backends_size(r);
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         size += NGX_HTTP_LLM_GATEWAY_JSON_TENANT
@@ -917,6 +924,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
                         snap->workers[k].connected ? "true" : "false");
     }
 
+    p = ngx_cpymem(p, "],\"backends\":[", sizeof("],\"backends\":[") - 1);
+    p = ngx_http_llm_gateway_backends(r, p, 1);
     p = ngx_cpymem(p, "],\"tenants\":[", sizeof("],\"tenants\":[") - 1);
 
     for (i = 0; i < snap->tenants.nelts; i++, v++) {
@@ -976,6 +985,203 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
     b->last = p;
 
     return b;
+}
+
+
+/* the upstream side: each backend's pacer, answers and breaker */
+
+static size_t
+ngx_http_llm_gateway_backends_size(ngx_http_request_t *r)
+{
+    size_t                             size;
+    ngx_uint_t                         i;
+    ngx_http_llm_gateway_backend_t   **b;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    if (lmcf->backends == NULL) {
+        return 0;
+    }
+
+    /* the families' help, then each backend's lines with its name */
+    size = 4096;
+    b = lmcf->backends->elts;
+
+    for (i = 0; i < lmcf->backends->nelts; i++) {
+        size += 1024 + 16 * 6 * b[i]->name.len;
+    }
+
+    return size;
+}
+
+
+static u_char *
+ngx_http_llm_gateway_backends(ngx_http_request_t *r, u_char *p,
+    ngx_uint_t json)
+{
+    u_char                               name[256], *e;
+    size_t                               len;
+    ngx_uint_t                           i, k;
+    ngx_http_llm_gateway_backend_t     **b;
+    ngx_http_llm_gateway_backend_snap_t  s[NGX_HTTP_LLM_GATEWAY_BACKENDS];
+    ngx_http_llm_gateway_main_conf_t    *lmcf;
+
+    static const char  *families[] = {
+        "llmgw_backend_requests_total counter Requests sent to the backend.",
+        "llmgw_backend_waited_total counter Requests that waited in its "
+        "pacer's queue before they were sent.",
+        "llmgw_backend_wait_milliseconds_total counter The time they "
+        "waited, in all.",
+        "llmgw_backend_refused_total counter Requests its pacer refused: "
+        "queue full, wait too long, or too large for its TPM.",
+        "llmgw_backend_answers_total counter Its refusals and failures by "
+        "kind: busy (rate limited, overloaded), spent (quota), failed "
+        "(5xx, no answer).",
+        "llmgw_backend_failovers_total counter Requests it refused or "
+        "failed that another backend of the role took.",
+        "llmgw_backend_breaker_opened_total counter Times its circuit "
+        "breaker opened.",
+        "llmgw_backend_queue gauge Requests waiting in its pacer's queue.",
+        "llmgw_backend_window gauge The requests and tokens of its pacer's "
+        "last minute.",
+        "llmgw_backend_unavailable_milliseconds gauge How long it stays out "
+        "of the candidates: its quota spent, or it said it is busy.",
+        "llmgw_backend_open gauge Whether its circuit breaker is open or "
+        "half-open.",
+        NULL
+    };
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    if (lmcf->backends == NULL) {
+        return p;
+    }
+
+    b = lmcf->backends->elts;
+
+    for (i = 0; i < lmcf->backends->nelts; i++) {
+        ngx_http_llm_gateway_backend_snapshot(b[i], &s[i]);
+    }
+
+    if (json) {
+        for (i = 0; i < lmcf->backends->nelts; i++) {
+            p = ngx_sprintf(p, "%s{\"name\":\"", i ? "," : "");
+            p = ngx_http_llm_gateway_escape(p, b[i]->name.data,
+                                            ngx_min(b[i]->name.len, 64), 1);
+            p = ngx_sprintf(p, "\",\"rpm\":%L,\"tpm\":%L,\"requests\":%uL,"
+                    "\"waited\":%uL,\"wait_ms\":%uL,\"refused\":%uL,"
+                    "\"busy\":%uL,\"spent\":%uL,\"failed\":%uL,"
+                    "\"failovers\":%uL,\"breaker_opened\":%uL,"
+                    "\"queue\":%L,\"window_requests\":%L,"
+                    "\"window_tokens\":%L,\"spent_ms\":%L,\"busy_ms\":%L,"
+                    "\"open\":%s}",
+                    b[i]->pacer.rpm, b[i]->pacer.tpm, s[i].stats.started,
+                    s[i].stats.waited, s[i].stats.waited_ms,
+                    s[i].stats.refused, s[i].stats.busy, s[i].stats.spent,
+                    s[i].stats.failed, s[i].stats.failovers,
+                    s[i].stats.opened, s[i].queue, s[i].window_requests,
+                    s[i].window_tokens, s[i].spent_ms, s[i].busy_ms,
+                    s[i].open ? "true" : "false");
+        }
+
+        return p;
+    }
+
+    for (k = 0; families[k]; k++) {
+        e = (u_char *) ngx_strchr(families[k], ' ');
+        len = e - (u_char *) families[k];
+        e = (u_char *) ngx_strchr(e + 1, ' ');
+
+        p = ngx_sprintf(p, "# HELP %*s %s\n# TYPE %*s %*s\n",
+                        len, families[k], e + 1, len, families[k],
+                        e - (u_char *) families[k] - len - 1,
+                        families[k] + len + 1);
+
+        for (i = 0; i < lmcf->backends->nelts; i++) {
+            e = ngx_http_llm_gateway_escape(name, b[i]->name.data,
+                                            ngx_min(b[i]->name.len, 40), 0);
+            *e = '\0';
+
+            switch (k) {
+
+            case 0:
+                p = ngx_sprintf(p, "llmgw_backend_requests_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.started);
+                break;
+
+            case 1:
+                p = ngx_sprintf(p, "llmgw_backend_waited_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.waited);
+                break;
+
+            case 2:
+                p = ngx_sprintf(p, "llmgw_backend_wait_milliseconds_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.waited_ms);
+                break;
+
+            case 3:
+                p = ngx_sprintf(p, "llmgw_backend_refused_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.refused);
+                break;
+
+            case 4:
+                p = ngx_sprintf(p, "llmgw_backend_answers_total"
+                                "{backend=\"%s\",kind=\"busy\"} %uL\n"
+                                "llmgw_backend_answers_total"
+                                "{backend=\"%s\",kind=\"spent\"} %uL\n"
+                                "llmgw_backend_answers_total"
+                                "{backend=\"%s\",kind=\"failed\"} %uL\n",
+                                name, s[i].stats.busy, name, s[i].stats.spent,
+                                name, s[i].stats.failed);
+                break;
+
+            case 5:
+                p = ngx_sprintf(p, "llmgw_backend_failovers_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.failovers);
+                break;
+
+            case 6:
+                p = ngx_sprintf(p, "llmgw_backend_breaker_opened_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.opened);
+                break;
+
+            case 7:
+                p = ngx_sprintf(p, "llmgw_backend_queue{backend=\"%s\"} %L\n",
+                                name, s[i].queue);
+                break;
+
+            case 8:
+                p = ngx_sprintf(p, "llmgw_backend_window"
+                                "{backend=\"%s\",kind=\"requests\"} %L\n"
+                                "llmgw_backend_window"
+                                "{backend=\"%s\",kind=\"tokens\"} %L\n",
+                                name, s[i].window_requests,
+                                name, s[i].window_tokens);
+                break;
+
+            case 9:
+                p = ngx_sprintf(p, "llmgw_backend_unavailable_milliseconds"
+                                "{backend=\"%s\",reason=\"spent\"} %L\n"
+                                "llmgw_backend_unavailable_milliseconds"
+                                "{backend=\"%s\",reason=\"busy\"} %L\n",
+                                name, s[i].spent_ms, name, s[i].busy_ms);
+                break;
+
+            default:
+                p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
+                                name, s[i].open);
+            }
+        }
+    }
+
+    return p;
 }
 
 

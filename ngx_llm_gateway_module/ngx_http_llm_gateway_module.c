@@ -127,6 +127,20 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       0,
       NULL },
 
+    { ngx_string("llm_gateway_backend"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_gateway_backend_conf,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_role"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_http_llm_gateway_role_conf,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_gateway_tier"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
       ngx_http_llm_gateway_tier,
@@ -216,7 +230,10 @@ typedef enum {
     NGX_HTTP_LLM_GATEWAY_VAR_MODEL,
     NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS,
     NGX_HTTP_LLM_GATEWAY_VAR_OUTPUT_TOKENS,
-    NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON
+    NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON,
+    NGX_HTTP_LLM_GATEWAY_VAR_BACKEND,
+    NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM,
+    NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS
 } ngx_http_llm_gateway_var_e;
 
 
@@ -246,6 +263,15 @@ static ngx_http_variable_t  ngx_http_llm_gateway_vars[] = {
 
     { ngx_string("llm_finish_reason"), NULL, ngx_http_llm_gateway_variable,
       NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_backend"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_BACKEND, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_upstream"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_queue_ms"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -658,6 +684,7 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         conf->enable = prev->enable;
         conf->shm_zone = prev->shm_zone;
         conf->api = prev->api;
+        conf->backend_name = prev->backend_name;
     }
 
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
@@ -695,6 +722,17 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     }
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_gateway_module);
+
+    if (conf->backend_name.len) {
+        conf->backend = ngx_http_llm_gateway_backend_find(lmcf,
+                                                          &conf->backend_name);
+        if (conf->backend == NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "unknown backend \"%V\" in \"llm_gateway\"",
+                               &conf->backend_name);
+            return NGX_CONF_ERROR;
+        }
+    }
 
     if (lmcf->keys_file.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -1165,6 +1203,12 @@ ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 return NGX_CONF_ERROR;
             }
 
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "backend=", 8) == 0) {
+            llcf->backend_name.data = value[i].data + 8;
+            llcf->backend_name.len = value[i].len - 8;
             continue;
         }
 
@@ -1676,6 +1720,31 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
 
         n = (data == NGX_HTTP_LLM_GATEWAY_VAR_INPUT_TOKENS)
             ? ctx->input_tokens : ctx->output_tokens;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_BACKEND:
+    case NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM:
+        if (ctx->backend == NULL) {
+            return NGX_OK;
+        }
+
+        if (data == NGX_HTTP_LLM_GATEWAY_VAR_BACKEND) {
+            v->data = ctx->backend->name.data;
+            v->len = ctx->backend->name.len;
+
+        } else {
+            v->data = ctx->backend->upstream.data;
+            v->len = ctx->backend->upstream.len;
+        }
+
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS:
+        if (ctx->backend == NULL) {
+            return NGX_OK;
+        }
+
+        n = ctx->queued_ms;
         break;
 
     default: /* NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON */

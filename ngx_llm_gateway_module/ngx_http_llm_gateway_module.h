@@ -18,6 +18,7 @@
 #include "llm_inspect.h"
 #include "llm_journal.h"
 #include "llm_key.h"
+#include "llm_pacer.h"
 #include "llm_record.h"
 #include "llm_sse.h"
 
@@ -65,6 +66,82 @@ typedef struct {
     time_t                       deprecated;   /* 0: not said */
     time_t                       sunset;
 } ngx_http_llm_gateway_sunset_t;
+
+
+/* backends at most, in all and in a role: a request's tried ones are bits */
+#define NGX_HTTP_LLM_GATEWAY_BACKENDS      32
+
+/* bumped whenever the layout of a backend's zone changes */
+#define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  1
+
+
+/* a backend's counters, in its zone (backend.c) */
+typedef struct {
+    uint64_t                     started;   /* requests sent to it */
+    uint64_t                     waited;    /* of them, after a wait */
+    uint64_t                     waited_ms; /* their waits in all */
+    uint64_t                     refused;   /* by its pacer */
+    uint64_t                     busy;      /* its answers: busy */
+    uint64_t                     spent;     /* quota spent */
+    uint64_t                     failed;    /* 5xx or none */
+    uint64_t                     failovers; /* requests it passed on */
+    uint64_t                     opened;    /* its breaker opened */
+} ngx_http_llm_gateway_backend_stats_t;
+
+
+/* a backend's state, shared by all workers, under its zone's lock */
+typedef struct {
+    ngx_uint_t                   version;
+    llm_pacer_t                 *pacer;        /* NULL: not paced */
+    int64_t                      spent_until;  /* wall ms: its quota */
+    int64_t                      busy_until;   /* wall ms: it said wait */
+    int64_t                      open_until;   /* wall ms: its breaker */
+    int64_t                      trial_until;  /* wall ms: half-open trial */
+    ngx_uint_t                   fails;        /* in a row */
+    ngx_http_llm_gateway_backend_stats_t  stats;
+} ngx_http_llm_gateway_backend_sh_t;
+
+
+/* llm_gateway_backend: one provider endpoint or key */
+typedef struct {
+    ngx_str_t                    name;
+    ngx_str_t                    upstream;     /* $llm_backend */
+    llm_pacer_conf_t             pacer;        /* rpm, tpm 0: not paced */
+    uint32_t                     entries;      /* its ring; 0: no pacer */
+    ngx_uint_t                   failures;     /* in a row open it; 0: no */
+    ngx_msec_t                   fail_timeout;
+    ngx_uint_t                   index;
+    ngx_shm_zone_t              *shm_zone;
+    ngx_slab_pool_t             *shpool;
+    ngx_http_llm_gateway_backend_sh_t  *sh;
+} ngx_http_llm_gateway_backend_t;
+
+
+/* one line of llm_gateway_role */
+typedef struct {
+    ngx_http_llm_gateway_backend_t  *backend;
+    ngx_str_t                    model;        /* empty: the role's name */
+    ngx_uint_t                   priority;     /* lower first */
+    ngx_uint_t                   weight;
+} ngx_http_llm_gateway_member_t;
+
+
+typedef struct {
+    ngx_str_t                    name;
+    ngx_array_t                  members;   /* ngx_http_llm_gateway_member_t */
+} ngx_http_llm_gateway_role_t;
+
+
+/* what the metrics show of a backend */
+typedef struct {
+    ngx_http_llm_gateway_backend_stats_t  stats;
+    int64_t                      window_requests;
+    int64_t                      window_tokens;
+    int64_t                      queue;
+    int64_t                      spent_ms;
+    int64_t                      busy_ms;
+    ngx_uint_t                   open;
+} ngx_http_llm_gateway_backend_snap_t;
 
 
 /* one key of the snapshot, in a sorted array */
@@ -273,6 +350,9 @@ typedef struct {
     ngx_shm_zone_t              *journal;
     void                        *journal_data;
 
+    ngx_array_t                 *backends;  /* backend_t * */
+    ngx_array_t                 *roles;     /* ngx_http_llm_gateway_role_t */
+
     ngx_int_t                    request_id_index;
     unsigned                     warned:1;
 } ngx_http_llm_gateway_main_conf_t;
@@ -292,6 +372,8 @@ typedef struct {
     ngx_uint_t                   reject_log_level;
     ngx_uint_t                   bad_keys;  /* 0: no limit */
     ngx_msec_t                   bad_keys_window;
+    ngx_str_t                    backend_name;
+    ngx_http_llm_gateway_backend_t  *backend;   /* backend= */
 } ngx_http_llm_gateway_loc_conf_t;
 
 
@@ -354,6 +436,16 @@ typedef struct {
                                                     ngx_int_t rc);
     const char                  *fail_reason;
 
+    /* the upstream side (backend.c) */
+    ngx_http_llm_gateway_role_t *role;
+    ngx_str_t                    role_name;
+    ngx_http_llm_gateway_backend_t  *backend;  /* this attempt's */
+    uint32_t                     tried;     /* the role's members, bits */
+    ngx_str_t                    tried_names;   /* "a=code, b=code" */
+    uint64_t                     pace_ticket;
+    int64_t                      pace_asked;    /* ms */
+    int64_t                      queued_ms;     /* waited, all attempts */
+
     unsigned                     admitted:1;
     unsigned                     settled:1;
     unsigned                     streaming:1;
@@ -369,6 +461,10 @@ typedef struct {
     unsigned                     budget_held:1;    /* a reservation, even 0 */
     unsigned                     inspected:1;
     unsigned                     counted:1;        /* in its tenant's stats */
+    unsigned                     paced:1;          /* started by the pacer */
+    unsigned                     pace_waited:1;
+    unsigned                     answered:1;       /* the answer was read */
+    unsigned                     retried:1;        /* failed over */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -478,6 +574,33 @@ ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
+    ngx_str_t *value);
+ngx_int_t ngx_http_llm_gateway_error_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_str_t *model);
+
+char *ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_gateway_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_http_llm_gateway_backend_t *ngx_http_llm_gateway_backend_find(
+    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *name);
+ngx_http_llm_gateway_role_t *ngx_http_llm_gateway_role_find(
+    ngx_http_llm_gateway_main_conf_t *lmcf, u_char *name, size_t len);
+ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_pace(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_backend_t *b, int64_t tokens);
+void ngx_http_llm_gateway_backend_snapshot(ngx_http_llm_gateway_backend_t *b,
+    ngx_http_llm_gateway_backend_snap_t *s);
 
 int64_t ngx_http_llm_gateway_now_ms(void);
 int64_t ngx_http_llm_gateway_wall_ms(void);

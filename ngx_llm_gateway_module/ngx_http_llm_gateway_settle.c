@@ -155,6 +155,13 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->output_tokens = st.output_tokens;
     ctx->finish_reason = st.finish_reason;
 
+    /* the backend's minute: what it used, or nothing if it refused */
+    ngx_http_llm_gateway_backend_done(ctx, ctx->backend,
+                                      in.upstream_ok
+                                      ? (int64_t) (st.input_tokens
+                                                   + st.output_tokens)
+                                      : 0);
+
     ngx_log_debug7(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "llm gateway settle: reserved %L, in %uL, out %uL, "
                    "cached %uL, end %d, flags %uD, finish \"%s\"",
@@ -261,9 +268,12 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     id_len = ngx_min(ctx->request_id.len, LLM_RECORD_ID_MAX);
     model_len = ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
 
+    /* a role's request may fail over to a model of any length */
     f = ngx_http_llm_gateway_alloc(zone,
                                    offsetof(ngx_http_llm_gateway_flight_t, data)
-                                   + id_len + model_len);
+                                   + id_len
+                                   + (ctx->role ? LLM_RECORD_MODEL_MAX
+                                                : model_len));
     if (f == NULL) {
         return NGX_ERROR;
     }

@@ -18,6 +18,7 @@ my @targets = (
     [ 'fuzz_inspect', "$core/fuzz/corpus/inspect" ],
     [ 'fuzz_record', "$core/fuzz/corpus/record" ],
     [ 'fuzz_key', "$core/fuzz/corpus/key" ],
+    [ 'fuzz_provider', "$core/fuzz/corpus/provider" ],
 );
 
 for my $t (@targets) {

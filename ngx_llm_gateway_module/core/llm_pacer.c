@@ -30,6 +30,10 @@ llm_pacer_clamp(int64_t tokens)
 }
 
 
+static void llm_pacer_remove(llm_pacer_t *p, uint32_t i);
+static void llm_pacer_first(llm_pacer_t *p);
+
+
 uint32_t
 llm_pacer_entries(const llm_pacer_conf_t *cf)
 {
@@ -62,7 +66,7 @@ llm_pacer_init(void *mem, size_t size, const llm_pacer_conf_t *cf,
     if (size < llm_pacer_size(1)
         || cf->rpm < 0 || cf->rpm > LLM_PACER_MAX
         || cf->tpm < 0 || cf->tpm > LLM_PACER_MAX
-        || cf->max_wait_ms < 0)
+        || cf->max_wait_ms < 0 || cf->stale_ms < 0)
     {
         return NULL;
     }
@@ -138,6 +142,28 @@ llm_pacer_place(llm_pacer_t *p, uint32_t n, int64_t sum, int64_t tokens,
 }
 
 
+/*
+ * The plan of a new request were tokens no limit: one spacing after the
+ * last start, one after each waiter.  The RPM window adds nothing to it,
+ * as RPM spacings, rounded up, are at least a minute.
+ */
+
+static int64_t
+llm_pacer_requests_bound(llm_pacer_t *p, int64_t now)
+{
+    int64_t  t;
+
+    t = now;
+
+    if (p->started) {
+        t = llm_pacer_at(p, p->started - 1)->start_ms + p->spacing_ms;
+        t = t > now ? t : now;
+    }
+
+    return t + (int64_t) p->waiting * p->spacing_ms;
+}
+
+
 /* the waiters from the k-th on planned again, at now */
 
 static void
@@ -191,8 +217,60 @@ llm_pacer_update(llm_pacer_t *p, int64_t now_ms)
         p->started--;
     }
 
+    while (p->waiting && p->conf.stale_ms) {
+        e = llm_pacer_at(p, p->started);
+
+        if (e->seen_ms + p->conf.stale_ms >= p->now_ms) {
+            break;
+        }
+
+        llm_pacer_remove(p, p->started);
+    }
+
     if (p->waiting && llm_pacer_at(p, p->started)->start_ms < p->now_ms) {
         llm_pacer_replan(p, 0);
+    }
+}
+
+
+/* the waiter at i leaves; the ones behind it are planned again */
+
+static void
+llm_pacer_remove(llm_pacer_t *p, uint32_t i)
+{
+    uint32_t  k;
+
+    k = i - p->started;
+
+    p->queued -= llm_pacer_at(p, i)->tokens;
+
+    for ( /* void */ ; i + 1 < p->started + p->waiting; i++) {
+        *llm_pacer_at(p, i) = *llm_pacer_at(p, i + 1);
+    }
+
+    p->waiting--;
+
+    if (k == 0) {
+        llm_pacer_first(p);
+    }
+
+    llm_pacer_replan(p, k);
+}
+
+
+/* a waiter that has just become first is silent from now on, not before */
+
+static void
+llm_pacer_first(llm_pacer_t *p)
+{
+    llm_pacer_entry_t  *e;
+
+    if (p->waiting) {
+        e = llm_pacer_at(p, p->started);
+
+        if (e->seen_ms < p->now_ms) {
+            e->seen_ms = p->now_ms;
+        }
     }
 }
 
@@ -260,7 +338,12 @@ llm_pacer_ask(llm_pacer_t *p, int64_t tokens, int64_t now_ms,
             return LLM_PACER_FULL;
         }
 
-        if (t - now > p->conf.max_wait_ms) {
+        /*
+         * Only the requests bound the wait for sure: a plan held back by
+         * tokens assumes every estimate is used for a whole minute, and
+         * the corrections bring it forward, often by far.
+         */
+        if (llm_pacer_requests_bound(p, now) - now > p->conf.max_wait_ms) {
             *start_at = t;
             return LLM_PACER_TOO_LONG;
         }
@@ -270,6 +353,7 @@ llm_pacer_ask(llm_pacer_t *p, int64_t tokens, int64_t now_ms,
     e->ticket = p->next_ticket++;
     e->start_ms = t;
     e->tokens = tokens;
+    e->seen_ms = now;
 
     *start_at = t;
     *ticket = e->ticket;
@@ -317,6 +401,8 @@ llm_pacer_go(llm_pacer_t *p, uint64_t ticket, int64_t now_ms,
         return LLM_PACER_GO;
     }
 
+    e->seen_ms = p->now_ms;
+
     /* after the update, the first waiter's plan is now at the earliest */
     if (i > p->started || e->start_ms > p->now_ms) {
         return LLM_PACER_WAIT;
@@ -327,6 +413,8 @@ llm_pacer_go(llm_pacer_t *p, uint64_t ticket, int64_t now_ms,
     p->tokens += e->tokens;
     p->queued -= e->tokens;
 
+    llm_pacer_first(p);
+
     return LLM_PACER_GO;
 }
 
@@ -334,9 +422,7 @@ llm_pacer_go(llm_pacer_t *p, uint64_t ticket, int64_t now_ms,
 int
 llm_pacer_cancel(llm_pacer_t *p, uint64_t ticket, int64_t now_ms)
 {
-    int64_t             i;
-    uint32_t            k;
-    llm_pacer_entry_t  *e;
+    int64_t  i;
 
     llm_pacer_update(p, now_ms);
 
@@ -346,18 +432,7 @@ llm_pacer_cancel(llm_pacer_t *p, uint64_t ticket, int64_t now_ms)
         return -1;
     }
 
-    k = (uint32_t) i - p->started;
-
-    p->queued -= llm_pacer_at(p, i)->tokens;
-
-    for ( /* void */ ; (uint32_t) i + 1 < p->started + p->waiting; i++) {
-        e = llm_pacer_at(p, i);
-        *e = *llm_pacer_at(p, i + 1);
-    }
-
-    p->waiting--;
-
-    llm_pacer_replan(p, k);
+    llm_pacer_remove(p, (uint32_t) i);
 
     return 0;
 }

@@ -30,6 +30,10 @@
  * waiter starts only when the caller asks for it, with llm_pacer_go(), and
  * its entry then records the time it really started.
  *
+ * A waiter whose caller is gone (a killed process) would hold the queue
+ * forever: a first waiter that has not asked for stale_ms is dropped, as
+ * if cancelled, and its llm_pacer_go() then finds nothing.
+ *
  * All state is one flat struct without pointers, sized and placed by the
  * caller (nginx shared memory, later): a ring of entries, the started
  * ones oldest first, then the waiters in order.  Integer milliseconds and
@@ -56,8 +60,11 @@
 typedef struct {
     int64_t    rpm;              /* requests a minute; 0: no limit */
     int64_t    tpm;              /* tokens a minute; 0: no limit */
-    int64_t    max_wait_ms;      /* the longest wait a request is given */
+    int64_t    max_wait_ms;      /* the longest wait the requests ahead
+                                    impose: more is refused (TOO_LONG) */
     uint32_t   max_queue;        /* waiters at most; 0: nobody waits */
+    int64_t    stale_ms;         /* a first waiter silent this long is
+                                    dropped; 0: never */
 } llm_pacer_conf_t;
 
 
@@ -65,6 +72,7 @@ typedef struct {
     uint64_t   ticket;
     int64_t    start_ms;         /* started: when; waiting: the plan */
     int64_t    tokens;           /* the estimate, or the usage once known */
+    int64_t    seen_ms;          /* a waiter: when it last asked */
 } llm_pacer_entry_t;
 
 
@@ -88,7 +96,7 @@ typedef enum {
     LLM_PACER_WAIT,              /* queued: ask again at *start_at */
     LLM_PACER_TOO_LARGE,         /* more than TPM alone: never */
     LLM_PACER_FULL,              /* the queue (or the ring) is full */
-    LLM_PACER_TOO_LONG,          /* it would wait more than max_wait_ms */
+    LLM_PACER_TOO_LONG,          /* the requests ahead: over max_wait_ms */
     LLM_PACER_NOT_FOUND          /* no waiter has this ticket */
 } llm_pacer_rc_e;
 
@@ -113,8 +121,13 @@ llm_pacer_t *llm_pacer_init(void *mem, size_t size,
 /*
  * A new request of tokens (its estimate).  GO: it started now, its entry
  * is in the ledger.  WAIT: it is queued, planned to start at *start_at;
- * the caller asks llm_pacer_go() then.  TOO_LONG: *start_at is when it
- * would have started, a Retry-After.  On every refusal nothing is kept.
+ * the caller asks llm_pacer_go() then.  TOO_LONG: the requests ahead
+ * alone (RPM, spacing) hold it more than max_wait_ms; *start_at is when it
+ * would have started, a Retry-After.  A plan held back by tokens is queued
+ * however far: it assumes every estimate is used for a whole minute, and
+ * the corrections bring it forward, often by far; the caller gives up at
+ * its own deadline with llm_pacer_cancel().  On every refusal nothing is
+ * kept.
  */
 llm_pacer_rc_e llm_pacer_ask(llm_pacer_t *p, int64_t tokens, int64_t now_ms,
     int64_t *start_at, uint64_t *ticket);

@@ -22,7 +22,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
                  accountd_conf new_tenant nginx http_post raw_post json_body
                  usage_row usage_rows est_out db forge_key snapshot_caps
-                 time_scale);
+                 time_scale mockllm burst);
 
 my %stack;
 my $tenants = 0;
@@ -243,6 +243,42 @@ sub est_out {
     return max($k, ceil($bytes / 4));
 }
 
+# Another mockllm, with its own options (provider limits: -r, -T, -D,
+# -P): { port, pid, url }, stopped when the test ends.
+my @mocks;
+
+sub mockllm {
+    my @args = @_;
+    my $s = stack();
+    my $port = LLMGW::Nginx::free_port();
+
+    my $pid = fork() // die "fork: $!";
+
+    if ($pid == 0) {
+        open(STDOUT, '>', '/dev/null');
+        exec("$s->{LLMGW_BUILD}/mockllm", '-l', "127.0.0.1:$port", @args)
+            or die "mockllm: $!";
+    }
+
+    for (1 .. 100 * time_scale()) {
+        last if IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                      PeerPort => $port);
+        sleep(0.05);
+    }
+
+    my $m = { port => $port, pid => $pid, url => "http://127.0.0.1:$port" };
+    push @mocks, $m;
+
+    return $m;
+}
+
+END {
+    for my $m (@mocks) {
+        kill('TERM', $m->{pid});
+        waitpid($m->{pid}, 0);
+    }
+}
+
 sub nginx {
     return LLMGW::Nginx->new(@_);
 }
@@ -297,6 +333,49 @@ sub raw_post {
 
     close($c);
     return http_parse($raw);
+}
+
+# n POSTs at once, each on its own connection, all written before any is
+# read: the responses (as http_parse()), in the order sent.
+sub burst {
+    my ($url, $n, $body, $headers, %o) = @_;
+    my ($host, $port, $path) = $url =~ m{^http://([^:/]+):(\d+)(/.*)$}
+        or die "burst: $url";
+    $body = encode_json($body) if ref $body;
+
+    my $req = "POST $path HTTP/1.1\r\nHost: $host\r\nConnection: close\r\n"
+        . "Content-Type: application/json\r\n"
+        . "Content-Length: " . length($body) . "\r\n";
+    $req .= "$_: $headers->{$_}\r\n" for sort keys %{ $headers // {} };
+    $req .= "\r\n$body";
+
+    my (@c, %raw, %i);
+    my $sel = IO::Select->new();
+
+    for my $k (0 .. $n - 1) {
+        my $c = IO::Socket::INET->new(PeerAddr => $host, PeerPort => $port)
+            or die "burst: $!";
+        $c->syswrite($req);
+        push @c, $c;
+        $i{fileno $c} = $k;
+        $raw{$k} = '';
+        $sel->add($c);
+    }
+
+    my $deadline = time() + ($o{timeout} // 60) * time_scale();
+
+    while ($sel->count && (my $left = $deadline - time()) > 0) {
+        for my $c ($sel->can_read($left)) {
+            my $k = $i{fileno $c};
+            next if $c->sysread($raw{$k}, 65536, length $raw{$k});
+            $sel->remove($c);
+            close($c);
+        }
+    }
+
+    close($_) for $sel->handles;
+
+    return map { http_parse($raw{$_}) } 0 .. $n - 1;
 }
 
 # A response as far as it came: a chunked body is complete with its last

@@ -1,7 +1,8 @@
 # The libFuzzer targets of the pure cores, included from the top Makefile:
 # fuzz_sse (the usage extractor), fuzz_inspect (request bodies),
 # fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
-# and key-set frames).  Each has its seed corpus in fuzz/corpus/<name>.
+# and key-set frames), fuzz_provider (providers' refusals).  Each has its
+# seed corpus in fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
 #   make fuzz-replay   run each once over its seed corpus (t/015 does the
@@ -23,7 +24,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) -I/usr/include/cjson
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    := sse inspect record key
+FUZZ_TARGETS    := sse inspect record key provider
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
@@ -32,6 +33,7 @@ FUZZ_LINK_sse       := $(CORE)/llm_sse.c -lcjson
 FUZZ_LINK_inspect   := $(CORE)/llm_inspect.c -lcjson -lm
 FUZZ_LINK_record    := $(CORE)/llm_record.c
 FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
+FUZZ_LINK_provider  := $(CORE)/llm_provider.c
 
 .PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 

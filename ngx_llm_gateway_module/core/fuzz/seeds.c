@@ -3,7 +3,8 @@
  * Writes the seed corpora of fuzz_inspect, fuzz_record and fuzz_key into
  * <dir>/inspect, <dir>/record and <dir>/key with the codecs themselves, so
  * that a change of format is one run away from new seeds: make fuzz-seeds
- * writes them into fuzz/corpus.
+ * writes them into fuzz/corpus.  Those of fuzz_provider, text, go into
+ * <dir>/provider; its gemini-chunked is chunk-encoded here.
  *
  * Nothing runs it on its own; the files it writes are committed.  Inputs
  * a fuzzer found are committed as they were found, not written here.
@@ -170,6 +171,210 @@ static const seed_inspect_t  seed_inspect[] = {
 };
 
 
+/*
+ * fuzz_provider's: a status line ("status [clock [cut]]"), headers, an
+ * empty line and the body, as the providers send them.  See
+ * fuzz_provider.c.
+ */
+
+#define SEED_GEMINI(quota_id, delay)                                          \
+    "{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"You "          \
+    "exceeded your current quota, please check your plan and billing "      \
+    "details.\",\n    \"status\": \"RESOURCE_EXHAUSTED\",\n    \"details\": " \
+    "[\n      {\n        \"@type\": \"type.googleapis.com/google.rpc."        \
+    "QuotaFailure\",\n        \"violations\": [\n          {\n            "  \
+    "\"quotaMetric\": \"generativelanguage.googleapis.com/generate_content_" \
+    "free_tier_requests\",\n            \"quotaId\": \"" quota_id "\"\n     " \
+    "     }\n        ]\n      },\n      {\n        \"@type\": \"type."       \
+    "googleapis.com/google.rpc.RetryInfo\",\n        \"retryDelay\": \""     \
+    delay "\"\n      }\n    ]\n  }\n}\n"
+
+#define SEED_OPENAI_QUOTA                                                     \
+    "{\n    \"error\": {\n        \"message\": \"You exceeded your current "  \
+    "quota, please check your plan and billing details.\",\n        "       \
+    "\"type\": \"insufficient_quota\",\n        \"param\": null,\n        "  \
+    "\"code\": \"insufficient_quota\"\n    }\n}\n"
+
+
+typedef struct {
+    const char  *name;
+    const char  *text;
+} seed_provider_t;
+
+
+static const seed_provider_t  seed_provider[] = {
+
+    { "openai-rpm",
+      "429\n"
+      "x-ratelimit-limit-requests: 500\n"
+      "x-ratelimit-remaining-requests: 0\n"
+      "x-ratelimit-reset-requests: 120ms\n"
+      "x-ratelimit-remaining-tokens: 29000\n"
+      "x-ratelimit-reset-tokens: 2s\n"
+      "\n"
+      "{\"error\":{\"message\":\"Rate limit reached for gpt-4o-mini in "
+      "organization org-K7pQ2x on requests per min (RPM): Limit 500, Used "
+      "500, Requested 1. Please try again in 120ms. Visit https://platform."
+      "openai.com/account/rate-limits to learn more.\",\"type\":"
+      "\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}" },
+
+    { "openai-tpm",
+      "429\r\n"
+      "retry-after-ms: 998\r\n"
+      "retry-after: 1\r\n"
+      "x-ratelimit-remaining-tokens: 0\r\n"
+      "x-ratelimit-reset-tokens: 6m0s\r\n"
+      "\r\n"
+      "{\"error\":{\"message\":\"Rate limit reached for gpt-4o in "
+      "organization org-K7pQ2x on tokens per min (TPM): Limit 30000, Used "
+      "28500, Requested 2000. Please try again in 1.5s.\",\"type\":"
+      "\"tokens\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}" },
+
+    { "openai-rpd",
+      "429\n"
+      "x-ratelimit-remaining-requests: 0\n"
+      "x-ratelimit-reset-requests: 23h59m0s\n"
+      "\n"
+      "{\"error\":{\"message\":\"Rate limit reached for gpt-4o-mini in "
+      "organization org-K7pQ2x on requests per day (RPD): Limit 10000, "
+      "Used 10000, Requested 1. Please try again in 8.64s.\",\"code\":"
+      "\"rate_limit_exceeded\"}}" },
+
+    { "openai-quota", "429\n\n" SEED_OPENAI_QUOTA },
+
+    { "openai-quota-cut", "429 1718020800000 60\n\n" SEED_OPENAI_QUOTA },
+
+    { "openai-billing-400",
+      "400\n\n"
+      "{\"error\":{\"message\":\"Billing hard limit has been reached\","
+      "\"type\":\"invalid_request_error\",\"param\":null,"
+      "\"code\":\"billing_hard_limit_reached\"}}" },
+
+    { "anthropic-rate",
+      "429 1718020800000\n"
+      "retry-after: 21\n"
+      "anthropic-ratelimit-requests-remaining: 49\n"
+      "anthropic-ratelimit-requests-reset: 2024-06-10T12:00:01Z\n"
+      "anthropic-ratelimit-input-tokens-remaining: 0\n"
+      "anthropic-ratelimit-input-tokens-reset: 2024-06-10T12:00:21Z\n"
+      "anthropic-ratelimit-output-tokens-remaining: 10000\n"
+      "anthropic-ratelimit-output-tokens-reset: 2024-06-10T12:00:00.5Z\n"
+      "anthropic-ratelimit-tokens-remaining: 0\n"
+      "anthropic-ratelimit-tokens-reset: 2024-06-10T14:00:21+02:00\n"
+      "\n"
+      "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+      "\"message\":\"This request would exceed the rate limit for your "
+      "organization of 50,000 input tokens per minute.\"}}" },
+
+    { "anthropic-overloaded",
+      "529\n\n"
+      "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+      "\"message\":\"Overloaded\"}}" },
+
+    { "anthropic-credit",
+      "400\n\n"
+      "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+      "\"message\":\"Your credit balance is too low to access the "
+      "Anthropic API. Please go to Plans & Billing to upgrade or purchase "
+      "credits.\"}}" },
+
+    { "anthropic-usage",
+      "400 1718020800000\n\n"
+      "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+      "\"message\":\"You have reached your specified API usage limits. You "
+      "will regain access on 2024-06-15 at 00:00 UTC.\"}}" },
+
+    { "gemini-minute",
+      "429\n\n"
+      SEED_GEMINI("GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                  "34s") },
+
+    { "gemini-day",
+      "429 1730617200000\n\n"
+      SEED_GEMINI("GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                  "43s") },
+
+    { "gemini-503",
+      "503\n\n"
+      "{\"error\":{\"code\":503,\"message\":\"The model is overloaded. "
+      "Please try again later.\",\"status\":\"UNAVAILABLE\"}}" },
+
+    { "azure",
+      "429\n"
+      "retry-after: 7\n"
+      "x-ratelimit-remaining-requests: 0\n"
+      "\n"
+      "{\"error\":{\"code\":\"429\",\"message\": \"Requests to the "
+      "ChatCompletions_Create Operation under Azure OpenAI API version "
+      "2024-02-01 have exceeded call rate limit of your current OpenAI S0 "
+      "pricing tier. Please retry after 7 seconds. Please go here: "
+      "https://aka.ms/oai/quotaincrease if you would like to further "
+      "increase the default rate limit.\"}}" },
+
+    { "dates",
+      "429 1718020800000\n"
+      "retry-after-ms: soon\n"
+      "retry-after: Monday, 10-Jun-24 12:00:30 GMT\n"
+      "\n" },
+
+    { "asctime",
+      "503 1718020800000\n"
+      "Retry-After: Sun Jun  9 12:00:00 2024\n"
+      "\n"
+      "<html><body>Service Unavailable</body></html>" },
+
+    { "imf-fixdate",
+      "500\n"
+      "RETRY-AFTER: Mon, 10 Jun 2024 12:00:30 GMT\n"
+      "\n" },
+
+    { "overflows",
+      "429 -9223372036854775808 99999999999999999999\n"
+      "retry-after-ms: 99999999999999999999999999\n"
+      "retry-after: 184467440737095516160\n"
+      "x-ratelimit-remaining-tokens: 99999999999999999999999\n"
+      "x-ratelimit-reset-tokens: 9999999h9999999m\n"
+      "\n"
+      "try again in 99999999999999999999 hours and" },
+
+    { "garbage",
+      "429\n"
+      "retry-after: Mon, 31 Feb 2024 25:61:61 GMT\n"
+      "x-ratelimit-reset-requests: 1s2\n"
+      "anthropic-ratelimit-tokens-reset: 2024-13-40T00:00:00Z\n"
+      "no colon here\n"
+      "\n"
+      "\"retryDelay\": \"3 s\" retry after soon, regain access on 2024-" },
+
+    { "ok", "200\nretry-after: 5\n\n{\"id\":\"chatcmpl-1\"}" },
+};
+
+
+/* fuzz_provider's Gemini body, chunked as it came: 7 bytes a chunk */
+
+static size_t
+seed_chunked(char *out, size_t cap, const char *head, const char *body)
+{
+    size_t  n, k, o, len;
+
+    o = (size_t) snprintf(out, cap, "%s", head);
+    len = strlen(body);
+
+    for (k = 0; k < len && o + 32 < cap; k += n) {
+        n = len - k < 7 ? len - k : 7;
+        o += (size_t) snprintf(out + o, cap - o, "%zx%s\r\n", n,
+                               k == 0 ? ";ext=1" : "");
+        memcpy(out + o, body + k, n);
+        o += n;
+        o += (size_t) snprintf(out + o, cap - o, "\r\n");
+    }
+
+    o += (size_t) snprintf(out + o, cap - o, "0\r\n\r\n");
+
+    return o;
+}
+
+
 static void seed_mkdir(const char *dir, const char *sub);
 static void seed_write(const char *dir, const char *sub, const char *name,
     const void *p, size_t len);
@@ -199,6 +404,7 @@ main(int argc, char **argv)
     seed_mkdir(dir, "inspect");
     seed_mkdir(dir, "record");
     seed_mkdir(dir, "key");
+    seed_mkdir(dir, "provider");
 
     for (i = 0; i < sizeof(seed_inspect) / sizeof(seed_inspect[0]); i++) {
         n = strlen(seed_inspect[i].body);
@@ -325,6 +531,18 @@ main(int argc, char **argv)
     seed_write(dir, "key", "client-key",
                "llmgw_live_0123456789abcdefghijABCDEFGHIJ0116jczf",
                LLM_KEY_LEN);
+
+    /* providers' refusals */
+
+    for (i = 0; i < sizeof(seed_provider) / sizeof(seed_provider[0]); i++) {
+        seed_write(dir, "provider", seed_provider[i].name,
+                   seed_provider[i].text, strlen(seed_provider[i].text));
+    }
+
+    n = seed_chunked((char *) buf, sizeof(buf), "429\n\n",
+            SEED_GEMINI("GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                        "34s"));
+    seed_write(dir, "provider", "gemini-chunked", buf, n);
 
     return 0;
 }

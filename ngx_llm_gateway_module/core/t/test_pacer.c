@@ -32,6 +32,7 @@ pacer(uint64_t *mem, int64_t rpm, int64_t tpm, int64_t max_wait,
     cf.tpm = tpm;
     cf.max_wait_ms = max_wait;
     cf.max_queue = max_queue;
+    cf.stale_ms = 0;
 
     if (entries == 0) {
         entries = llm_pacer_entries(&cf);
@@ -473,7 +474,7 @@ test_bounds(void)
 {
     int             i, full;
     int64_t         at;
-    uint64_t        t;
+    uint64_t        t, u;
     llm_pacer_t    *p, *q;
 
     p = pacer(mem_a, 6, 0, 600000, 3, 0, 0);
@@ -512,6 +513,22 @@ test_bounds(void)
     (void) llm_pacer_ask(p, 1, 0, &at, &t);
     tap_is(llm_pacer_ask(p, 1, 0, &at, &t), LLM_PACER_TOO_LONG,
            "max_wait 0: nobody waits either");
+
+    /*
+     * Tokens: 3 of 590 fill a minute of 2,000, the fourth is planned a
+     * minute away, beyond a wait of 10 s, and queued all the same: the
+     * first to end corrects its 590 to 14 and lets it in at once.
+     */
+    p = pacer(mem_a, 0, 2000, 10000, 100, 64, 0);
+    (void) llm_pacer_ask(p, 590, 0, &at, &t);
+    (void) llm_pacer_ask(p, 590, 0, &at, &t);
+    (void) llm_pacer_ask(p, 590, 0, &at, &u);
+    tap_is(llm_pacer_ask(p, 590, 0, &at, &t), LLM_PACER_WAIT,
+           "held by tokens a minute: queued beyond max_wait");
+    tap_is(at, 60000, "planned when the first leaves the window");
+    tap_is(llm_pacer_correct(p, u, 14, 300), 0, "the third ends: 14 tokens");
+    tap_is(llm_pacer_go(p, t, 300, &at), LLM_PACER_GO,
+           "and the fourth goes at once");
 
     /* without RPM the ring is the limit of a minute's requests */
     p = pacer(mem_a, 0, 0, 600000, 100, 4, 0);
@@ -765,7 +782,11 @@ sim_ask(sim_t *s)
 
     s->req[t] = (sim_req_t) { s->p->now_ms, at, -1, 0, est, 1 };
 
-    if (at - s->p->now_ms > s->p->conf.max_wait_ms) {
+    /* only requests ahead may refuse: a plan held by tokens is queued */
+    if (at - s->p->now_ms > s->p->conf.max_wait_ms
+        && at - s->p->now_ms <= 60000
+        && s->p->conf.tpm == 0)
+    {
         s->bad_wait++;
     }
 
@@ -1143,6 +1164,66 @@ test_sim_cancel(void)
 }
 
 
+/*
+ * A waiter whose process died never asks again: once first, it is dropped
+ * after stale_ms of silence, and the one behind it goes instead.
+ */
+
+static void
+test_stale(void)
+{
+    int64_t       at;
+    uint64_t      a, b, c;
+    llm_pacer_t  *p;
+
+    p = pacer(mem_a, 60, 0, 10000, 10, 0, 0);
+    p->conf.stale_ms = 500;
+
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &a), LLM_PACER_GO, "stale: a goes");
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &b), LLM_PACER_WAIT, "stale: b waits");
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &c), LLM_PACER_WAIT, "stale: c waits");
+    tap_is(at, 2000, "stale: c planned after b");
+
+    /* b asks once more, then never again; c keeps asking */
+    tap_is(llm_pacer_go(p, b, 400, &at), LLM_PACER_WAIT, "stale: b not yet");
+    tap_is(llm_pacer_go(p, c, 800, &at), LLM_PACER_WAIT, "stale: c still behind");
+    tap_is(p->waiting, 2, "stale: b is not dropped while not silent long");
+
+    tap_is(llm_pacer_go(p, c, 1200, &at), LLM_PACER_GO,
+       "stale: b silent 1200 ms as first is dropped, c goes");
+    tap_is(llm_pacer_go(p, b, 1200, &at), LLM_PACER_NOT_FOUND,
+       "stale: b finds nothing");
+    tap_is(p->started, 2, "stale: a and c started, b not");
+    tap_is(p->waiting, 0, "stale: nobody waits");
+
+    /* a live first waiter is never dropped, however long it waits */
+    p = pacer(mem_a, 60, 0, 100000, 10, 0, 0);
+    p->conf.stale_ms = 500;
+
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &a), LLM_PACER_GO, "live: a goes");
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &b), LLM_PACER_WAIT, "live: b waits");
+    tap_is(llm_pacer_ask(p, 1, 300, &at, &c), LLM_PACER_WAIT, "live: c waits");
+    tap_is(llm_pacer_go(p, b, 400, &at), LLM_PACER_WAIT, "live: b asks");
+    tap_is(llm_pacer_go(p, b, 800, &at), LLM_PACER_WAIT, "live: b asks again");
+    tap_is(llm_pacer_go(p, b, 1000, &at), LLM_PACER_GO, "live: b goes in turn");
+
+    /* c became first at 1000: its silence counts from then */
+    tap_is(llm_pacer_go(p, c, 1450, &at), LLM_PACER_WAIT,
+       "live: c first since 1000 is not stale at 1450");
+    tap_is(p->waiting, 1, "live: c still waits");
+    tap_is(llm_pacer_go(p, c, 1900, &at), LLM_PACER_WAIT, "live: c asks");
+    tap_is(llm_pacer_go(p, c, 2000, &at), LLM_PACER_GO, "live: c goes");
+
+    /* stale_ms 0: never dropped */
+    p = pacer(mem_a, 60, 0, 100000, 10, 0, 0);
+
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &a), LLM_PACER_GO, "never: a goes");
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &b), LLM_PACER_WAIT, "never: b waits");
+    llm_pacer_window(p, 50000, &at, &at);
+    tap_is(p->waiting, 1, "never: b kept 50 s without asking");
+}
+
+
 int
 main(void)
 {
@@ -1154,6 +1235,7 @@ main(void)
     test_fifo();
     test_bounds();
     test_clock();
+    test_stale();
 
     /* requests bind: 60 a minute, small estimates */
     test_sim("rpm-bound", 60, 100000, 800, 1500, 0, 0, 0, 1);
