@@ -140,6 +140,10 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         }
     }
 
+    if (ctx->idem_joiner && !ctx->err_status) {
+        return ngx_http_llm_gateway_idem_serve(r, ctx);
+    }
+
     /*
      * Admitted: the backend's pacer next, here, so that a request that
      * failed over to another backend is paced by that one too.
@@ -511,6 +515,22 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     if (!ctx->inspected
         && ngx_http_llm_gateway_inspect(r, ctx) != NGX_OK)
     {
+        return;
+    }
+
+    /* a request that was made before, by its Idempotency-Key */
+    switch (ngx_http_llm_gateway_idem_begin(r, ctx)) {
+
+    case NGX_OK:
+        break;
+
+    case NGX_ERROR:
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+        return;
+
+    default: /* NGX_DONE: served from the store; NGX_DECLINED: refused */
         return;
     }
 

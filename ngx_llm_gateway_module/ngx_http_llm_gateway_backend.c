@@ -1162,12 +1162,13 @@ ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
         return;
     }
 
-    ctx->tried_names.data = p;
+    /* the names so far first: tried_names is written over after */
     ctx->tried_names.len = ngx_sprintf(p, "%V%s%V=%s",
                                        &ctx->tried_names,
                                        ctx->tried_names.len ? ", " : "",
                                        name, v->code)
                            - p;
+    ctx->tried_names.data = p;
 }
 
 

@@ -219,6 +219,10 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     if (ctx == NULL || !ctx->metering || ctx->response_done) {
+        if (ctx != NULL) {
+            ngx_http_llm_gateway_idem_keep(r, ctx, in);
+        }
+
         return ngx_http_next_body_filter(r, in);
     }
 
@@ -238,6 +242,8 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
             /* all of it was held or cut: nothing to send yet */
             return NGX_OK;
         }
+
+        ngx_http_llm_gateway_idem_keep(r, ctx, out);
 
         rc = ngx_http_next_body_filter(r, out);
 
@@ -282,6 +288,8 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     ngx_http_llm_gateway_json_pool(NULL);
 
+    ngx_http_llm_gateway_idem_keep(r, ctx, in);
+
     return ngx_http_next_body_filter(r, in);
 }
 
@@ -310,6 +318,8 @@ ngx_http_llm_gateway_send_413(ngx_http_request_t *r,
 
     out.buf = ctx->err_body;
     out.next = NULL;
+
+    ngx_http_llm_gateway_idem_keep(r, ctx, &out);
 
     return ngx_http_next_body_filter(r, &out);
 }

@@ -127,6 +127,13 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       0,
       NULL },
 
+    { ngx_string("llm_gateway_idempotency"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_gateway_idem_conf,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_gateway_backend"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_llm_gateway_backend_conf,

@@ -350,6 +350,10 @@ typedef struct {
     ngx_shm_zone_t              *journal;
     void                        *journal_data;
 
+    ngx_shm_zone_t              *idem_zone;
+    ngx_msec_t                   idem_retain;
+    size_t                       idem_max;
+
     ngx_array_t                 *backends;  /* backend_t * */
     ngx_array_t                 *roles;     /* ngx_http_llm_gateway_role_t */
 
@@ -446,6 +450,11 @@ typedef struct {
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
 
+    /* Idempotency-Key (idem.c) */
+    void                        *idem;          /* its entry */
+    void                        *idem_zone;
+    size_t                       idem_sent;     /* a joiner's offset */
+
     unsigned                     admitted:1;
     unsigned                     settled:1;
     unsigned                     streaming:1;
@@ -465,6 +474,9 @@ typedef struct {
     unsigned                     pace_waited:1;
     unsigned                     answered:1;       /* the answer was read */
     unsigned                     retried:1;        /* failed over */
+    unsigned                     idem_checked:1;
+    unsigned                     idem_owner:1;     /* the first with its key */
+    unsigned                     idem_joiner:1;    /* served from the store */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -582,6 +594,16 @@ ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
+
+char *ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
+void ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 
 char *ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);

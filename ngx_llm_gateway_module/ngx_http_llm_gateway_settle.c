@@ -39,6 +39,7 @@ ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
 
     if (ctx != NULL) {
         ngx_http_llm_gateway_settle(ctx);
+        ngx_http_llm_gateway_idem_end(ctx);
         ngx_http_llm_gateway_count_refused(ctx);
     }
 

@@ -78,6 +78,41 @@ my @cases = (
       . " secret=$s->{LLMGW_KEY_SECRET};\n"
       . "llm_gateway_accountd 127.0.0.1:9;\n",
       qr/accountd address "127.0.0.1:9" must be "unix:path"/ ],
+
+    # the upstream side: backends and roles
+    [ 'backends and a role', 'zone=llm;', 'zone=llm backend=a;',
+      undef, "llm_gateway_backend a rpm=60 tpm=1000 queue=5 max_wait=2s;
+"
+      . "llm_gateway_backend b upstream=x failures=0 fail_timeout=1m;
+"
+      . "llm_gateway_role r a model=m1 priority=1 weight=3;
+"
+      . "llm_gateway_role r b;
+" ],
+    [ 'an unknown backend in llm_gateway', 'zone=llm;', 'zone=llm backend=z;',
+      qr/unknown backend "z" in "llm_gateway"/ ],
+    [ 'a role of an unknown backend', '', '',
+      qr/unknown backend "z": "llm_gateway_backend" must define it first/,
+      "llm_gateway_role r z;
+" ],
+    [ 'a duplicate backend', '', '', qr/duplicate backend "a"/,
+      "llm_gateway_backend a;
+llm_gateway_backend a rpm=1;
+" ],
+    [ 'a backend with a bad number', '', '', qr/invalid parameter "rpm=x"/,
+      "llm_gateway_backend a rpm=x;
+" ],
+    [ 'a backend with an unknown parameter', '', '',
+      qr/invalid parameter "rps=1"/, "llm_gateway_backend a rps=1;
+" ],
+    [ 'a role with weight 0', '', '', qr/invalid parameter "weight=0"/,
+      "llm_gateway_backend a;
+llm_gateway_role r a weight=0;
+" ],
+    [ 'a role with a bad name', '', '', qr/invalid role name "r\$"/,
+      "llm_gateway_backend a;
+llm_gateway_role r\$ a;
+" ],
 );
 
 open(my $fh, '>', "$s->{LLMGW_DIR}/short") or die;
@@ -85,10 +120,11 @@ print $fh "abcdef\n";
 close($fh);
 
 for my $c (@cases) {
-    my ($what, $from, $to, $want) = @$c;
+    my ($what, $from, $to, $want, $http) = @$c;
 
     my $conf = $good;
     $conf =~ s/\Q$from\E/$to/ if length $from;
+    $conf =~ s/^(    %%GATEWAY%%\n)/$1$http/m if $http;
 
     my ($rc, $out) = nginx(http => $conf)->test();
 

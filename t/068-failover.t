@@ -156,7 +156,8 @@ $r = ask('spent-chat', 290);
 is($r->{status}, 429, 'spent-chat: both spent: 429');
 my $e = decode_json($r->{content})->{error};
 is($e->{code}, 'insufficient_quota', 'insufficient_quota');
-like($e->{message}, qr/Tried: /, 'naming what was tried');
+like($e->{message}, qr/Tried: [ac]=insufficient_quota(, [ac]=insufficient_quota)?\.$/,
+     'naming what was tried: ' . $e->{message});
 cmp_ok($r->{headers}{'retry-after'}, '<=', 5,
        "Retry-After: a's reset, the earliest ($r->{headers}{'retry-after'})");
 
@@ -176,7 +177,7 @@ my $m = $http->get($ng->url('/metrics'))->{content};
 like($m, qr/^llmgw_backend_breaker_opened_total\{backend="dead"\} 1$/m,
      'metrics: its breaker opened');
 like($m, qr/^llmgw_backend_open\{backend="dead"\} 1$/m, 'and is open');
-like($m, qr/^llmgw_backend_failovers_total\{backend="a"\} 1$/m,
+like($m, qr/^llmgw_backend_failovers_total\{backend="a"\} [12]$/m,
      'metrics: a passed a request on');
 like($m, qr/^llmgw_backend_answers_total\{backend="a",kind="spent"\} \d+$/m,
      'and its quota answers are counted');

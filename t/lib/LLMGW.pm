@@ -336,7 +336,8 @@ sub raw_post {
 }
 
 # n POSTs at once, each on its own connection, all written before any is
-# read: the responses (as http_parse()), in the order sent.
+# read: the responses (as http_parse(), with closed: the time the server
+# closed the connection), in the order sent.
 sub burst {
     my ($url, $n, $body, $headers, %o) = @_;
     my ($host, $port, $path) = $url =~ m{^http://([^:/]+):(\d+)(/.*)$}
@@ -349,7 +350,7 @@ sub burst {
     $req .= "$_: $headers->{$_}\r\n" for sort keys %{ $headers // {} };
     $req .= "\r\n$body";
 
-    my (@c, %raw, %i);
+    my (@c, %raw, %i, %closed);
     my $sel = IO::Select->new();
 
     for my $k (0 .. $n - 1) {
@@ -368,6 +369,7 @@ sub burst {
         for my $c ($sel->can_read($left)) {
             my $k = $i{fileno $c};
             next if $c->sysread($raw{$k}, 65536, length $raw{$k});
+            $closed{$k} = time();
             $sel->remove($c);
             close($c);
         }
@@ -375,7 +377,9 @@ sub burst {
 
     close($_) for $sel->handles;
 
-    return map { http_parse($raw{$_}) } 0 .. $n - 1;
+    # closed: when the server closed it, undef if it did not in time
+    return map { { %{ http_parse($raw{$_}) }, closed => $closed{$_} } }
+               0 .. $n - 1;
 }
 
 # A response as far as it came: a chunked body is complete with its last
