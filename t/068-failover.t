@@ -130,6 +130,12 @@ for (1 .. 3) {
 
 is(limits($a)->{requests}, $sent, 'nothing more was sent to a');
 
+# what the gateway learned of a lives in shared memory: a reload keeps it
+$ng->reload();
+$r = ask('fast-chat', 280);
+is(served($r), 'b', 'after nginx -s reload, a is still out');
+is(limits($a)->{requests}, $sent, 'and still not sent anything');
+
 like($ng->error_log, qr/backend "a" answered 429: insufficient_quota/,
      'the error log says what a answered');
 like($ng->error_log, qr/"fast-chat" goes from backend "a" to "b"/,
