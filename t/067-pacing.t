@@ -13,6 +13,7 @@ use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
 use JSON::PP;
+use Chaos qw(workers);
 use LLMGW;
 use List::Util qw(max min sum);
 use POSIX qw(ceil);
@@ -282,5 +283,47 @@ is($charged, 0, 'the ' . scalar(@refused) . ' refused requests are charged '
    . 'nothing');
 
 $ng->no_alerts();
+
+
+###############################################################################
+# a waiter whose worker is killed: the queue does not wait for it forever
+
+my $lone = nginx(workers => 1, http => <<"EOF")->run();
+    %%GATEWAY%%
+    llm_gateway_tier  big  tpm=100000000 burst=100000000;
+
+    llm_gateway_backend  lone  upstream=rpm  rpm=60 queue=5 max_wait=8s;
+
+    upstream rpm { server 127.0.0.1:$rpm->{port}; }
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm backend=lone;
+            proxy_pass   http://\$llm_upstream/v1/chat/completions;
+        }
+    }
+EOF
+
+$r = http_post($lone->url('/v1/chat/completions'), body(16), %auth);
+is($r->{status}, 200, 'lone: the first goes');
+
+# the second waits for its second; its worker is killed meanwhile
+my $orphan = raw_post($lone->url('/v1/chat/completions'), body(16), \%auth,
+                      timeout => 0.3);
+my @w = workers($lone);
+kill('KILL', @w);
+sleep(0.5);
+
+$t0 = time();
+$r = http_post($lone->url('/v1/chat/completions'), body(16), %auth);
+my $took = time() - $t0;
+is($r->{status}, 200, 'lone: the third is served by the new worker');
+cmp_ok($took, '<', 6,
+       sprintf('once the dead waiter was dropped (%.1f s; 8 s would be '
+               . 'the wait limit)', $took));
+
+$lone->no_alerts(alerts => [ qr/worker process \d+ exited on signal 9/ ]);
 
 done_testing();
