@@ -28,11 +28,13 @@ my $ng = nginx(http => <<'EOF')->run();
     llm_gateway_tier  few  tpm=600000 rpm=3;
     llm_gateway_tier  one  tpm=6000 concurrency=1;
 
+    llm_gateway_backend  mock  rpm=60000;
+
     server {
         listen  127.0.0.1:%%PORT%%;
 
         location = /v1/chat/completions {
-            llm_gateway  zone=llm;
+            llm_gateway  zone=llm backend=mock;
             proxy_pass   http://127.0.0.1:%%MOCK%%;
         }
 
@@ -193,6 +195,14 @@ is($m->{'llmgw_tokens_total' . labels($few, kind => 'input')}, $in,
 is($m->{'llmgw_tokens_total' . labels($few, kind => 'output')}, $out,
    "llmgw_tokens_total output: the ledger's ($out)");
 
+# the backend: every admitted request went to it (6 of them served)
+my ($b) = @{ status_json()->{backends} // [] };
+is($b->{name}, 'mock', 'status.json: the backend');
+is($b->{rpm}, 60000, 'with its limit');
+is($b->{requests}, $m->{'llmgw_backend_requests_total{backend="mock"}'},
+   "its requests, as the metrics say ($b->{requests})");
+is($b->{queue}, 0, 'nobody waits');
+
 is_deeply([ @{ $tf->{requests} }{qw(2xx 4xx)}, $tf->{rejected}{requests},
             @{ $tf->{tokens} }{qw(input output)} ],
           [ 3, 1, 1, $in, $out ], 'status.json: the same figures');
@@ -221,7 +231,7 @@ is(HTTP::Tiny->new->request('POST', $ng->url('/status.json'))->{status},
 
 SKIP: {
     my ($chromium) = grep { -x } qw(/usr/bin/chromium /usr/bin/chromium-browser);
-    skip('no chromium (make deps installs it)', 6) unless $chromium;
+    skip('no chromium (make deps installs it)', 8) unless $chromium;
 
     my $dir = $ng->dir() . '/chromium';
     my $shots = "$FindBin::Bin/../build/screenshots";
@@ -261,6 +271,13 @@ SKIP: {
         push(@figures, $requests);
         like($requests, qr/^\d+$/, "capture $n: the page drew $requests "
              . "requests of $one->{name}");
+
+        # and the backend they went to
+        my ($brow) = $dom =~ m{<tr><td class="l">mock</td>(.*?)</tr>};
+        my @bcells = ($brow // '') =~ m{<td>(?:<[^>]*>)?([^<]*)}g;
+        (my $sent = $bcells[2] // '') =~ s/,//g;
+        ok($sent =~ /^\d+$/ && $sent > 0,
+           "capture $n: the page drew the backend's $sent requests");
     }
 
     kill('KILL', $load);
