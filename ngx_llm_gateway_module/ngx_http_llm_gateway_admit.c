@@ -140,6 +140,9 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         }
     }
 
+    /* where a failover starts the request again (backend.c) */
+    ctx->phase = r->phase_handler;
+
     if (ctx->idem_joiner && !ctx->err_status) {
         return ngx_http_llm_gateway_idem_serve(r, ctx);
     }

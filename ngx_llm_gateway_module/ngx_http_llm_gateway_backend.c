@@ -36,7 +36,7 @@ static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
 static ngx_http_llm_gateway_member_t *ngx_http_llm_gateway_choose(
     ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx, int64_t now);
 static ngx_uint_t ngx_http_llm_gateway_backend_state(
-    ngx_http_llm_gateway_backend_t *b, int64_t now, ngx_uint_t take,
+    ngx_http_llm_gateway_backend_t *b, int64_t now, ngx_uint_t *take,
     int64_t *until);
 static ngx_int_t ngx_http_llm_gateway_use(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_member_t *m);
@@ -264,6 +264,7 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
     ngx_http_llm_gateway_backend_t  *ob = data;
 
+    uint64_t                            ticket;
     ngx_slab_pool_t                    *shpool;
     llm_pacer_conf_t                   *pc;
     ngx_http_llm_gateway_backend_t     *b;
@@ -273,8 +274,7 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
     b->shpool = shpool;
 
-    if (ob && ob->sh && ob->sh->version == NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION
-        && ob->entries == b->entries)
+    if (ob && ob->sh && ob->sh->version == NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION)
     {
         b->sh = ob->sh;
         sh = b->sh;
@@ -283,9 +283,37 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
         pc = sh->pacer ? &sh->pacer->conf : NULL;
 
-        if (pc && (pc->rpm != b->pacer.rpm || pc->tpm != b->pacer.tpm)) {
-            (void) llm_pacer_init(sh->pacer, llm_pacer_size(b->entries),
-                                  &b->pacer, ngx_http_llm_gateway_now_ms());
+        if (ob->entries != b->entries
+            || (pc && (pc->rpm != b->pacer.rpm || pc->tpm != b->pacer.tpm)))
+        {
+            /*
+             * Other limits: a new pacer, in the same zone (its size may
+             * not have changed with them).  Tickets go on from where they
+             * were: requests in flight hold some.
+             */
+            ticket = sh->pacer ? sh->pacer->next_ticket : 1;
+
+            if (sh->pacer) {
+                ngx_slab_free_locked(shpool, sh->pacer);
+                sh->pacer = NULL;
+            }
+
+            if (b->entries) {
+                sh->pacer = ngx_slab_alloc_locked(shpool,
+                                                  llm_pacer_size(b->entries));
+
+                if (sh->pacer == NULL
+                    || llm_pacer_init(sh->pacer, llm_pacer_size(b->entries),
+                                      &b->pacer,
+                                      ngx_http_llm_gateway_now_ms())
+                       == NULL)
+                {
+                    ngx_shmtx_unlock(&shpool->mutex);
+                    return NGX_ERROR;
+                }
+
+                sh->pacer->next_ticket = ticket;
+            }
 
         } else if (pc) {
             /* the queue's bounds apply to the waiters from now on */
@@ -565,7 +593,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, int64_t now)
 {
     int64_t                         until, first;
-    ngx_uint_t                      i, best, total, pick, state, worst;
+    ngx_uint_t                      i, best, total, pick, state, worst, take;
     ngx_http_llm_gateway_member_t  *m, *chosen;
 
     m = ctx->role->members.elts;
@@ -575,7 +603,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
     for (i = 0; i < ctx->role->members.nelts; i++) {
         if ((ctx->tried & ((uint32_t) 1 << i))
-            || ngx_http_llm_gateway_backend_state(m[i].backend, now, 0,
+            || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                   &until)
                != NGX_HTTP_LLM_GATEWAY_UP)
         {
@@ -598,7 +626,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((ctx->tried & ((uint32_t) 1 << i)) || m[i].priority != best
-                || ngx_http_llm_gateway_backend_state(m[i].backend, now, 0,
+                || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                       &until)
                    != NGX_HTTP_LLM_GATEWAY_UP)
             {
@@ -618,11 +646,14 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
         }
 
         /* a half-open breaker lets one request through: this one, if free */
-        if (ngx_http_llm_gateway_backend_state(chosen->backend, now, 1,
+        take = 1;
+
+        if (ngx_http_llm_gateway_backend_state(chosen->backend, now, &take,
                                                &until)
             == NGX_HTTP_LLM_GATEWAY_UP)
         {
             ctx->tried |= (uint32_t) 1 << (chosen - m);
+            ctx->trial = (take == 2);
             return chosen;
         }
 
@@ -635,7 +666,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     worst = NGX_HTTP_LLM_GATEWAY_UP;
 
     for (i = 0; i < ctx->role->members.nelts; i++) {
-        state = ngx_http_llm_gateway_backend_state(m[i].backend, now, 0,
+        state = ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                    &until);
 
         if (state == NGX_HTTP_LLM_GATEWAY_UP) {
@@ -658,12 +689,13 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
 /*
  * Under the backend's lock: up, or what keeps it out and until when (wall
- * ms).  take: a half-open breaker's one trial is taken by the caller.
+ * ms).  take: a half-open breaker's one trial is taken by the caller, and
+ * *take is then 2.
  */
 
 static ngx_uint_t
 ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
-    int64_t now, ngx_uint_t take, int64_t *until)
+    int64_t now, ngx_uint_t *take, int64_t *until)
 {
     ngx_uint_t                          state;
     ngx_http_llm_gateway_backend_sh_t  *sh;
@@ -691,6 +723,7 @@ ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
 
         } else if (take) {
             sh->trial_until = now + (int64_t) b->fail_timeout;
+            *take = 2;
         }
 
     } else if (sh->busy_until > now) {
@@ -780,7 +813,7 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
 {
     int64_t                             now, wall, until, start, wait;
-    ngx_uint_t                          state;
+    ngx_uint_t                          state, take;
     llm_pacer_rc_e                      rc;
     ngx_http_llm_gateway_backend_t     *b;
     ngx_http_llm_gateway_backend_sh_t  *sh;
@@ -792,13 +825,19 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     wall = ngx_http_llm_gateway_wall_ms();
 
     if (ctx->pace_ticket == 0) {
+        take = (ctx->role == NULL);
         state = ngx_http_llm_gateway_backend_state(b, wall,
-                                                   ctx->role == NULL, &until);
+                                                   take ? &take : NULL,
+                                                   &until);
+        if (take == 2) {
+            ctx->trial = 1;
+        }
 
         if (state == NGX_HTTP_LLM_GATEWAY_BUSY
             && until - wall + (now - ctx->pace_asked)
                <= (int64_t) b->pacer.max_wait_ms)
         {
+            ctx->pace_waited = 1;
             *delay = (ngx_msec_t) ngx_min(until - wall,
                                           NGX_HTTP_LLM_GATEWAY_PACE_POLL);
             *delay = ngx_max(*delay, 1);
@@ -814,7 +853,16 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     if (sh->pacer == NULL) {
         ngx_shmtx_lock(&b->shpool->mutex);
         sh->stats.started++;
+
+        if (ctx->pace_waited) {
+            sh->stats.waited++;
+            sh->stats.waited_ms += now - ctx->pace_asked;
+        }
+
         ngx_shmtx_unlock(&b->shpool->mutex);
+
+        ctx->paced = 1;
+        ctx->queued_ms += now - ctx->pace_asked;
 
         return NGX_OK;
     }
@@ -1058,6 +1106,14 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
         return NGX_OK;
     }
 
+    /*
+     * An answer is read while its upstream is live: one dropped for a
+     * failover (or finalized for error_page) is not the next backend's.
+     */
+    if (u->headers_in.status_n && u->cleanup == NULL) {
+        return NGX_OK;
+    }
+
     ctx->answered = 1;
 
     ngx_memzero(&in, sizeof(llm_provider_in_t));
@@ -1264,6 +1320,14 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
         }
     }
 
+    /* the refused request is in the old pacer's minute, with no tokens */
+    ngx_http_llm_gateway_backend_done(ctx, prev, 0);
+
+    ctx->pace_ticket = 0;
+    ctx->pace_waited = 0;
+    ctx->paced = 0;
+    ctx->trial = 0;
+
     if (ngx_http_llm_gateway_use(r, ctx, m) != NGX_OK
         || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
     {
@@ -1278,12 +1342,6 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     prev->sh->stats.failovers++;
     ngx_shmtx_unlock(&prev->shpool->mutex);
 
-    /* the refused request is in the pacer's minute, with no tokens */
-    ngx_http_llm_gateway_backend_done(ctx, prev, 0);
-
-    ctx->pace_ticket = 0;
-    ctx->pace_waited = 0;
-    ctx->paced = 0;
     ctx->answered = 0;
     ctx->retried = 1;
 
@@ -1315,9 +1373,22 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     r->headers_out.content_length_n = -1;
     r->headers_out.last_modified_time = -1;
 
-    (void) ngx_http_internal_redirect(r, &r->uri, &r->args);
+    /*
+     * The same location again, from the gateway's own phase handler, once
+     * the upstream's stack has unwound: the request is posted, and holds
+     * a count that the old upstream's finalization takes.  Not an internal
+     * redirect: that would find the location again from a URI a rewrite
+     * may have changed, and counts against nginx's limit of 10.
+     */
+    r->phase_handler = ctx->phase;
+    r->write_event_handler = ngx_http_core_run_phases;
 
-    /* internal_redirect()'s count: the upstream's finalization takes it */
+    r->main->count++;
+
+    if (ngx_http_post_request(r, NULL) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return NGX_DONE;
 }
 
@@ -1432,7 +1503,7 @@ ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
 {
     int64_t  now;
 
-    if (b == NULL || ctx->pace_ticket == 0 || b->sh->pacer == NULL) {
+    if (b == NULL) {
         return;
     }
 
@@ -1440,12 +1511,23 @@ ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
 
     ngx_shmtx_lock(&b->shpool->mutex);
 
-    if (ctx->paced) {
-        (void) llm_pacer_correct(b->sh->pacer, ctx->pace_ticket, tokens, now);
+    /* a half-open trial that never reached it: the next request's */
+    if (ctx->trial && !ctx->answered) {
+        b->sh->trial_until = 0;
+    }
 
-    } else {
-        /* still waiting: it leaves the queue without a trace */
-        (void) llm_pacer_cancel(b->sh->pacer, ctx->pace_ticket, now);
+    ctx->trial = 0;
+
+    if (ctx->pace_ticket && b->sh->pacer) {
+
+        if (ctx->paced) {
+            (void) llm_pacer_correct(b->sh->pacer, ctx->pace_ticket, tokens,
+                                     now);
+
+        } else {
+            /* still waiting: it leaves the queue without a trace */
+            (void) llm_pacer_cancel(b->sh->pacer, ctx->pace_ticket, now);
+        }
     }
 
     ngx_shmtx_unlock(&b->shpool->mutex);

@@ -449,6 +449,7 @@ typedef struct {
     uint64_t                     pace_ticket;
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
+    ngx_int_t                    phase;         /* its preaccess handler */
 
     /* Idempotency-Key (idem.c) */
     void                        *idem;          /* its entry */
@@ -474,6 +475,7 @@ typedef struct {
     unsigned                     pace_waited:1;
     unsigned                     answered:1;       /* the answer was read */
     unsigned                     retried:1;        /* failed over */
+    unsigned                     trial:1;          /* a half-open trial */
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */

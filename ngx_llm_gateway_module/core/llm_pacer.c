@@ -31,7 +31,6 @@ llm_pacer_clamp(int64_t tokens)
 
 
 static void llm_pacer_remove(llm_pacer_t *p, uint32_t i);
-static void llm_pacer_first(llm_pacer_t *p);
 
 
 uint32_t
@@ -199,6 +198,7 @@ llm_pacer_replan(llm_pacer_t *p, uint32_t k)
 static void
 llm_pacer_update(llm_pacer_t *p, int64_t now_ms)
 {
+    uint32_t            i;
     llm_pacer_entry_t  *e;
 
     if (now_ms > p->now_ms) {
@@ -217,14 +217,22 @@ llm_pacer_update(llm_pacer_t *p, int64_t now_ms)
         p->started--;
     }
 
-    while (p->waiting && p->conf.stale_ms) {
-        e = llm_pacer_at(p, p->started);
+    /*
+     * Every waiter silent for stale_ms goes, wherever it is in the queue:
+     * its callers ask far more often than that, so it is a dead one, and
+     * each dead one ahead would otherwise hold the queue stale_ms more.
+     */
+    if (p->conf.stale_ms) {
+        i = p->started;
 
-        if (e->seen_ms + p->conf.stale_ms >= p->now_ms) {
-            break;
+        while (i < p->started + p->waiting) {
+            if (llm_pacer_at(p, i)->seen_ms + p->conf.stale_ms < p->now_ms) {
+                llm_pacer_remove(p, i);
+                continue;
+            }
+
+            i++;
         }
-
-        llm_pacer_remove(p, p->started);
     }
 
     if (p->waiting && llm_pacer_at(p, p->started)->start_ms < p->now_ms) {
@@ -250,28 +258,7 @@ llm_pacer_remove(llm_pacer_t *p, uint32_t i)
 
     p->waiting--;
 
-    if (k == 0) {
-        llm_pacer_first(p);
-    }
-
     llm_pacer_replan(p, k);
-}
-
-
-/* a waiter that has just become first is silent from now on, not before */
-
-static void
-llm_pacer_first(llm_pacer_t *p)
-{
-    llm_pacer_entry_t  *e;
-
-    if (p->waiting) {
-        e = llm_pacer_at(p, p->started);
-
-        if (e->seen_ms < p->now_ms) {
-            e->seen_ms = p->now_ms;
-        }
-    }
 }
 
 
@@ -412,8 +399,6 @@ llm_pacer_go(llm_pacer_t *p, uint64_t ticket, int64_t now_ms,
     p->waiting--;
     p->tokens += e->tokens;
     p->queued -= e->tokens;
-
-    llm_pacer_first(p);
 
     return LLM_PACER_GO;
 }

@@ -31,8 +31,9 @@
  * its entry then records the time it really started.
  *
  * A waiter whose caller is gone (a killed process) would hold the queue
- * forever: a first waiter that has not asked for stale_ms is dropped, as
- * if cancelled, and its llm_pacer_go() then finds nothing.
+ * forever: a waiter that has not asked for stale_ms (its caller asks far
+ * more often) is dropped, as if cancelled, wherever it is in the queue,
+ * and its llm_pacer_go() then finds nothing.
  *
  * All state is one flat struct without pointers, sized and placed by the
  * caller (nginx shared memory, later): a ring of entries, the started
@@ -63,8 +64,8 @@ typedef struct {
     int64_t    max_wait_ms;      /* the longest wait the requests ahead
                                     impose: more is refused (TOO_LONG) */
     uint32_t   max_queue;        /* waiters at most; 0: nobody waits */
-    int64_t    stale_ms;         /* a first waiter silent this long is
-                                    dropped; 0: never */
+    int64_t    stale_ms;         /* a waiter silent this long is dropped;
+                                    0: never */
 } llm_pacer_conf_t;
 
 

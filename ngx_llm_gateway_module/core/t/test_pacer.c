@@ -1165,15 +1165,16 @@ test_sim_cancel(void)
 
 
 /*
- * A waiter whose process died never asks again: once first, it is dropped
- * after stale_ms of silence, and the one behind it goes instead.
+ * A waiter whose process died never asks again: silent for stale_ms, it is
+ * dropped wherever it is in the queue, and the ones behind go instead.
  */
 
 static void
 test_stale(void)
 {
-    int64_t       at;
-    uint64_t      a, b, c;
+    int      k;
+    int64_t  at;
+    uint64_t a, b, c, d[3], l;
     llm_pacer_t  *p;
 
     p = pacer(mem_a, 60, 0, 10000, 10, 0, 0);
@@ -1186,33 +1187,51 @@ test_stale(void)
 
     /* b asks once more, then never again; c keeps asking */
     tap_is(llm_pacer_go(p, b, 400, &at), LLM_PACER_WAIT, "stale: b not yet");
-    tap_is(llm_pacer_go(p, c, 800, &at), LLM_PACER_WAIT, "stale: c still behind");
-    tap_is(p->waiting, 2, "stale: b is not dropped while not silent long");
+    tap_is(llm_pacer_go(p, c, 400, &at), LLM_PACER_WAIT, "stale: c behind");
+    tap_is(llm_pacer_go(p, c, 800, &at), LLM_PACER_WAIT, "stale: c still");
+    tap_is(p->waiting, 2, "stale: b silent 400 ms is kept");
 
     tap_is(llm_pacer_go(p, c, 1200, &at), LLM_PACER_GO,
-       "stale: b silent 1200 ms as first is dropped, c goes");
+           "stale: b silent 800 ms is dropped, c goes in its slot");
     tap_is(llm_pacer_go(p, b, 1200, &at), LLM_PACER_NOT_FOUND,
-       "stale: b finds nothing");
+           "stale: b finds nothing");
     tap_is(p->started, 2, "stale: a and c started, b not");
     tap_is(p->waiting, 0, "stale: nobody waits");
 
-    /* a live first waiter is never dropped, however long it waits */
+    /* three dead ones ahead cost one stale_ms, not three */
     p = pacer(mem_a, 60, 0, 100000, 10, 0, 0);
     p->conf.stale_ms = 500;
 
-    tap_is(llm_pacer_ask(p, 1, 0, &at, &a), LLM_PACER_GO, "live: a goes");
-    tap_is(llm_pacer_ask(p, 1, 0, &at, &b), LLM_PACER_WAIT, "live: b waits");
-    tap_is(llm_pacer_ask(p, 1, 300, &at, &c), LLM_PACER_WAIT, "live: c waits");
-    tap_is(llm_pacer_go(p, b, 400, &at), LLM_PACER_WAIT, "live: b asks");
-    tap_is(llm_pacer_go(p, b, 800, &at), LLM_PACER_WAIT, "live: b asks again");
-    tap_is(llm_pacer_go(p, b, 1000, &at), LLM_PACER_GO, "live: b goes in turn");
+    (void) llm_pacer_ask(p, 1, 0, &at, &a);
 
-    /* c became first at 1000: its silence counts from then */
-    tap_is(llm_pacer_go(p, c, 1450, &at), LLM_PACER_WAIT,
-       "live: c first since 1000 is not stale at 1450");
-    tap_is(p->waiting, 1, "live: c still waits");
-    tap_is(llm_pacer_go(p, c, 1900, &at), LLM_PACER_WAIT, "live: c asks");
-    tap_is(llm_pacer_go(p, c, 2000, &at), LLM_PACER_GO, "live: c goes");
+    for (k = 0; k < 3; k++) {
+        (void) llm_pacer_ask(p, 1, 0, &at, &d[k]);
+    }
+
+    tap_is(llm_pacer_ask(p, 1, 0, &at, &l), LLM_PACER_WAIT, "dead: l waits");
+    tap_is(at, 4000, "dead: behind three");
+    tap_is(llm_pacer_go(p, l, 400, &at), LLM_PACER_WAIT, "dead: l asks");
+    tap_is(llm_pacer_go(p, l, 800, &at), LLM_PACER_WAIT,
+           "dead: at 800 ms the three are gone, l is first");
+    tap_is(at, 1000, "dead: planned in the first one's slot");
+    tap_is(p->waiting, 1, "dead: l alone waits");
+    tap_is(llm_pacer_go(p, l, 1000, &at), LLM_PACER_GO, "dead: l goes");
+
+    /* a live waiter is never dropped, however long it waits */
+    p = pacer(mem_a, 6, 0, 100000, 10, 0, 0);
+    p->conf.stale_ms = 500;
+
+    (void) llm_pacer_ask(p, 1, 0, &at, &a);
+    (void) llm_pacer_ask(p, 1, 0, &at, &b);
+
+    for (k = 1; k < 25; k++) {
+        if (llm_pacer_go(p, b, k * 400, &at) != LLM_PACER_WAIT) {
+            break;
+        }
+    }
+
+    tap_is(k, 25, "live: asking every 400 ms, it waits its 10 s");
+    tap_is(llm_pacer_go(p, b, 10000, &at), LLM_PACER_GO, "live: and goes");
 
     /* stale_ms 0: never dropped */
     p = pacer(mem_a, 60, 0, 100000, 10, 0, 0);
