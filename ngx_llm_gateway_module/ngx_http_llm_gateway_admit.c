@@ -1073,7 +1073,7 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
     mlen = ngx_strlen(ctx->err_message);
 
     len = sizeof("{\"error\":{\"message\":\"\",\"type\":\"\",\"param\":\"\","
-                 "\"code\":\"\"}}\n") - 1
+                 "\"code\":\"\",\"retry_after_ms\":}}\n") - 1 + NGX_INT64_LEN
           + mlen + ngx_escape_json(NULL, ctx->err_message, mlen)
           + ngx_strlen(ctx->err_type) + ngx_strlen(ctx->err_code)
           + (ctx->err_param ? ngx_strlen(ctx->err_param) : 4);
@@ -1095,7 +1095,14 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
         p = ngx_cpymem(p, "null", 4);
     }
 
-    p = ngx_sprintf(p, ",\"code\":\"%s\"}}\n", ctx->err_code);
+    p = ngx_sprintf(p, ",\"code\":\"%s\"", ctx->err_code);
+
+    /* what Retry-After and retry-after-ms say, for clients that read JSON */
+    if (ctx->retry_after) {
+        p = ngx_sprintf(p, ",\"retry_after_ms\":%L", ctx->retry_after_ms);
+    }
+
+    p = ngx_cpymem(p, "}}\n", 3);
 
     b->last = p;
     b->last_buf = (r == r->main) ? 1 : 0;

@@ -50,6 +50,10 @@ static void ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
     int64_t now);
 static void ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
+static void ngx_http_llm_gateway_tried(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, const char *code);
+static ngx_int_t ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay);
 static void ngx_http_llm_gateway_backend_result(
     ngx_http_llm_gateway_backend_t *b, llm_provider_verdict_t *v,
     int64_t now);
@@ -785,7 +789,7 @@ ngx_http_llm_gateway_pace(ngx_http_request_t *r,
 
     ctx->pace_asked = ngx_http_llm_gateway_now_ms();
 
-    rc = ngx_http_llm_gateway_pace_ask(r, ctx, &delay);
+    rc = ngx_http_llm_gateway_pace_next(r, ctx, &delay);
 
     if (rc != NGX_AGAIN) {
         return rc;
@@ -944,6 +948,104 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
 }
 
 
+/*
+ * A role's backend that cannot take the request now (its queue is full,
+ * the wait too long, the request too large for it, or it went out since
+ * it was chosen) passes it to the next candidate, before any upstream saw
+ * it.  When none can, the first refusal is the answer.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
+{
+    u_char                          *message;
+    int64_t                          now, retry_after, retry_after_ms;
+    ngx_int_t                        rc;
+    ngx_uint_t                       status, never;
+    const char                      *type, *code, *param;
+    ngx_http_llm_gateway_member_t   *m;
+    ngx_http_llm_gateway_backend_t  *prev;
+
+    rc = ngx_http_llm_gateway_pace_ask(r, ctx, delay);
+
+    if (rc != NGX_DECLINED || ctx->role == NULL) {
+        return rc;
+    }
+
+    status = ctx->err_status;
+    type = ctx->err_type;
+    code = ctx->err_code;
+    param = ctx->err_param;
+    message = ctx->err_message;
+    retry_after = ctx->retry_after;
+    retry_after_ms = ctx->retry_after_ms;
+    never = ctx->never;
+
+    ngx_http_llm_gateway_tried(r, ctx, code);
+    ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+    prev = ctx->backend;
+
+    for ( ;; ) {
+        ctx->err_status = 0;
+        ctx->never = 0;
+
+        m = ngx_http_llm_gateway_choose(r, ctx,
+                                        ngx_http_llm_gateway_wall_ms());
+
+        if (m == NULL) {
+            break;
+        }
+
+        if (!ngx_http_llm_gateway_budget_covers(ctx, m->model.len
+                                                     ? &m->model
+                                                     : &ctx->role_name))
+        {
+            continue;
+        }
+
+        if (ngx_http_llm_gateway_use(r, ctx, m) != NGX_OK
+            || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
+        {
+            break;
+        }
+
+        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
+                      "llm gateway: \"%V\" goes from backend \"%V\" to "
+                      "\"%V\": %s", &ctx->role_name, &prev->name,
+                      &ctx->backend->name, code);
+
+        now = ngx_http_llm_gateway_now_ms();
+
+        ctx->queued_ms += now - ctx->pace_asked;
+        ctx->pace_asked = now;
+        ctx->pace_waited = 0;
+
+        rc = ngx_http_llm_gateway_pace_ask(r, ctx, delay);
+
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+
+        ngx_http_llm_gateway_tried(r, ctx, ctx->err_code);
+        ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+        prev = ctx->backend;
+    }
+
+    /* the first backend's refusal, which says the most */
+    ctx->err_status = status;
+    ctx->err_type = type;
+    ctx->err_code = code;
+    ctx->err_param = param;
+    ctx->err_message = message;
+    ctx->retry_after = retry_after;
+    ctx->retry_after_ms = retry_after_ms;
+    ctx->never = never;
+
+    return NGX_DECLINED;
+}
+
+
 static void
 ngx_http_llm_gateway_pace_handler(ngx_http_request_t *r)
 {
@@ -964,7 +1066,7 @@ ngx_http_llm_gateway_pace_handler(ngx_http_request_t *r)
 
     ctx = ngx_http_llm_gateway_get_ctx(r);
 
-    rc = ngx_http_llm_gateway_pace_ask(r, ctx, &delay);
+    rc = ngx_http_llm_gateway_pace_next(r, ctx, &delay);
 
     if (rc == NGX_AGAIN) {
         wev->delayed = 1;
@@ -1102,7 +1204,16 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
 
     u = r->upstream;
 
-    if (ctx->backend == NULL || u == NULL || ctx->answered) {
+    if (ctx->backend == NULL) {
+        return NGX_OK;
+    }
+
+    /* the gateway's own refusal after admission (its pacer): named too */
+    if (ctx->err_status) {
+        return ngx_http_llm_gateway_backend_headers(r, ctx);
+    }
+
+    if (u == NULL || ctx->answered) {
         return NGX_OK;
     }
 
@@ -1200,18 +1311,29 @@ static void
 ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v)
 {
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "llm gateway: backend \"%V\" answered %ui: %s (%s), "
+                  "retry in %L ms", &ctx->backend->name,
+                  r->upstream->headers_in.status_n, v->code,
+                  v->why ? v->why : "-", v->retry_ms);
+
+    ngx_http_llm_gateway_tried(r, ctx, v->code);
+}
+
+
+/* "a=code, b=code": what the failover header and a refusal tell */
+
+static void
+ngx_http_llm_gateway_tried(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, const char *code)
+{
     u_char     *p;
     size_t      len;
     ngx_str_t  *name;
 
     name = &ctx->backend->name;
 
-    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                  "llm gateway: backend \"%V\" answered %ui: %s (%s), "
-                  "retry in %L ms", name, r->upstream->headers_in.status_n,
-                  v->code, v->why ? v->why : "-", v->retry_ms);
-
-    len = ctx->tried_names.len + name->len + ngx_strlen(v->code) + 3;
+    len = ctx->tried_names.len + name->len + ngx_strlen(code) + 3;
 
     p = ngx_pnalloc(r->pool, len);
     if (p == NULL) {
@@ -1222,7 +1344,7 @@ ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
     ctx->tried_names.len = ngx_sprintf(p, "%V%s%V=%s",
                                        &ctx->tried_names,
                                        ctx->tried_names.len ? ", " : "",
-                                       name, v->code)
+                                       name, code)
                            - p;
     ctx->tried_names.data = p;
 }

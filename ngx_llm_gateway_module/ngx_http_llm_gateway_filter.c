@@ -77,7 +77,7 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     }
 
     /* a backend's answer: read, and maybe passed to the next backend */
-    if (ctx->admitted && !ctx->err_status) {
+    if (ctx->admitted) {
         rc = ngx_http_llm_gateway_backend_answer(r, ctx);
 
         if (rc == NGX_DONE) {

@@ -36,6 +36,7 @@ my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_backend  b;
     llm_gateway_backend  c;
     llm_gateway_backend  dead  failures=2 fail_timeout=30s;
+    llm_gateway_backend  q1  upstream=b  rpm=60 queue=0;
 
     upstream a { server 127.0.0.1:$a->{port}; }
     upstream b { server 127.0.0.1:$b->{port}; }
@@ -49,6 +50,10 @@ my $ng = nginx(http => <<"EOF")->run();
     # spent-chat: both with a quota, c's reset is later
     llm_gateway_role  spent-chat  a  model=gpt-a;
     llm_gateway_role  spent-chat  c  model=gpt-c;
+
+    # queue-chat: q1 starts one request a second and lets none wait
+    llm_gateway_role  queue-chat  q1  priority=1;
+    llm_gateway_role  queue-chat  b   priority=2;
 
     # safe-chat: a dead backend first, its breaker opens
     llm_gateway_role  safe-chat  dead  priority=1;
@@ -166,6 +171,18 @@ like($e->{message}, qr/Tried: [ac]=insufficient_quota(, [ac]=insufficient_quota)
      'naming what was tried: ' . $e->{message});
 cmp_ok($r->{headers}{'retry-after'}, '<=', 5,
        "Retry-After: a's reset, the earliest ($r->{headers}{'retry-after'})");
+
+
+###############################################################################
+# queue-chat: a backend whose pacer cannot take a request passes it on
+
+$r = ask('queue-chat');
+is(served($r), 'q1', 'queue-chat: q1 takes the first');
+$r = ask('queue-chat');
+is($r->{status}, 200, 'the second at once: 200');
+is(served($r), 'b', 'served by b');
+is($r->{headers}{'x-llmgw-failover'}, 'q1=provider_rate_limited',
+   'q1 could not start it this second');
 
 
 ###############################################################################
