@@ -63,6 +63,7 @@ static ngx_int_t ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_clear_headers(ngx_http_request_t *r);
 
 
 /* what keeps a backend from the candidates, in the order it is told */
@@ -1480,20 +1481,9 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     }
 
     /* what the dropped answer set is not the next one's */
-    ngx_memzero(&r->headers_out, sizeof(ngx_http_headers_out_t));
-
-    if (ngx_list_init(&r->headers_out.headers, r->pool, 20,
-                      sizeof(ngx_table_elt_t))
-        != NGX_OK
-        || ngx_list_init(&r->headers_out.trailers, r->pool, 4,
-                         sizeof(ngx_table_elt_t))
-           != NGX_OK)
-    {
+    if (ngx_http_llm_gateway_clear_headers(r) != NGX_OK) {
         return NGX_ERROR;
     }
-
-    r->headers_out.content_length_n = -1;
-    r->headers_out.last_modified_time = -1;
 
     /*
      * The same location again, from the gateway's own phase handler, once
@@ -1551,6 +1541,22 @@ ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
         ctx->err_code = "provider_overloaded";
     }
 
+    /* the provider's headers go with its answer */
+    if (ngx_http_llm_gateway_clear_headers(r) != NGX_OK
+        || ngx_http_llm_gateway_error_headers(r, ctx) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_gateway_backend_headers(r, ctx);
+}
+
+
+/* r->headers_out as a new request's, the upstream's answer gone */
+
+static ngx_int_t
+ngx_http_llm_gateway_clear_headers(ngx_http_request_t *r)
+{
     ngx_memzero(&r->headers_out, sizeof(ngx_http_headers_out_t));
 
     if (ngx_list_init(&r->headers_out.headers, r->pool, 20,
@@ -1563,13 +1569,10 @@ ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
+    r->headers_out.content_length_n = -1;
     r->headers_out.last_modified_time = -1;
 
-    if (ngx_http_llm_gateway_error_headers(r, ctx) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    return ngx_http_llm_gateway_backend_headers(r, ctx);
+    return NGX_OK;
 }
 
 

@@ -104,9 +104,7 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 {
     ngx_http_llm_gateway_main_conf_t *lmcf = conf;
 
-    u_char                            *p;
-    ssize_t                            size;
-    ngx_str_t                         *value, name, s;
+    ngx_str_t                         *value, s;
     ngx_uint_t                         i;
     ngx_msec_t                         ms;
     ngx_shm_zone_t                    *shm_zone;
@@ -121,31 +119,14 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     lmcf->idem_retain = 86400000;
     lmcf->idem_max = 1024 * 1024;
 
-    size = 0;
-    ngx_str_null(&name);
+    shm_zone = NULL;
 
     for (i = 1; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
-            name.data = value[i].data + 5;
-
-            p = (u_char *) ngx_strchr(name.data, ':');
-            if (p == NULL) {
-                goto invalid;
-            }
-
-            name.len = p - name.data;
-            s.data = p + 1;
-            s.len = value[i].data + value[i].len - s.data;
-
-            size = ngx_parse_size(&s);
-            if (size == NGX_ERROR || name.len == 0) {
-                goto invalid;
-            }
-
-            if (size < (ssize_t) (8 * ngx_pagesize)) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "zone \"%V\" is too small", &value[i]);
+            shm_zone = ngx_http_llm_gateway_zone_add(cf, &value[i],
+                                               &ngx_http_llm_gateway_idem_tag);
+            if (shm_zone == NULL) {
                 return NGX_CONF_ERROR;
             }
 
@@ -180,7 +161,7 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
         goto invalid;
     }
 
-    if (name.len == 0) {
+    if (shm_zone == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"%V\" must have \"zone\" parameter", &cmd->name);
         return NGX_CONF_ERROR;
@@ -188,18 +169,6 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 
     z = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_idem_zone_t));
     if (z == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    shm_zone = ngx_shared_memory_add(cf, &name, size,
-                                     &ngx_http_llm_gateway_idem_tag);
-    if (shm_zone == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
-                           &name);
         return NGX_CONF_ERROR;
     }
 

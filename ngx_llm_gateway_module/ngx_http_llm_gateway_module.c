@@ -762,64 +762,20 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 static char *
 ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    u_char                       *p;
-    ssize_t                       size;
-    ngx_str_t                    *value, name, s;
+    ngx_str_t                    *value;
     ngx_shm_zone_t               *shm_zone;
     ngx_http_llm_gateway_zone_t  *zone;
 
     value = cf->args->elts;
-
-    if (ngx_strncmp(value[1].data, "zone=", 5) != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\", expected "
-                           "\"zone=name:size\"", &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    name.data = value[1].data + 5;
-
-    p = (u_char *) ngx_strchr(name.data, ':');
-
-    if (p == NULL) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    name.len = p - name.data;
-
-    s.data = p + 1;
-    s.len = value[1].data + value[1].len - s.data;
-
-    size = ngx_parse_size(&s);
-
-    if (size == NGX_ERROR || name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    if (size < (ssize_t) (8 * ngx_pagesize)) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "zone \"%V\" is too small", &value[1]);
-        return NGX_CONF_ERROR;
-    }
 
     zone = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_zone_t));
     if (zone == NULL) {
         return NGX_CONF_ERROR;
     }
 
-    shm_zone = ngx_shared_memory_add(cf, &name, size,
-                                     &ngx_http_llm_gateway_module);
+    shm_zone = ngx_http_llm_gateway_zone_add(cf, &value[1],
+                                             &ngx_http_llm_gateway_module);
     if (shm_zone == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
-                           &name);
         return NGX_CONF_ERROR;
     }
 
@@ -828,6 +784,70 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     zone->name = shm_zone->shm.name;
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * A shared memory zone of its own, from "zone=name:size", with the tag
+ * that tells whose it is; NULL after saying what is wrong with it.
+ */
+
+ngx_shm_zone_t *
+ngx_http_llm_gateway_zone_add(ngx_conf_t *cf, ngx_str_t *value, void *tag)
+{
+    u_char          *p;
+    ssize_t          size;
+    ngx_str_t        name, s;
+    ngx_shm_zone_t  *shm_zone;
+
+    if (ngx_strncmp(value->data, "zone=", 5) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\", expected "
+                           "\"zone=name:size\"", value);
+        return NULL;
+    }
+
+    name.data = value->data + 5;
+
+    p = (u_char *) ngx_strchr(name.data, ':');
+
+    if (p == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone size \"%V\"", value);
+        return NULL;
+    }
+
+    name.len = p - name.data;
+
+    s.data = p + 1;
+    s.len = value->data + value->len - s.data;
+
+    size = ngx_parse_size(&s);
+
+    if (size == NGX_ERROR || name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zone size \"%V\"", value);
+        return NULL;
+    }
+
+    if (size < (ssize_t) (8 * ngx_pagesize)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is too small", value);
+        return NULL;
+    }
+
+    shm_zone = ngx_shared_memory_add(cf, &name, size, tag);
+    if (shm_zone == NULL) {
+        return NULL;
+    }
+
+    if (shm_zone->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
+                           &name);
+        return NULL;
+    }
+
+    return shm_zone;
 }
 
 

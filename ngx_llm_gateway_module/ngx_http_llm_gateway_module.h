@@ -597,6 +597,8 @@ ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
 
+ngx_shm_zone_t *ngx_http_llm_gateway_zone_add(ngx_conf_t *cf,
+    ngx_str_t *value, void *tag);
 char *ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
