@@ -32,6 +32,15 @@
 #define LLM_PROVIDER_OVERLOAD       0x02    /* busy: provider_overloaded */
 #define LLM_PROVIDER_GEMINI_DAY     0x04    /* resets at midnight Pacific */
 #define LLM_PROVIDER_VALUE          0x08    /* a wait follows */
+#define LLM_PROVIDER_ACCOUNT        0x10    /* credit, billing: 10 min */
+
+
+/*
+ * A spent account (credit, balance, billing, a plan's usage limit) comes
+ * back when someone pays, not at a reset: looked at again this often
+ * (source 002's default for account limits and prepaid balances).
+ */
+#define LLM_PROVIDER_ACCOUNT_WAIT   600000
 
 
 typedef struct {
@@ -115,15 +124,15 @@ static const llm_provider_word_t  llm_provider_words[] = {
 
     /* the account */
     llm_provider_word("insufficient_quota", LLM_PROVIDER_SPENT,
-                      LLM_PROVIDER_STRONG, "body: insufficient_quota"),
+                      LLM_PROVIDER_STRONG|LLM_PROVIDER_ACCOUNT, "body: insufficient_quota"),
     llm_provider_word("credit balance", LLM_PROVIDER_SPENT,
-                      LLM_PROVIDER_STRONG, "body: credit balance"),
+                      LLM_PROVIDER_STRONG|LLM_PROVIDER_ACCOUNT, "body: credit balance"),
     llm_provider_word("billing_hard_limit", LLM_PROVIDER_SPENT,
-                      LLM_PROVIDER_STRONG, "body: billing_hard_limit"),
+                      LLM_PROVIDER_STRONG|LLM_PROVIDER_ACCOUNT, "body: billing_hard_limit"),
     llm_provider_word("billing_not_active", LLM_PROVIDER_SPENT,
-                      LLM_PROVIDER_STRONG, "body: billing_not_active"),
+                      LLM_PROVIDER_STRONG|LLM_PROVIDER_ACCOUNT, "body: billing_not_active"),
     llm_provider_word("usage limit", LLM_PROVIDER_SPENT,
-                      LLM_PROVIDER_STRONG, "body: usage limit"),
+                      LLM_PROVIDER_STRONG|LLM_PROVIDER_ACCOUNT, "body: usage limit"),
 
     /* a limit per minute, or load */
     llm_provider_word("perminute", LLM_PROVIDER_BUSY, 0, "body: PerMinute"),
@@ -141,11 +150,14 @@ static const llm_provider_word_t  llm_provider_words[] = {
                       "body: RESOURCE_EXHAUSTED"),
 
     /* money and quotas, generally */
-    llm_provider_word("exceeded your current quota", LLM_PROVIDER_SPENT, 0,
+    llm_provider_word("exceeded your current quota", LLM_PROVIDER_SPENT,
+                      LLM_PROVIDER_ACCOUNT,
                       "body: exceeded your current quota"),
     llm_provider_word("quota", LLM_PROVIDER_SPENT, 0, "body: quota"),
-    llm_provider_word("billing", LLM_PROVIDER_SPENT, 0, "body: billing"),
-    llm_provider_word("credit", LLM_PROVIDER_SPENT, 0, "body: credit"),
+    llm_provider_word("billing", LLM_PROVIDER_SPENT, LLM_PROVIDER_ACCOUNT,
+                      "body: billing"),
+    llm_provider_word("credit", LLM_PROVIDER_SPENT, LLM_PROVIDER_ACCOUNT,
+                      "body: credit"),
 
     /* speed, generally */
     llm_provider_word("too many requests", LLM_PROVIDER_BUSY, 0,
@@ -580,6 +592,7 @@ llm_provider_read(const llm_provider_in_t *in, llm_provider_verdict_t *v)
     } else if (st < 500) {
 
         if ((st == 400 || st == 403) && sc.strong) {
+            w = sc.strong;
             v->cls = LLM_PROVIDER_SPENT;
             v->why = sc.strong->why;
 
@@ -614,6 +627,13 @@ llm_provider_read(const llm_provider_in_t *in, llm_provider_verdict_t *v)
                 wait = pt;
                 from = "midnight Pacific";
             }
+
+        } else if (wait < 0
+                   && ((w && (w->flags & LLM_PROVIDER_ACCOUNT))
+                       || in->status == 402))
+        {
+            wait = LLM_PROVIDER_ACCOUNT_WAIT;
+            from = "account: 10 minutes";
 
         } else if (wait < 0) {
             wait = llm_provider_next_midnight(in->now_ms);

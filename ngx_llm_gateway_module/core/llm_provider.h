@@ -68,8 +68,12 @@
  * and none (-1) otherwise; the caller picks a default then (source 002:
  * 1 s, or 10 s for Gemini's limits per minute).  A date in the past is
  * a wait of 0.  Waits above LLM_PROVIDER_WAIT_MAX are taken as it.  A
- * spent verdict without a wait gets the time to the next midnight UTC,
- * when daily quotas commonly reset; a retry then is cheap if it has not.
+ * spent verdict without a wait gets, for the account's words (credit,
+ * billing, insufficient_quota, a plan's usage limit) and a 402, ten
+ * minutes: such an account comes back when someone pays, not at a reset,
+ * and source 002 looks again then; for the others (a daily limit, a
+ * quota) the time to the next midnight UTC, when daily quotas commonly
+ * reset; a retry then is cheap if it has not.
  * A Gemini daily quota (a quota id with PerDay) resets at midnight US
  * Pacific time (source 002), so it waits until then at least, whatever
  * short retryDelay the body has beside it.

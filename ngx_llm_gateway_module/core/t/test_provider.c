@@ -21,6 +21,7 @@
 #define HOUR           3600000LL
 #define TO_MIDNIGHT    (12 * HOUR)
 #define TO_MIDNIGHT_PT (19 * HOUR)
+#define TEN_MIN        (10 * 60 * SEC)
 #define WEEK           LLM_PROVIDER_WAIT_MAX
 
 #define BUSY           LLM_PROVIDER_BUSY
@@ -263,12 +264,12 @@ static const refusal_t  refusals[] = {
       "x-ratelimit-reset-requests: 8.64s\n",
       OPENAI_RPD, SPENT, 8640, QUOTA, "body: try again in", "per day" },
 
-    { "openai insufficient_quota", 429, "", OPENAI_QUOTA,
-      SPENT, TO_MIDNIGHT, QUOTA, "midnight UTC",
+    { "openai insufficient_quota: the account, 10 minutes", 429, "",
+      OPENAI_QUOTA, SPENT, TEN_MIN, QUOTA, "account: 10 minutes",
       "exceeded your current quota" },
 
     { "openai billing hard limit, a 400", 400, "", OPENAI_HARD_LIMIT,
-      SPENT, TO_MIDNIGHT, QUOTA, "midnight UTC", "billing_hard_limit" },
+      SPENT, TEN_MIN, QUOTA, "account: 10 minutes", "billing_hard_limit" },
 
     { "openai overloaded 503", 503, "", OPENAI_OVERLOADED,
       BUSY, -1, OVERLOADED, NULL, "overloaded" },
@@ -313,7 +314,7 @@ static const refusal_t  refusals[] = {
       BUSY, -1, OVERLOADED, NULL, NULL },
 
     { "anthropic credit balance, a 400", 400, "", ANTHROPIC_CREDIT,
-      SPENT, TO_MIDNIGHT, QUOTA, "midnight UTC", "credit balance" },
+      SPENT, TEN_MIN, QUOTA, "account: 10 minutes", "credit balance" },
 
     { "anthropic usage limits: the date said", 400, "", ANTHROPIC_USAGE,
       SPENT, 108 * HOUR, QUOTA, "body: regain access on", "usage limit" },
@@ -363,8 +364,8 @@ static const refusal_t  refusals[] = {
       NULL },
     { "429, a month: a week", 429, "retry-after: 2592000\n", "",
       SPENT, WEEK, QUOTA, "retry-after", NULL },
-    { "402", 402, "", DEEPSEEK_402, SPENT, TO_MIDNIGHT, QUOTA,
-      "midnight UTC", NULL },
+    { "402", 402, "", DEEPSEEK_402, SPENT, TEN_MIN, QUOTA,
+      "account: 10 minutes", NULL },
     { "402, retry-after", 402, "retry-after: 600\n", "",
       SPENT, 600 * SEC, QUOTA, "retry-after", NULL },
     { "503, retry-after", 503, "retry-after: 120\n", "",
@@ -817,21 +818,21 @@ static const struct {
     { "rate limit, quota", 429, BUSY, -1 },
     { "quota; rate limit", 429, BUSY, -1 },
     { "a quota per day, per minute", 429, SPENT, TO_MIDNIGHT },
-    { "per million tokens billing", 429, SPENT, TO_MIDNIGHT },
+    { "per million tokens billing", 429, SPENT, TEN_MIN },
     { "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock "
       "1000 free model requests per day", 429, SPENT, TO_MIDNIGHT },
     { "Number of request tokens has exceeded your per-minute rate limit",
       429, BUSY, -1 },
     { "Number of request tokens has exceeded your daily rate limit", 429,
       SPENT, TO_MIDNIGHT },
-    { "credits", 429, SPENT, TO_MIDNIGHT },
-    { "Codex usage limit reached", 429, SPENT, TO_MIDNIGHT },
-    { "billing_not_active", 403, SPENT, TO_MIDNIGHT },
+    { "credits", 429, SPENT, TEN_MIN },
+    { "Codex usage limit reached", 429, SPENT, TEN_MIN },
+    { "billing_not_active", 403, SPENT, TEN_MIN },
     { "billing", 403, OK, -1 },
     { "insufficient_quota", 404, OK, -1 },
     { "Overloaded", 500, BUSY, -1 },
     { "rate limit", 500, FAILED, -1 },
-    { "insufficient_quota", 503, SPENT, TO_MIDNIGHT },
+    { "insufficient_quota", 503, SPENT, TEN_MIN },
     { "try again in 5 days. Bye", 429, SPENT, 5 * 24 * HOUR },
     { "try again in 7 fortnights. Bye", 429, BUSY, -1 },
     { "retry after 7. Bye", 429, BUSY, 7 * SEC },
@@ -840,7 +841,7 @@ static const struct {
     { "\"retryDelay\": \"3 s\" retry in 4s. Bye", 429, BUSY, 4 * SEC },
     { "regain access on 2024-02-30 at 00:00 UTC. Bye", 400, OK, -1 },
     { "usage limit; regain access on 2024-02-30 at 00:00 UTC. Bye", 400, SPENT,
-      TO_MIDNIGHT },
+      TEN_MIN },
     { "usage limit; regain access on 2024-06-10 at 11:00 UTC. Bye", 400, SPENT,
       0 },
     { "usage limit; regain access on 2099-06-10 at 11:00 UTC. Bye", 400, SPENT,
