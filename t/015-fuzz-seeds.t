@@ -19,6 +19,7 @@ my @targets = (
     [ 'fuzz_record', "$core/fuzz/corpus/record" ],
     [ 'fuzz_key', "$core/fuzz/corpus/key" ],
     [ 'fuzz_provider', "$core/fuzz/corpus/provider" ],
+    [ 'fuzz_pacer', "$core/fuzz/corpus/pacer" ],
 );
 
 for my $t (@targets) {

@@ -1,8 +1,9 @@
 # The libFuzzer targets of the pure cores, included from the top Makefile:
 # fuzz_sse (the usage extractor), fuzz_inspect (request bodies),
 # fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
-# and key-set frames), fuzz_provider (providers' refusals).  Each has its
-# seed corpus in fuzz/corpus/<name>.
+# and key-set frames), fuzz_provider (providers' refusals), fuzz_pacer
+# (the upstream pacer, against its own books).  Each has its seed corpus in
+# fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
 #   make fuzz-replay   run each once over its seed corpus (t/015 does the
@@ -14,6 +15,8 @@
 #   make fuzz-run      the same as make fuzz
 #   make fuzz-seeds    rewrite the seeds fuzz/seeds.c generates (by hand,
 #                      after a change of a format; commit what changed)
+#
+# FUZZ_TARGETS=pacer (or any list) on the command line: those alone.
 
 CORE            ?= ngx_llm_gateway_module/core
 BUILD           ?= build
@@ -24,7 +27,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) -I/usr/include/cjson
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    := sse inspect record key provider
+FUZZ_TARGETS    ?= sse inspect record key provider pacer
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
@@ -34,6 +37,7 @@ FUZZ_LINK_inspect   := $(CORE)/llm_inspect.c -lcjson -lm
 FUZZ_LINK_record    := $(CORE)/llm_record.c
 FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
 FUZZ_LINK_provider  := $(CORE)/llm_provider.c
+FUZZ_LINK_pacer     := $(CORE)/llm_pacer.c
 
 .PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 

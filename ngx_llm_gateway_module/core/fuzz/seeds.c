@@ -4,7 +4,8 @@
  * <dir>/inspect, <dir>/record and <dir>/key with the codecs themselves, so
  * that a change of format is one run away from new seeds: make fuzz-seeds
  * writes them into fuzz/corpus.  Those of fuzz_provider, text, go into
- * <dir>/provider; its gemini-chunked is chunk-encoded here.
+ * <dir>/provider; its gemini-chunked is chunk-encoded here.  fuzz_pacer's
+ * programs go into <dir>/pacer.
  *
  * Nothing runs it on its own; the files it writes are committed.  Inputs
  * a fuzzer found are committed as they were found, not written here.
@@ -350,6 +351,147 @@ static const seed_provider_t  seed_provider[] = {
 };
 
 
+/*
+ * fuzz_pacer's: the conf (rpm, tpm, max_wait in 500 ms, max_queue, stale
+ * in 100 ms, the ring when rpm is 0), then a program of ops.  See
+ * fuzz_pacer.c.
+ */
+
+/* a tpm of 3k or 3k + 1 */
+#define P_TPM(tpm)           (((tpm) * 2 + 2) / 3)
+#define P_CONF(rpm, tpm, wait_ms, queue, stale_ms, ring)                      \
+    (rpm) & 0xff, (rpm) >> 8, P_TPM(tpm) & 0xff, P_TPM(tpm) >> 8,           \
+    (wait_ms) / 500, (queue), (stale_ms) / 100, (ring) - 1
+
+/* the clock moves n (1 to 256) units: 1 ms, 50 ms, 1 s, 15 s */
+#define P_MS                 0
+#define P_50MS               1
+#define P_S                  2
+#define P_15S                3
+#define P_ADVANCE(unit, n)   (unit) << 3, (n) - 1
+#define P_LAG(ms)            4 << 3, (ms) / 8
+
+/* the estimates and usages */
+#define P_SMALL              0       /* v, below 256 */
+#define P_VALUE              1       /* v */
+#define P_BELOW_TPM          2       /* tpm - v */
+#define P_ABOVE_TPM          3       /* tpm + v */
+#define P_NEGATIVE           5       /* -v - 1 */
+#define P_CAP                6       /* LLM_PACER_MAX - 128 + v */
+#define P_EXTREME            7       /* v odd: INT64_MAX - v / 2; even: MIN */
+
+/* the tickets: the k-th waiter, the k-th latest start, any, none */
+#define P_WAITER(k)          (k)
+#define P_STARTED(k)         (0x80 + (k))
+#define P_ISSUED(k)          (0xc0 + (k))
+#define P_NEVER(k)           (0xf0 + (k))
+
+#define P_ASK(n, kind, v)                                                     \
+                             1 | ((kind) | ((n) - 1) << 3) << 3,              \
+                             (v) & 0xff, (v) >> 8
+#define P_GO(pick)           2, (pick)
+#define P_DUE(late)          3 | (late) << 3
+#define P_CANCEL(pick)       4, (pick)
+#define P_CORRECT(kind, pick, v)                                              \
+                             5 | (kind) << 3, (pick), (v) & 0xff, (v) >> 8
+#define P_NEXT               6
+#define P_WINDOW             7
+
+
+/* a burst of 8 at six a minute: 10 s apart, then quiet, then one */
+static const uint8_t  seed_pacer_spacing[] = {
+    P_CONF(6, 0, 120000, 16, 0, 1),
+    P_ASK(4, P_SMALL, 1), P_ASK(4, P_SMALL, 1), P_NEXT,
+    P_GO(P_WAITER(0)), P_GO(P_WAITER(1)),
+    P_DUE(0), P_DUE(0), P_DUE(0), P_DUE(0), P_DUE(0), P_DUE(0), P_DUE(0),
+    P_WINDOW, P_GO(P_STARTED(3)), P_ADVANCE(P_15S, 20),
+    P_ASK(2, P_SMALL, 1), P_WINDOW, P_DUE(31), P_WINDOW
+};
+
+/* waits for tokens, brought forward by a correction; one too large */
+static const uint8_t  seed_pacer_tokens[] = {
+    P_CONF(0, 1000, 10000, 8, 0, 64),
+    P_ASK(3, P_VALUE, 400), P_NEXT, P_ADVANCE(P_S, 5),
+    P_CORRECT(P_VALUE, P_STARTED(0), 100), P_NEXT, P_DUE(0),
+    P_CORRECT(P_SMALL, P_STARTED(2), 0), P_ASK(1, P_ABOVE_TPM, 1),
+    P_ASK(1, P_BELOW_TPM, 0), P_WINDOW, P_ADVANCE(P_15S, 4), P_WINDOW,
+    P_DUE(0), P_CORRECT(P_VALUE, P_STARTED(0), 1000), P_WINDOW
+};
+
+/* the first waiter goes silent: dropped, its go finds nothing */
+static const uint8_t  seed_pacer_stale[] = {
+    P_CONF(60, 0, 60000, 8, 2000, 1),
+    P_ASK(4, P_SMALL, 1), P_ADVANCE(P_S, 3), P_NEXT,
+    P_GO(P_ISSUED(2)), P_GO(P_WAITER(0)), P_ADVANCE(P_MS, 200),
+    P_GO(P_WAITER(1)), P_DUE(0), P_DUE(0), P_ADVANCE(P_S, 10), P_NEXT,
+    P_WINDOW
+};
+
+/* only the requests ahead refuse: 1 s apart, 3 s at most */
+static const uint8_t  seed_pacer_too_long[] = {
+    P_CONF(60, 0, 3000, 32, 0, 1),
+    P_ASK(4, P_SMALL, 1), P_ASK(2, P_SMALL, 1), P_CANCEL(P_WAITER(1)),
+    P_ASK(2, P_SMALL, 1), P_ADVANCE(P_MS, 1), P_ASK(1, P_SMALL, 1),
+    P_DUE(0), P_ASK(1, P_SMALL, 1), P_DUE(5), P_DUE(0), P_DUE(0),
+    P_WINDOW
+};
+
+/* two may wait: the third is refused, and taken once one gives up */
+static const uint8_t  seed_pacer_queue_full[] = {
+    P_CONF(60, 0, 60000, 2, 0, 1),
+    P_ASK(4, P_SMALL, 1), P_CANCEL(P_WAITER(0)), P_ASK(2, P_SMALL, 1),
+    P_DUE(0), P_ASK(1, P_SMALL, 1), P_WINDOW
+};
+
+/* a token-bound plan is queued however far */
+static const uint8_t  seed_pacer_far[] = {
+    P_CONF(120, 1000, 1000, 16, 0, 1),
+    P_ASK(4, P_BELOW_TPM, 100), P_NEXT, P_CANCEL(P_WAITER(2)),
+    P_CORRECT(P_SMALL, P_STARTED(0), 10), P_NEXT, P_DUE(0), P_DUE(0),
+    P_WINDOW
+};
+
+/* cancels first, middle and last; a cancelled ticket is gone */
+static const uint8_t  seed_pacer_cancel[] = {
+    P_CONF(30, 6000, 60000, 10, 0, 1),
+    P_ASK(4, P_VALUE, 700), P_ASK(4, P_VALUE, 700),
+    P_CANCEL(P_WAITER(0)), P_CANCEL(P_WAITER(2)), P_CANCEL(P_WAITER(4)),
+    P_GO(P_ISSUED(0)), P_CANCEL(P_ISSUED(0)),
+    P_CORRECT(P_SMALL, P_WAITER(0), 1), P_NEXT, P_DUE(0),
+    P_CANCEL(P_STARTED(0)), P_DUE(1), P_WINDOW
+};
+
+/* calls from a worker whose clock lags */
+static const uint8_t  seed_pacer_lag[] = {
+    P_CONF(120, 21000, 30000, 20, 5000, 1),
+    P_LAG(400), P_ASK(4, P_VALUE, 3000), P_ADVANCE(P_MS, 250), P_DUE(0),
+    P_LAG(0), P_DUE(3), P_LAG(2000), P_ASK(2, P_VALUE, 3000), P_DUE(0),
+    P_ADVANCE(P_50MS, 10), P_LAG(1000), P_NEXT, P_WINDOW, P_DUE(0),
+    P_WINDOW
+};
+
+/* negative, capped and extreme estimates and usages, odd tickets */
+static const uint8_t  seed_pacer_extremes[] = {
+    P_CONF(600, 98302, 127500, 63, 25500, 1),
+    P_ASK(1, P_NEGATIVE, 9), P_ASK(1, P_CAP, 0), P_ASK(1, P_EXTREME, 1),
+    P_ASK(1, P_EXTREME, 0), P_ASK(4, P_BELOW_TPM, 0),
+    P_CORRECT(P_EXTREME, P_STARTED(0), 1),
+    P_CORRECT(P_EXTREME, P_STARTED(1), 0),
+    P_CORRECT(P_CAP, P_STARTED(0), 0xffff), P_NEXT,
+    P_GO(P_NEVER(0)), P_GO(P_NEVER(3)), P_GO(P_NEVER(5)),
+    P_GO(P_NEVER(8)), P_CANCEL(P_NEVER(4)),
+    P_CORRECT(P_SMALL, P_NEVER(1), 5), P_DUE(0), P_WINDOW
+};
+
+/* no limit but the ring: 4 a minute, and nobody waits */
+static const uint8_t  seed_pacer_ring[] = {
+    P_CONF(0, 0, 0, 0, 0, 4),
+    P_ASK(4, P_VALUE, 0xffff), P_ASK(1, P_SMALL, 1), P_WINDOW,
+    P_ADVANCE(P_S, 59), P_ASK(1, P_SMALL, 1), P_ADVANCE(P_S, 1),
+    P_ASK(2, P_SMALL, 1), P_WINDOW
+};
+
+
 /* fuzz_provider's Gemini body, chunked as it came: 7 bytes a chunk */
 
 static size_t
@@ -381,6 +523,7 @@ static void seed_write(const char *dir, const char *sub, const char *name,
 static size_t seed_settle(uint8_t *buf, size_t cap, int full);
 static void seed_entry(llm_key_entry_t *e, int64_t key_id, const char *tier,
     const char *tenant, const char *models, uint8_t caps);
+static void seed_pacer(const char *dir);
 
 
 int
@@ -405,6 +548,7 @@ main(int argc, char **argv)
     seed_mkdir(dir, "record");
     seed_mkdir(dir, "key");
     seed_mkdir(dir, "provider");
+    seed_mkdir(dir, "pacer");
 
     for (i = 0; i < sizeof(seed_inspect) / sizeof(seed_inspect[0]); i++) {
         n = strlen(seed_inspect[i].body);
@@ -544,7 +688,52 @@ main(int argc, char **argv)
                         "34s"));
     seed_write(dir, "provider", "gemini-chunked", buf, n);
 
+    seed_pacer(dir);
+
     return 0;
+}
+
+
+#define seed_pacer_write(dir, name, a)                                        \
+    seed_write(dir, "pacer", name, a, sizeof(a))
+
+static void
+seed_pacer(const char *dir)
+{
+    size_t   n, i;
+    uint8_t  buf[8 + 600 * 4 + 16];
+
+    static const uint8_t  conf[] = { P_CONF(600, 90000, 5000, 63, 0, 1) };
+    static const uint8_t  ask[] = { P_ASK(1, P_VALUE, 150), P_DUE(0) };
+    static const uint8_t  end[] = {
+        P_ASK(4, P_VALUE, 150), P_NEXT, P_CORRECT(P_SMALL, P_STARTED(9), 0),
+        P_NEXT, P_DUE(0), P_WINDOW
+    };
+
+    seed_pacer_write(dir, "spacing", seed_pacer_spacing);
+    seed_pacer_write(dir, "tokens", seed_pacer_tokens);
+    seed_pacer_write(dir, "stale", seed_pacer_stale);
+    seed_pacer_write(dir, "too-long", seed_pacer_too_long);
+    seed_pacer_write(dir, "queue-full", seed_pacer_queue_full);
+    seed_pacer_write(dir, "far", seed_pacer_far);
+    seed_pacer_write(dir, "cancel", seed_pacer_cancel);
+    seed_pacer_write(dir, "lag", seed_pacer_lag);
+    seed_pacer_write(dir, "extremes", seed_pacer_extremes);
+    seed_pacer_write(dir, "ring", seed_pacer_ring);
+
+    /* a full minute: 600 of 150 tokens, RPM and TPM reached together */
+    memcpy(buf, conf, sizeof(conf));
+    n = sizeof(conf);
+
+    for (i = 0; i < 600; i++) {
+        memcpy(buf + n, ask, sizeof(ask));
+        n += sizeof(ask);
+    }
+
+    memcpy(buf + n, end, sizeof(end));
+    n += sizeof(end);
+
+    seed_write(dir, "pacer", "full-minute", buf, n);
 }
 
 
