@@ -104,7 +104,7 @@ define ngx-module
 endef
 
 ACCOUNTD_LINK := $(ACCOUNTD_SRC) $(CORE)/llm_record.c $(CORE)/llm_key.c \
-                 -lpq -lcrypto
+                 $(CORE)/llm_capacity.c -lpq -lcrypto -lm
 MOCKLLM_LINK  := $(MOCKLLM_SRC) -lcjson
 UNIT_LINK     := $(CORE_SRC) -lcjson -lcrypto -lm
 SIM_LINK      := $(CORE)/llm_journal.c $(CORE)/llm_record.c $(CORE)/llm_key.c \

@@ -26,6 +26,7 @@
 #include <openssl/crypto.h>
 
 #include "accountd.h"
+#include "llm_capacity.h"
 
 
 #define CLI_CONNECT_TIMEOUT       10
@@ -34,6 +35,7 @@
 #define CLI_DURATION_MAX          (100LL * 365 * 86400)
 #define CLI_TIME_FORMAT           "'YYYY-MM-DD HH24:MI:SS'"
 #define CLI_INVALID_NAME          "1 to %d of A-Z a-z 0-9 _ . -"
+#define CLI_PLANS_MAX             32
 
 
 typedef struct {
@@ -53,6 +55,7 @@ static int cli_key_list(int argc, char **argv);
 static int cli_key_revoke(int argc, char **argv);
 static int cli_key_rotate(int argc, char **argv);
 static int cli_snapshot(int argc, char **argv);
+static int cli_capacity(int argc, char **argv);
 static int cli_opts(int argc, char **argv, cli_opt_t *opts,
     const char **arg);
 static int cli_name(const char *what, const char *value, size_t max);
@@ -87,6 +90,7 @@ static cli_command_t  cli_commands[] = {
     { "key", "revoke", cli_key_revoke },
     { "key", "rotate", cli_key_rotate },
     { "snapshot", NULL, cli_snapshot },
+    { "capacity", NULL, cli_capacity },
     { NULL, NULL, NULL }
 };
 
@@ -1192,6 +1196,237 @@ done:
     OPENSSL_cleanse(secret, sizeof(secret));
 
     return rc;
+}
+
+
+/*
+ * How far each plan can be oversold (source document 000, 7.2.9): each
+ * plan's mean utilisation over the last days, from llm.usage, and the
+ * tenants of it the capacity supports by the mean and with k sigma of
+ * headroom (llm_capacity.h); then whether the plans sold now fit.
+ *
+ * A tenant's utilisation is the tokens it used (input and output) over
+ * the period, or since it was created if later, divided by its plan's
+ * tokens a minute times the minutes; a tenant that used nothing counts,
+ * at 0.  A plan is a tier and its TPM, as the gateway's llm_gateway_tier
+ * says: the database does not know the TPM, so it is given.
+ */
+
+static int
+cli_capacity(int argc, char **argv)
+{
+    int                   i, n, rc;
+    char                 *list, *item, *save, *eq, *end, days_s[32];
+    char                  tiers[CLI_PLANS_MAX * 40], tpms[CLI_PLANS_MAX * 24];
+    char                 *tp, *mp;
+    long long             capacity, tpm, days;
+    double                k, mean, sd, p;
+    int64_t               by_mean, by_k;
+    PGconn               *conn;
+    PGresult             *res;
+    const char           *values[3];
+    llm_capacity_plan_t   plans[CLI_PLANS_MAX];
+    cli_opt_t             opts[] = {
+        { "capacity", 0, NULL, 0 },
+        { "plans", 0, NULL, 0 },
+        { "days", 0, NULL, 0 },
+        { "sigma", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
+        return 2;
+    }
+
+    if (opts[0].value == NULL || opts[1].value == NULL) {
+        fprintf(stderr, "usage: accountd capacity --capacity TPM "
+                "--plans TIER=TPM[,TIER=TPM...] [--days N] [--sigma K]\n");
+        return 2;
+    }
+
+    errno = 0;
+    capacity = strtoll(opts[0].value, &end, 10);
+
+    if (errno || *end != '\0' || capacity <= 0) {
+        fprintf(stderr, "accountd: invalid capacity \"%s\"\n", opts[0].value);
+        return 2;
+    }
+
+    days = 30;
+
+    if (opts[2].value) {
+        errno = 0;
+        days = strtoll(opts[2].value, &end, 10);
+
+        if (errno || *end != '\0' || days < 1 || days > 3660) {
+            fprintf(stderr, "accountd: invalid days \"%s\"\n",
+                    opts[2].value);
+            return 2;
+        }
+    }
+
+    k = 3;
+
+    if (opts[3].value) {
+        errno = 0;
+        k = strtod(opts[3].value, &end);
+
+        if (errno || *end != '\0' || !(k >= 0) || k > 10) {
+            fprintf(stderr, "accountd: invalid sigma \"%s\"\n",
+                    opts[3].value);
+            return 2;
+        }
+    }
+
+    /* the plans as two PostgreSQL arrays: {pro,free} and {60000,10000} */
+    list = strdup(opts[1].value);
+    if (list == NULL) {
+        return 1;
+    }
+
+    tp = tiers;
+    mp = tpms;
+    *tp++ = '{';
+    *mp++ = '{';
+    n = 0;
+
+    for (item = strtok_r(list, ",", &save); item;
+         item = strtok_r(NULL, ",", &save))
+    {
+        eq = strchr(item, '=');
+
+        if (eq == NULL || n == CLI_PLANS_MAX) {
+            goto invalid;
+        }
+
+        *eq = '\0';
+        errno = 0;
+        tpm = strtoll(eq + 1, &end, 10);
+
+        if (cli_name("tier", item, 31) != 0) {
+            free(list);
+            return 2;
+        }
+
+        if (errno || *end != '\0' || tpm <= 0) {
+            goto invalid;
+        }
+
+        tp += sprintf(tp, "%s%s", n ? "," : "", item);
+        mp += sprintf(mp, "%s%lld", n ? "," : "", tpm);
+        n++;
+    }
+
+    free(list);
+
+    if (n == 0) {
+        fprintf(stderr, "accountd: no plans in \"%s\"\n", opts[1].value);
+        return 2;
+    }
+
+    *tp++ = '}';
+    *tp = '\0';
+    *mp++ = '}';
+    *mp = '\0';
+
+    snprintf(days_s, sizeof(days_s), "%lld", days);
+
+    values[0] = tiers;
+    values[1] = tpms;
+    values[2] = days_s;
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    res = PQexecParams(conn,
+        "WITH plans (tier, tpm) AS ("
+        "  SELECT * FROM unnest($1::text[], $2::bigint[])),"
+        " span AS ("
+        "  SELECT now() - make_interval(days => $3::int) AS since,"
+        "         now() AS until),"
+        " tenant AS ("
+        "  SELECT t.tenant_id, p.tier, p.tpm,"
+        "         greatest(t.created_at, span.since) AS since, span.until"
+        "  FROM llm.tenants t JOIN plans p ON p.tier = t.tier"
+        "  CROSS JOIN span),"
+        " used AS ("
+        "  SELECT tenant.tier, tenant.tpm,"
+        "         (SELECT coalesce(sum(u.input_tokens"
+        "                              + coalesce(u.output_tokens, 0)), 0)"
+        "          FROM llm.usage u WHERE u.tenant_id = tenant.tenant_id"
+        "          AND u.ts >= tenant.since AND u.ts < tenant.until)"
+        "           AS tokens,"
+        "         greatest(extract(epoch FROM tenant.until - tenant.since)"
+        "                  / 60, 1) AS minutes"
+        "  FROM tenant)"
+        " SELECT p.tier, p.tpm, count(used.tpm),"
+        "        coalesce(avg(least(coalesce(used.tokens"
+        "                                    / (used.tpm * used.minutes), 0),"
+        "                           1)), 0)::float8,"
+        "        coalesce(sum(used.tokens), 0)"
+        " FROM plans p LEFT JOIN used ON used.tier = p.tier"
+        " GROUP BY p.tier, p.tpm ORDER BY p.tier",
+        3, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "capacity");
+        PQclear(res);
+        PQfinish(conn);
+        return rc;
+    }
+
+    printf("capacity %lld tokens a minute; utilisation over the last %lld "
+           "days; headroom %.4g sigma\n\n", capacity, days, k);
+    printf("%-16s %10s %8s %12s %10s %10s %10s %10s\n", "plan", "tpm",
+           "tenants", "utilisation", "by_mean", "x", "headroom", "x");
+
+    n = PQntuples(res);
+
+    for (i = 0; i < n && i < CLI_PLANS_MAX; i++) {
+        plans[i].plan_tpm = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+        plans[i].tenants = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+        p = strtod(PQgetvalue(res, i, 3), NULL);
+        plans[i].p = p;
+
+        by_mean = llm_capacity_by_mean(capacity, plans[i].plan_tpm, p);
+        by_k = llm_capacity_with_headroom(capacity, plans[i].plan_tpm, p, k);
+
+        if (by_mean < 0) {
+            printf("%-16s %10lld %8lld %11.2f%% %10s %10s %10s %10s\n",
+                   PQgetvalue(res, i, 0), (long long) plans[i].plan_tpm,
+                   (long long) plans[i].tenants, 100 * p, "-", "-", "-",
+                   "-");
+            continue;
+        }
+
+        printf("%-16s %10lld %8lld %11.2f%% %10lld %9.1fx %10lld %9.1fx\n",
+               PQgetvalue(res, i, 0), (long long) plans[i].plan_tpm,
+               (long long) plans[i].tenants, 100 * p, (long long) by_mean,
+               (double) by_mean * plans[i].plan_tpm / capacity,
+               (long long) by_k,
+               (double) by_k * plans[i].plan_tpm / capacity);
+    }
+
+    llm_capacity_load(plans, i, &mean, &sd);
+
+    printf("\nthe plans sold now: a mean load of %.0f tokens a minute, "
+           "sigma %.0f; mean + %.4g sigma = %.0f, %s the capacity\n",
+           mean, sd, k, mean + k * sd,
+           mean + k * sd <= (double) capacity ? "within" : "OVER");
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return 0;
+
+invalid:
+
+    fprintf(stderr, "accountd: invalid plans \"%s\": TIER=TPM[,TIER=TPM...]\n",
+            opts[1].value);
+    free(list);
+    return 2;
 }
 
 

@@ -325,6 +325,8 @@ usage(FILE *out, const char *prog)
         "  key revoke ID|PREFIX\n"
         "  key rotate ID|PREFIX --grace DURATION\n"
         "  snapshot\n"
+        "  capacity --capacity TPM --plans TIER=TPM[,TIER=TPM...]\n"
+        "           [--days N] [--sigma K]\n"
         "\n"
         "LIST is \"*\" or model names separated by commas; DURATION is a\n"
         "number and a unit, s, m, h or d (30s, 15m, 12h, 30d); PREFIX is a\n"
