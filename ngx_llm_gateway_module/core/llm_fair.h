@@ -1,0 +1,129 @@
+
+/*
+ * Shared capacity by weight (issue 10; source document 000, 7.2.8 and
+ * 7.2.17): the fairness core.
+ *
+ * An upstream pool sustains C tokens a minute.  Fixed quotas waste it
+ * (idle tenants' shares lie unused), a free-for-all lets one tenant take
+ * it all.  The hybrid: every active tenant has a share of C,
+ *
+ *     r_i = g_i + w_i / sum(active w) x (C - sum(active g))
+ *
+ * (g its guaranteed minimum, w its weight), and may burst above it into
+ * capacity nobody uses.  Two token buckets, refilled lazily on an
+ * injectable clock, all integers (tokens x 1000 as milli-tokens, ms):
+ *
+ *     the pool       refills at C, holds up to the pool's burst
+ *     each share     refills at r_i, holds up to r_i x share_ms
+ *
+ * A request of cost tokens is admitted
+ *
+ *     from its share when its share holds the cost: always, congested or
+ *     not (no tenant is starved below its share, or its minimum);
+ *
+ *     beyond its share ("borrowing" idle capacity) when the pool holds the
+ *     cost and the reserve of the tenant's priority: lower priorities
+ *     stop borrowing first, so that capacity freed goes to higher ones;
+ *
+ * and both buckets pay; a share may owe (at most its capacity), paid back
+ * by its refills.  Otherwise it is refused with the wait until its share
+ * holds the cost.  When demand exceeds C the pool is empty and every
+ * tenant gets its share; below C the pool lends and each gets what it
+ * asks (its tier's own buckets still apply, outside this core).
+ *
+ * Active: a tenant that asked within active_ms.  The caller touches a
+ * tenant on each request and expires those it has not seen for that long
+ * (its LRU queue finds them), which takes their weight out of the sum.
+ *
+ * Backpressure: a saturated upstream (429, 503, a failed connection, an
+ * in-flight ceiling) halves the capacity at once, down to a tenth, and it
+ * recovers by a twentieth of C a second; a refusal while it is reduced
+ * is the cluster's, not the tenant's.
+ *
+ * Plain C, no nginx types, no allocation: the state is in memory the
+ * caller gives (nginx shared memory) and the caller holds the lock.
+ */
+
+#ifndef _LLM_FAIR_H_INCLUDED_
+#define _LLM_FAIR_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define LLM_FAIR_PRIORITIES      4       /* 0 (batch) to 3 (first) */
+
+
+typedef struct {
+    int64_t      capacity;       /* C, tokens a minute */
+    int64_t      burst;          /* the pool's tokens at once; 0: C / 6 */
+    int64_t      share_ms;       /* a share holds r_i x this; 0: 10 s */
+    int64_t      active_ms;      /* active this long after a request;
+                                    0: 10 s */
+} llm_fair_conf_t;
+
+
+typedef struct {
+    int64_t      weight;         /* > 0 */
+    int64_t      minimum;        /* guaranteed tokens a minute, 0: none */
+    int          priority;       /* 0 to LLM_FAIR_PRIORITIES - 1 */
+} llm_fair_class_t;
+
+
+/* a tenant's part, kept by the caller with its other state */
+typedef struct {
+    llm_fair_class_t  cls;       /* as it was counted in the sums */
+    int64_t      share;          /* milli-tokens, may be negative */
+    int64_t      last_ms;        /* its refill */
+    int64_t      seen_ms;        /* its last request */
+    unsigned     active:1;
+} llm_fair_tenant_t;
+
+
+typedef struct {
+    llm_fair_conf_t  conf;
+    int64_t      pool;           /* milli-tokens, may be negative */
+    int64_t      last_ms;        /* the pool's refill */
+    int64_t      factor;         /* backpressure, per mille of C */
+    int64_t      factor_ms;      /* its recovery so far */
+    int64_t      weights;        /* sum of the active tenants' weights */
+    int64_t      minimums;       /* and of their minimums */
+    int64_t      active;         /* active tenants */
+} llm_fair_t;
+
+
+typedef enum {
+    LLM_FAIR_OK = 0,
+    LLM_FAIR_SHARE,              /* refused: its share, *wait_ms */
+    LLM_FAIR_CLUSTER             /* refused while the upstream pushes back */
+} llm_fair_rc_e;
+
+
+void llm_fair_init(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now);
+
+/* a request of the tenant now: active, counted in the sums */
+void llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
+    const llm_fair_class_t *cls, int64_t now);
+
+/* 1 if the tenant was idle for active_ms and left the sums */
+int llm_fair_expire(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now);
+
+/* its share now, tokens a minute */
+int64_t llm_fair_rate(llm_fair_t *f, llm_fair_tenant_t *t);
+
+llm_fair_rc_e llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t,
+    int64_t cost, int64_t now, int64_t *wait_ms);
+
+/* the request ended: what it reserved and did not use comes back */
+void llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
+    int64_t used, int64_t now);
+
+/* the upstream is saturated: the capacity halves, down to a tenth */
+void llm_fair_pressure(llm_fair_t *f, int64_t now);
+
+/* the capacity now, tokens a minute, backpressure applied */
+int64_t llm_fair_capacity(llm_fair_t *f, int64_t now);
+
+
+#endif /* _LLM_FAIR_H_INCLUDED_ */

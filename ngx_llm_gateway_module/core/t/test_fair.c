@@ -1,0 +1,285 @@
+
+/*
+ * Shared capacity by weight (issue 10), on a fake clock: tenants asking
+ * more than the capacity get their weighted shares of it, an idle one's
+ * share goes to the others by weight, below the capacity each gets what
+ * it asks, a minimum is kept, a lower priority borrows less, and
+ * backpressure halves the capacity and lets it recover.
+ */
+
+
+#include <stdio.h>
+#include <string.h>
+
+#include "llm_fair.h"
+#include "tap.h"
+
+
+#define SIM_TENANTS  4
+
+
+typedef struct {
+    llm_fair_class_t   cls;
+    llm_fair_tenant_t  t;
+    int64_t            every_ms;     /* asks one request this often; 0: idle */
+    int64_t            cost;
+    int64_t            next_ms;
+    int64_t            admitted;     /* tokens, in the measured span */
+    int64_t            refused;
+    int64_t            cluster;
+} sim_tenant_t;
+
+
+typedef struct {
+    llm_fair_t         f;
+    sim_tenant_t       t[SIM_TENANTS];
+    int                n;
+    int64_t            now;
+} sim_t;
+
+
+static void
+sim_init(sim_t *s, int64_t capacity)
+{
+    llm_fair_conf_t  cf;
+
+    memset(s, 0, sizeof(*s));
+    memset(&cf, 0, sizeof(cf));
+
+    cf.capacity = capacity;
+
+    s->now = 1000;
+    llm_fair_init(&s->f, &cf, s->now);
+}
+
+
+static sim_tenant_t *
+sim_add(sim_t *s, int64_t weight, int64_t minimum, int priority,
+    int64_t every_ms, int64_t cost)
+{
+    sim_tenant_t  *t;
+
+    t = &s->t[s->n++];
+    t->cls.weight = weight;
+    t->cls.minimum = minimum;
+    t->cls.priority = priority;
+    t->every_ms = every_ms;
+    t->cost = cost;
+    t->next_ms = s->now;
+
+    return t;
+}
+
+
+/*
+ * ms of simulated time, a millisecond a step; each tenant asks on its
+ * period, and what is admitted is used in full at once.  measure: count
+ * what is admitted.
+ */
+
+static void
+sim_run(sim_t *s, int64_t ms, int measure)
+{
+    int            i;
+    int64_t        end, wait;
+    llm_fair_rc_e  rc;
+    sim_tenant_t  *t;
+
+    end = s->now + ms;
+
+    for ( /* void */ ; s->now < end; s->now++) {
+        for (i = 0; i < s->n; i++) {
+            t = &s->t[i];
+
+            (void) llm_fair_expire(&s->f, &t->t, s->now);
+
+            if (t->every_ms == 0 || s->now < t->next_ms) {
+                continue;
+            }
+
+            t->next_ms = s->now + t->every_ms;
+
+            llm_fair_touch(&s->f, &t->t, &t->cls, s->now);
+            rc = llm_fair_admit(&s->f, &t->t, t->cost, s->now, &wait);
+
+            if (rc == LLM_FAIR_OK) {
+                llm_fair_settle(&s->f, &t->t, t->cost, t->cost, s->now);
+
+                if (measure) {
+                    t->admitted += t->cost;
+                }
+
+            } else if (measure) {
+                t->refused++;
+                t->cluster += (rc == LLM_FAIR_CLUSTER);
+            }
+        }
+    }
+}
+
+
+static void
+sim_reset(sim_t *s)
+{
+    int  i;
+
+    for (i = 0; i < s->n; i++) {
+        s->t[i].admitted = 0;
+        s->t[i].refused = 0;
+        s->t[i].cluster = 0;
+    }
+}
+
+
+/* within 10 % of want */
+static int
+near(int64_t got, int64_t want)
+{
+    return got * 10 >= want * 9 && got * 10 <= want * 11;
+}
+
+
+int
+main(void)
+{
+    static sim_t   s;
+    int64_t        c, got, wait;
+    sim_tenant_t  *a, *b, *d, *x, *y, *h, *l;
+
+    /* three tenants of weights 1, 1 and 2, each asking far more than C */
+    c = 600000;
+    sim_init(&s, c);
+    a = sim_add(&s, 1, 0, 1, 2, 1000);
+    b = sim_add(&s, 1, 0, 1, 2, 1000);
+    d = sim_add(&s, 2, 0, 1, 2, 1000);
+
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 120000, 1);
+
+    tap_ok(near(a->admitted / 2, c / 4), "1:1:2 over capacity: a has 25 %% "
+           "(%lld a minute)", (long long) a->admitted / 2);
+    tap_ok(near(b->admitted / 2, c / 4), "b has 25 %% (%lld)",
+           (long long) b->admitted / 2);
+    tap_ok(near(d->admitted / 2, c / 2), "d has 50 %% (%lld)",
+           (long long) d->admitted / 2);
+    tap_ok(near((a->admitted + b->admitted + d->admitted) / 2, c),
+           "and all of it is used (%lld)",
+           (long long) (a->admitted + b->admitted + d->admitted) / 2);
+    tap_ok(a->refused > 0 && a->cluster == 0,
+           "the excess is refused, as theirs, not the cluster's");
+
+    /* a goes idle: b and d split its share by weight, 1:2 */
+    a->every_ms = 0;
+    sim_run(&s, 30000, 0);
+    sim_reset(&s);
+    sim_run(&s, 120000, 1);
+
+    tap_is(s.f.active, 2, "a idle 10 s is no longer active");
+    tap_ok(near(b->admitted / 2, c / 3), "a idle: b has a third (%lld)",
+           (long long) b->admitted / 2);
+    tap_ok(near(d->admitted / 2, c * 2 / 3), "d two thirds (%lld)",
+           (long long) d->admitted / 2);
+
+    /* below capacity: 100,000 a minute each, 300,000 in all; all of it */
+    sim_init(&s, c);
+    a = sim_add(&s, 1, 0, 1, 600, 1000);
+    b = sim_add(&s, 1, 0, 1, 600, 1000);
+    d = sim_add(&s, 2, 0, 1, 600, 1000);
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(a->refused + b->refused + d->refused, 0,
+           "below capacity: nothing refused");
+    tap_ok(near(a->admitted, 100000) && near(d->admitted, 100000),
+           "each gets what it asks (%lld, %lld)", (long long) a->admitted,
+           (long long) d->admitted);
+
+    /* above its share but the others idle: it takes the idle capacity */
+    sim_init(&s, c);
+    a = sim_add(&s, 1, 0, 1, 200, 1000);    /* 300,000 a minute */
+    b = sim_add(&s, 1, 0, 1, 3000, 1000);   /* 20,000 */
+    d = sim_add(&s, 2, 0, 1, 3000, 1000);   /* 20,000 */
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(a->refused, 0, "a burst above its 150,000 share into idle "
+           "capacity: not refused");
+    tap_ok(near(a->admitted, 300000), "it gets its 300,000 (%lld)",
+           (long long) a->admitted);
+
+    /* a minimum: x (weight 1, 300,000 guaranteed) against y (weight 10) */
+    sim_init(&s, c);
+    x = sim_add(&s, 1, 300000, 1, 2, 1000);
+    y = sim_add(&s, 10, 0, 1, 2, 1000);
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(llm_fair_rate(&s.f, &x->t), 300000 + 300000 / 11,
+           "x's share: its minimum and a weight of the rest");
+    tap_ok(x->admitted >= 300000 * 9 / 10, "x gets at least its minimum "
+           "(%lld)", (long long) x->admitted);
+    tap_ok(near(y->admitted, 300000 * 10 / 11), "y the rest (%lld)",
+           (long long) y->admitted);
+
+    /* priority: h asks less than its share, l more; l borrows, h is served */
+    sim_init(&s, c);
+    h = sim_add(&s, 1, 0, 3, 300, 1000);    /* 200,000 a minute */
+    l = sim_add(&s, 1, 0, 0, 1, 1000);      /* 60,000,000 */
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(h->refused, 0, "a higher priority under its share: all served");
+    tap_ok(l->admitted >= 300000 * 9 / 10, "the lower one has its share at "
+           "least (%lld)", (long long) l->admitted);
+    tap_ok(near(h->admitted + l->admitted, c), "and the capacity is used "
+           "(%lld)", (long long) (h->admitted + l->admitted));
+
+    /* backpressure: halves now, recovers by 5 % of C a second */
+    sim_init(&s, c);
+    a = sim_add(&s, 1, 0, 1, 2, 1000);
+    sim_run(&s, 20000, 0);
+
+    llm_fair_pressure(&s.f, s.now);
+    tap_is(llm_fair_capacity(&s.f, s.now), c / 2, "pressure: half of C");
+    llm_fair_pressure(&s.f, s.now);
+    llm_fair_pressure(&s.f, s.now);
+    llm_fair_pressure(&s.f, s.now);
+    llm_fair_pressure(&s.f, s.now);
+    tap_is(llm_fair_capacity(&s.f, s.now), c / 10, "down to a tenth");
+
+    sim_reset(&s);
+    sim_run(&s, 1000, 1);
+    tap_ok(a->cluster > 0 && a->cluster == a->refused,
+           "refusals while reduced are the cluster's");
+    tap_is(llm_fair_capacity(&s.f, s.now), c * 150 / 1000,
+           "a second later: 15 %%");
+
+    sim_run(&s, 17000, 0);
+    tap_is(llm_fair_capacity(&s.f, s.now), c, "18 s later: all of C");
+
+    sim_reset(&s);
+    sim_run(&s, 60000, 1);
+    tap_ok(near(a->admitted, c), "and a uses all of it again (%lld)",
+           (long long) a->admitted);
+
+    /* a request larger than a share's 10 s waits for a whole share */
+    sim_init(&s, 60000);
+    a = sim_add(&s, 1, 0, 1, 0, 0);
+    b = sim_add(&s, 1, 0, 1, 0, 0);
+    llm_fair_touch(&s.f, &a->t, &a->cls, s.now);
+    llm_fair_touch(&s.f, &b->t, &b->cls, s.now);
+
+    /* drain the pool, then a's share */
+    s.f.pool = 0;
+    tap_is(llm_fair_admit(&s.f, &a->t, 20000, s.now, &wait), LLM_FAIR_OK,
+           "a request of 20,000 when a share holds 5,000: admitted, owed");
+    tap_ok(a->t.share < 0, "a owes it");
+    got = llm_fair_admit(&s.f, &a->t, 1000, s.now, &wait);
+    tap_is(got, LLM_FAIR_SHARE, "the next waits");
+    tap_ok(wait > 10000 && wait <= 40000, "until the debt is paid (%lld ms)",
+           (long long) wait);
+    tap_is(llm_fair_admit(&s.f, &b->t, 1000, s.now, &wait), LLM_FAIR_OK,
+           "b is not held by a's debt");
+
+    return tap_done();
+}
