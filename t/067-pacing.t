@@ -133,6 +133,9 @@ cmp_ok($span, '<=', $least + 2000 * time_scale(),
        "the last started no later than the limit allows ($span ms, "
        . "limit $least)");
 
+note("paced burst of 200: the provider saw them over $span ms "
+     . "(199 spacings of 55 ms: $least)");
+
 my @q = map { $_->{headers}{'x-llmgw-queue-ms'} // 0 } @r;
 cmp_ok(max(@q), '>=', $least - 500, 'the last waited about 11 s: ' . max(@q));
 is(scalar(grep { $_->{headers}{'x-llmgw-backend'} eq 'rpm' } @r), 200,
@@ -158,6 +161,7 @@ $l = limits($rpm);
 note('unpaced: ' . codes(@r));
 cmp_ok($l->{refused_rpm}, '>', 100,
        "unpaced, the provider refuses: $l->{refused_rpm} of 200");
+note("unpaced: " . codes(@r) . ", the provider refused $l->{refused_rpm}");
 
 
 ###############################################################################
