@@ -95,6 +95,9 @@
  *
  *   -r RPM                   requests a minute, a sliding window of the
  *                            arrivals of admitted requests
+ *   -c N                     requests in flight at most: one more gets
+ *                            the provider's overloaded answer (503, or
+ *                            Anthropic's 529) with Retry-After: 1
  *   -s MS                    and RPM * MS / 1 min (rounded up) in any MS,
  *                            as providers enforce a minute's limit in
  *                            shorter windows
@@ -202,7 +205,7 @@ main(int argc, char **argv)
     int                      ch, i, n, fd, sig;
     char                    *addr, *end;
     long                     threads;
-    int64_t                  rpm, tpm, quota, period, short_ms;
+    int64_t                  rpm, tpm, quota, period, short_ms, inflight;
     sigset_t                 set;
     socklen_t                len;
     mockllm_loop_t          *loops;
@@ -212,11 +215,12 @@ main(int argc, char **argv)
     threads = 1;
     rpm = 0;
     short_ms = 0;
+    inflight = 0;
     tpm = 0;
     quota = 0;
     period = 86400;
 
-    while ((ch = getopt(argc, argv, "l:t:r:s:T:D:P:h")) != -1) {
+    while ((ch = getopt(argc, argv, "l:t:r:s:c:T:D:P:h")) != -1) {
         switch (ch) {
 
         case 'l':
@@ -241,6 +245,16 @@ main(int argc, char **argv)
 
             if (rpm < 1) {
                 mockllm_log("invalid requests per minute \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'c':
+            inflight = mockllm_parse_num(optarg, 1000000);
+
+            if (inflight < 1) {
+                mockllm_log("invalid requests in flight \"%s\"", optarg);
                 return 2;
             }
 
@@ -301,7 +315,9 @@ main(int argc, char **argv)
         return 2;
     }
 
-    if (mockllm_limits_init(rpm, tpm, quota, period, short_ms) != MOCKLLM_OK) {
+    if (mockllm_limits_init(rpm, tpm, quota, period, short_ms, inflight)
+        != MOCKLLM_OK)
+    {
         return 1;
     }
 
@@ -394,10 +410,11 @@ static void
 mockllm_usage(void)
 {
     fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS] [-r RPM "
-                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]]\n"
+                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N]\n"
                     "  ADDR is a loopback address: 127.0.0.1, [::1]\n"
                     "  -r, -T: requests, tokens a minute (sliding)\n"
                     "  -s: RPM also in any MS, pro rata\n"
+                    "  -c: requests in flight at most (503 beyond)\n"
                     "  -D, -P: a quota of TOKENS each SECONDS (86400)\n");
 }
 

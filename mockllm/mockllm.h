@@ -49,6 +49,7 @@
 #define MOCKLLM_LIMIT_RPM       1
 #define MOCKLLM_LIMIT_TPM       2
 #define MOCKLLM_LIMIT_QUOTA     3
+#define MOCKLLM_LIMIT_INFLIGHT  4       /* checked first: overloaded */
 
 /* x-mock-die-how */
 #define MOCKLLM_DIE_CLOSE       0
@@ -158,6 +159,7 @@ typedef struct {
     unsigned             checked:1;      /* ... and it met the limits */
     unsigned             charged:1;      /* ... which took it */
     unsigned             too_large:1;    /* more than TPM alone */
+    unsigned             inflight:1;     /* counted in flight (-c) */
 
     char                 msg[MOCKLLM_LIMIT_MSG_LEN];
 } mockllm_limit_t;
@@ -286,7 +288,7 @@ void mockllm_http_finish(mockllm_conn_t *c);
 extern int  mockllm_limits_on;
 
 int mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota,
-    int64_t period, int64_t short_ms);
+    int64_t period, int64_t short_ms, int64_t inflight);
 void mockllm_limits_arrive(mockllm_conn_t *c);
 int mockllm_limits_admit(mockllm_conn_t *c, int64_t charge);
 void mockllm_limits_end(mockllm_conn_t *c);

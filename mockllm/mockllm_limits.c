@@ -46,6 +46,8 @@ typedef struct {
 typedef struct {
     uint64_t             requests;
     uint64_t             admitted;
+    uint64_t             refused_inflight;
+    uint64_t             max_inflight;
     uint64_t             refused_rpm;
     uint64_t             refused_tpm;
     uint64_t             refused_quota;
@@ -61,6 +63,8 @@ typedef struct {
 typedef struct {
     pthread_mutex_t      lock;
 
+    int64_t              inflight_max;   /* -c: 0, no limit */
+    int64_t              inflight;       /* requests admitted, not over */
     int64_t              rpm;            /* 0: no limit */
     uint64_t             short_ms;       /* -s: 0, or RPM also per this */
     int64_t              short_max;      /* ... at most this many */
@@ -110,16 +114,17 @@ static mockllm_limits_t  mockllm_lim = {
 
 int
 mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota, int64_t period,
-    int64_t short_ms)
+    int64_t short_ms, int64_t inflight)
 {
     mockllm_limits_t  *l;
 
-    if (rpm == 0 && tpm == 0 && quota == 0) {
+    if (rpm == 0 && tpm == 0 && quota == 0 && inflight == 0) {
         return MOCKLLM_OK;
     }
 
     l = &mockllm_lim;
 
+    l->inflight_max = inflight;
     l->rpm = rpm;
 
     /* as providers quantize: 1,200 a minute is 20 in any second */
@@ -204,7 +209,16 @@ mockllm_limits_admit(mockllm_conn_t *c, int64_t charge)
         }
     }
 
-    if (l->rpm && (int64_t) l->n >= l->rpm) {
+    if (l->inflight_max && l->inflight >= l->inflight_max) {
+        /* overloaded: a server that cannot take more, not a rate */
+        reason = MOCKLLM_LIMIT_INFLIGHT;
+        s->refused_inflight++;
+
+        q->limit = l->inflight_max;
+        q->used = l->inflight;
+        q->retry = 1000;
+
+    } else if (l->rpm && (int64_t) l->n >= l->rpm) {
         reason = MOCKLLM_LIMIT_RPM;
         s->refused_rpm++;
 
@@ -254,6 +268,15 @@ mockllm_limits_admit(mockllm_conn_t *c, int64_t charge)
         mockllm_limits_push(now, charge);
 
         l->used += charge;
+
+        if (l->inflight_max) {
+            l->inflight++;
+            q->inflight = 1;
+
+            if ((uint64_t) l->inflight > s->max_inflight) {
+                s->max_inflight = (uint64_t) l->inflight;
+            }
+        }
 
         q->seq = l->head_seq + l->n - 1;
         q->charge = charge;
@@ -332,6 +355,11 @@ mockllm_limits_end(mockllm_conn_t *c)
             }
         }
 
+        /* a live count: a reset of the counters does not end a request */
+        if (q->inflight) {
+            l->inflight--;
+        }
+
         pthread_mutex_unlock(&l->lock);
     }
 
@@ -385,7 +413,10 @@ mockllm_limits_head(mockllm_conn_t *c, mockllm_buf_t *b)
         }
     }
 
-    if (q->refused == MOCKLLM_LIMIT_OK || q->too_large) {
+    /* an overloaded answer's Retry-After is the status line's (http.c) */
+    if (q->refused == MOCKLLM_LIMIT_OK || q->too_large
+        || q->refused == MOCKLLM_LIMIT_INFLIGHT)
+    {
         return;
     }
 
@@ -441,6 +472,10 @@ mockllm_limits_json(mockllm_buf_t *b, int reset)
     mockllm_buf_add_num(b, s.requests);
     mockllm_buf_adds(b, ",\"admitted\":");
     mockllm_buf_add_num(b, s.admitted);
+    mockllm_buf_adds(b, ",\"refused_inflight\":");
+    mockllm_buf_add_num(b, s.refused_inflight);
+    mockllm_buf_adds(b, ",\"max_inflight\":");
+    mockllm_buf_add_num(b, s.max_inflight);
     mockllm_buf_adds(b, ",\"refused_rpm\":");
     mockllm_buf_add_num(b, s.refused_rpm);
     mockllm_buf_adds(b, ",\"refused_tpm\":");

@@ -871,6 +871,12 @@ mockllm_llm_limit(mockllm_conn_t *c)
         return;
     }
 
+    if (reason == MOCKLLM_LIMIT_INFLIGHT) {
+        /* the provider's own overloaded answer, as x-mock-status gives it */
+        mockllm_llm_status(c, r->api == MOCKLLM_API_ANTHROPIC ? 529 : 503);
+        return;
+    }
+
     if (r->api == MOCKLLM_API_ANTHROPIC) {
 
         if (reason == MOCKLLM_LIMIT_QUOTA) {

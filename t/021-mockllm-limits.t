@@ -530,12 +530,71 @@ my @scenarios = (
 
 
 # bad options: exit status 2 and why
+# -c: requests in flight at most; one more is the provider overloaded
+push(@scenarios, {
+    name => 'requests in flight',
+    args => [ '-c', 2 ],
+    steps => [
+        {
+            name => 'a slow stream in flight',
+            start => 's1',
+            ask($OAI, 9, 64, 10, body => { stream => $T },
+                headers => { 'x-mock-delay-ms' => 100 }),
+        },
+        {
+            name => 'a second',
+            start => 's2',
+            ask($OAI, 9, 64, 10, body => { stream => $T },
+                headers => { 'x-mock-delay-ms' => 100 }),
+        },
+        {
+            name => 'openai: a third is overloaded, 503',
+            ask($OAI, 9, 64, 16),
+            status => 503,
+            json => { error => { type => 'server_error' } },
+            resp_headers => { 'retry-after' => 1,
+                              'retry-after-ms' => $ABSENT },
+        },
+        {
+            name => 'anthropic: 529 overloaded_error',
+            ask($ANT, 9, 64, 16),
+            status => 529,
+            json => { type => 'error',
+                      error => { type => 'overloaded_error' } },
+            resp_headers => { 'retry-after' => 1 },
+        },
+        {
+            name => 'the first ends',
+            finish => 's1',
+            status => 200,
+            sse_tokens => 10,
+        },
+        {
+            name => 'one fits again',
+            ask($OAI, 9, 64, 16),
+            status => 200,
+        },
+        {
+            name => 'the second ends',
+            finish => 's2',
+            status => 200,
+            sse_tokens => 10,
+        },
+        {
+            name => 'counted: two refused, never more than two at once',
+            limits => { requests => 5, admitted => 3, refused_inflight => 2,
+                        max_inflight => 2 },
+        },
+    ],
+});
+
 my @bad_options = (
     [ [ '-r', 0 ], qr/invalid requests per minute "0"/ ],
     [ [ '-r', 1000001 ], qr/invalid requests per minute/ ],
     [ [ '-T', 'x' ], qr/invalid tokens per minute "x"/ ],
     [ [ '-D', -5 ], qr/invalid token quota "-5"/ ],
     [ [ '-D', 10, '-P', 0 ], qr/invalid quota period "0"/ ],
+    [ [ '-c', 0 ], qr/invalid requests in flight "0"/ ],
 );
 
 
