@@ -40,6 +40,11 @@ static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
 static u_char *ngx_http_llm_gateway_duration(u_char *p, int64_t ms);
 static ngx_int_t ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static llm_fair_rc_e ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_node_t *node,
+    int64_t cost, int64_t now, int64_t *wait);
+static void ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_fair_rc_e rc, int64_t wait);
 
 
 ngx_int_t
@@ -504,9 +509,10 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                           *p;
-    int64_t                           cost, now, until, wall;
+    int64_t                           cost, now, until, wall, fwait;
     ngx_str_t                         body;
     ngx_int_t                         brc_budget;
+    llm_fair_rc_e                     frc;
     llm_admit_t                       adm;
     llm_bucket_rc_e                   brc;
     ngx_http_llm_gateway_node_t      *node, *holder;
@@ -632,11 +638,38 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ctx->reserved = cost;
 
+    /* the tenant's share of the zone's capacity, when the zone has one */
+    frc = LLM_FAIR_OK;
+    fwait = 0;
+
+    if (brc == LLM_BUCKET_OK && zone->capacity) {
+        frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
+
+        if (frc != LLM_FAIR_OK) {
+            llm_release(&node->state, &ctx->limits, cost, 0, now);
+
+            if (ctx->budget_held) {
+                ngx_http_llm_gateway_budget_unreserve(ctx, node);
+            }
+
+            ngx_http_llm_gateway_journal_unhold(ctx);
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+
+            ngx_http_llm_gateway_fair_refuse(r, ctx, frc, fwait);
+            return;
+        }
+    }
+
     if (brc == LLM_BUCKET_OK
         && ngx_http_llm_gateway_flight_start(ctx) != NGX_OK)
     {
         /* no room to keep it in flight: as full as without a node */
         llm_release(&node->state, &ctx->limits, cost, 0, now);
+
+        if (ctx->fair_held) {
+            llm_fair_settle(&zone->sh->fair, &node->fair, cost, 0, now);
+            ctx->fair_held = 0;
+        }
 
         if (ctx->budget_held) {
             ngx_http_llm_gateway_budget_unreserve(ctx, node);
@@ -760,6 +793,90 @@ full:
     ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
                                      "The gateway is overloaded; retry "
                                      "shortly.", 1);
+}
+
+
+/*
+ * Under the zone's lock: the tenant is active, tenants idle for a while
+ * are not (the least recently used end of the queue), and the request
+ * takes its cost from the tenant's share of the capacity or from capacity
+ * nobody uses.
+ */
+
+static llm_fair_rc_e
+ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_node_t *node,
+    int64_t cost, int64_t now, int64_t *wait)
+{
+    ngx_uint_t                    n;
+    ngx_queue_t                  *q;
+    llm_fair_rc_e                 rc;
+    llm_fair_class_t              cls;
+    ngx_http_llm_gateway_node_t  *old;
+
+    for (n = 0, q = ngx_queue_last(&zone->sh->queue);
+         n < 8 && q != ngx_queue_sentinel(&zone->sh->queue);
+         n++, q = ngx_queue_prev(q))
+    {
+        old = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+        if (old != node && old->fair.active
+            && !llm_fair_expire(&zone->sh->fair, &old->fair, now))
+        {
+            break;
+        }
+    }
+
+    cls.weight = ctx->tier->weight;
+    cls.minimum = ctx->tier->minimum;
+    cls.priority = (int) ctx->tier->priority;
+
+    llm_fair_touch(&zone->sh->fair, &node->fair, &cls, now);
+
+    rc = llm_fair_admit(&zone->sh->fair, &node->fair, cost, now, wait);
+
+    if (rc == LLM_FAIR_OK) {
+        ctx->fair_held = 1;
+
+    } else {
+        ctx->fair_rate = llm_fair_rate(&zone->sh->fair, &node->fair);
+    }
+
+    return rc;
+}
+
+
+static void
+ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_fair_rc_e rc, int64_t wait)
+{
+    u_char  *p;
+
+    ctx->retry_after_ms = ngx_max(wait, 1);
+    ctx->retry_after = llm_bucket_seconds(ctx->retry_after_ms);
+
+    p = ngx_pnalloc(r->pool, 200);
+    if (p == NULL) {
+        return;
+    }
+
+    if (rc == LLM_FAIR_CLUSTER) {
+        ngx_sprintf(p, "The upstream is saturated: the gateway admits less "
+                    "until it recovers. Please try again in %Ls.%Z",
+                    ctx->retry_after);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "server_error", "upstream_saturated",
+                                    NULL, (char *) p);
+        return;
+    }
+
+    ngx_sprintf(p, "The shared capacity is in full use: this tenant's "
+                "share is %L tokens a minute. Please try again in %Ls.%Z",
+                ctx->fair_rate, ctx->retry_after);
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
+                                "capacity_exceeded", NULL, (char *) p);
 }
 
 

@@ -89,6 +89,12 @@ static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
       offsetof(ngx_http_llm_gateway_tier_t, max_tokens) },
     { ngx_string("default_max_tokens="),
       offsetof(ngx_http_llm_gateway_tier_t, default_max_tokens) },
+    { ngx_string("weight="),
+      offsetof(ngx_http_llm_gateway_tier_t, weight) },
+    { ngx_string("minimum="),
+      offsetof(ngx_http_llm_gateway_tier_t, minimum) },
+    { ngx_string("priority="),
+      offsetof(ngx_http_llm_gateway_tier_t, priority) },
     { ngx_null_string, 0 }
 };
 
@@ -100,7 +106,7 @@ static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
 static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_zone"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
       ngx_http_llm_gateway_zone,
       0,
       0,
@@ -546,6 +552,7 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     ngx_http_llm_gateway_zone_t  *ozone = data;
 
     size_t                        len;
+    llm_fair_conf_t               fair;
     ngx_http_llm_gateway_zone_t  *zone;
 
     zone = shm_zone->data;
@@ -584,6 +591,10 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
 
+    ngx_memzero(&fair, sizeof(llm_fair_conf_t));
+    fair.capacity = zone->capacity;
+    llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_now_ms());
+
     len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
 
     zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
@@ -608,6 +619,14 @@ version:
                       "of the module: restart nginx, or rename or resize "
                       "the zone", &shm_zone->shm.name);
         return NGX_ERROR;
+    }
+
+    /* a new capacity applies from now on; the shares follow it */
+    if (zone->sh->fair.conf.capacity != zone->capacity) {
+        ngx_shmtx_lock(&zone->shpool->mutex);
+        zone->sh->fair.conf.capacity = zone->capacity;
+        zone->sh->fair.conf.burst = zone->capacity / 6;
+        ngx_shmtx_unlock(&zone->shpool->mutex);
     }
 
     return NGX_OK;
@@ -782,6 +801,18 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     shm_zone->init = ngx_http_llm_gateway_init_zone;
     shm_zone->data = zone;
     zone->name = shm_zone->shm.name;
+
+    if (cf->args->nelts == 3) {
+        if (ngx_strncmp(value[2].data, "capacity=", 9) != 0
+            || ngx_http_llm_gateway_parse_int(&value[2], 9, &zone->capacity)
+               != NGX_OK
+            || zone->capacity <= 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\"", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+    }
 
     return NGX_CONF_OK;
 }
@@ -1323,6 +1354,10 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     tier->models = (u_char *) "*";
 
+    /* a share of a zone's capacity: weight 1, no minimum, priority 1 */
+    tier->weight = 1;
+    tier->priority = 1;
+
     for (i = 2; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
@@ -1388,6 +1423,20 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     /* a minute's worth of requests may come at once */
     tier->limits.rpm.burst = tier->limits.rpm.rate;
+
+    if (tier->weight < 1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "weight of tier \"%V\" must be at least 1",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (tier->priority >= LLM_FAIR_PRIORITIES) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "priority of tier \"%V\" must be 0 to %d",
+                           &value[1], LLM_FAIR_PRIORITIES - 1);
+        return NGX_CONF_ERROR;
+    }
 
     if (tier->max_tokens == 0) {
         tier->max_tokens = ngx_min(tier->limits.tpm.burst, 1000000);

@@ -15,6 +15,7 @@
 #include <ngx_http.h>
 
 #include "llm_bucket.h"
+#include "llm_fair.h"
 #include "llm_inspect.h"
 #include "llm_journal.h"
 #include "llm_key.h"
@@ -50,6 +51,9 @@ typedef struct {
     int64_t                      default_max_tokens;
     u_char                      *models;    /* as in a key: "*" or a list */
     ngx_str_t                    downgrade; /* served when the cap is short */
+    int64_t                      weight;    /* its share of a zone's capacity */
+    int64_t                      minimum;   /* guaranteed of it, tokens/min */
+    int64_t                      priority;  /* 0 (batch) to 3 (first) */
 } ngx_http_llm_gateway_tier_t;
 
 
@@ -245,6 +249,9 @@ typedef struct {
     int64_t                      demand;         /* tokens asked since */
     int64_t                      share_ppm;      /* 0: not known, all */
 
+    /* its share of the zone's capacity (llm_gateway_zone capacity=) */
+    llm_fair_tenant_t            fair;
+
     /* what the metrics and the status page say of it */
     ngx_http_llm_gateway_stats_t stats;
     u_char                       name_len;
@@ -311,7 +318,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  9
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  10
 
 
 typedef struct {
@@ -326,6 +333,7 @@ typedef struct {
     int64_t                      demand_reported;   /* ms, by any worker */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
+    llm_fair_t                   fair;      /* capacity=: the shares */
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -333,6 +341,7 @@ typedef struct {
     ngx_http_llm_gateway_shctx_t  *sh;
     ngx_slab_pool_t              *shpool;
     ngx_str_t                     name;
+    int64_t                       capacity;  /* tokens a minute; 0: none */
 } ngx_http_llm_gateway_zone_t;
 
 
@@ -449,6 +458,7 @@ typedef struct {
     uint64_t                     pace_ticket;
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
+    int64_t                      fair_rate;     /* its share, refused */
     ngx_int_t                    phase;         /* its preaccess handler */
 
     /* Idempotency-Key (idem.c) */
@@ -476,6 +486,7 @@ typedef struct {
     unsigned                     answered:1;       /* the answer was read */
     unsigned                     retried:1;        /* failed over */
     unsigned                     trial:1;          /* a half-open trial */
+    unsigned                     fair_held:1;      /* a share of capacity */
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */

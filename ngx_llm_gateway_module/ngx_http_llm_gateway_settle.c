@@ -189,6 +189,13 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
                     st.input_tokens + st.output_tokens,
                     ngx_http_llm_gateway_now_ms());
 
+        if (ctx->fair_held) {
+            llm_fair_settle(&zone->sh->fair, &node->fair, ctx->reserved,
+                            st.input_tokens + st.output_tokens,
+                            ngx_http_llm_gateway_now_ms());
+            ctx->fair_held = 0;
+        }
+
         ngx_http_llm_gateway_count(node, rec.status, &st,
                                    ctx->budget_held ? ctx->prices : NULL);
         ctx->counted = 1;
