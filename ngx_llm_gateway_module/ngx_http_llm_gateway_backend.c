@@ -27,9 +27,6 @@
 /* the ring without an RPM limit: its size is then the requests a minute */
 #define NGX_HTTP_LLM_GATEWAY_PACE_ENTRIES  100000
 
-/* the provider's body is read up to this much for its wording */
-#define NGX_HTTP_LLM_GATEWAY_ANSWER_MAX    4096
-
 
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
@@ -203,8 +200,6 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             goto invalid;
         }
     }
-
-    b->index = lmcf->backends->nelts;
 
     bp = ngx_array_push(lmcf->backends);
     if (bp == NULL) {
@@ -1270,8 +1265,7 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
 
     if (in.status >= 400 && b->start && b->last > b->pos) {
         in.body.data = (const char *) b->pos;
-        in.body.len = ngx_min((size_t) (b->last - b->pos),
-                              NGX_HTTP_LLM_GATEWAY_ANSWER_MAX);
+        in.body.len = b->last - b->pos;    /* the reader bounds it */
     }
 
     llm_provider_read(&in, &v);
@@ -1466,7 +1460,6 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     ngx_shmtx_unlock(&prev->shpool->mutex);
 
     ctx->answered = 0;
-    ctx->retried = 1;
 
     /*
      * The upstream is finalized now, as nginx does before error_page: its

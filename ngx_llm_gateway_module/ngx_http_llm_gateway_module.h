@@ -114,7 +114,6 @@ typedef struct {
     uint32_t                     entries;      /* its ring; 0: no pacer */
     ngx_uint_t                   failures;     /* in a row open it; 0: no */
     ngx_msec_t                   fail_timeout;
-    ngx_uint_t                   index;
     ngx_shm_zone_t              *shm_zone;
     ngx_slab_pool_t             *shpool;
     ngx_http_llm_gateway_backend_sh_t  *sh;
@@ -484,7 +483,6 @@ typedef struct {
     unsigned                     paced:1;          /* started by the pacer */
     unsigned                     pace_waited:1;
     unsigned                     answered:1;       /* the answer was read */
-    unsigned                     retried:1;        /* failed over */
     unsigned                     trial:1;          /* a half-open trial */
     unsigned                     fair_held:1;      /* a share of capacity */
     unsigned                     idem_checked:1;
