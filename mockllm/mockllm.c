@@ -112,7 +112,8 @@
  * is not counted.  With a limit on, every LLM response carries
  * x-mock-arrival-ms (since the start) and the rate limit headers;
  * GET /limits answers the counters and the fullest windows,
- * POST /limits/reset answers them and zeroes them.  See mockllm_limits.c.
+ * POST /limits/reset answers them and zeroes them, POST /limits/inflight/N
+ * makes -c's ceiling N from now on (0: none).  See mockllm_limits.c.
  *
  * Each thread runs its own epoll loop on its own SO_REUSEPORT listener, so
  * nothing but the request counter, the tenants and the limits is shared.

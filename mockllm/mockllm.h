@@ -294,6 +294,7 @@ int mockllm_limits_admit(mockllm_conn_t *c, int64_t charge);
 void mockllm_limits_end(mockllm_conn_t *c);
 void mockllm_limits_head(mockllm_conn_t *c, mockllm_buf_t *b);
 void mockllm_limits_json(mockllm_buf_t *b, int reset);
+void mockllm_limits_set_inflight(int64_t n);
 size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
 
 /* mockllm_llm.c */

@@ -153,6 +153,24 @@ mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota, int64_t period,
 }
 
 
+/*
+ * POST /limits/inflight/N: the ceiling of -c from now on (0: none), as a
+ * provider that adds or loses servers; only when -c was given.
+ */
+
+void
+mockllm_limits_set_inflight(int64_t n)
+{
+    mockllm_limits_t  *l;
+
+    l = &mockllm_lim;
+
+    pthread_mutex_lock(&l->lock);
+    l->inflight_max = n;
+    pthread_mutex_unlock(&l->lock);
+}
+
+
 /* an LLM request: it gets x-mock-arrival-ms, whatever its answer */
 
 void

@@ -270,7 +270,8 @@ static void
 mockllm_llm_route(mockllm_conn_t *c)
 {
     char            *path;
-    size_t           n;
+    size_t           n, k;
+    int64_t          v;
     mockllm_req_t   *q;
     mockllm_resp_t  *r;
 
@@ -303,6 +304,22 @@ mockllm_llm_route(mockllm_conn_t *c)
         if (mockllm_limits_on && mockllm_str_eq(path, n, "/limits/reset")) {
             r->kind = MOCKLLM_R_LIMITS_RESET;
             return;
+        }
+
+        k = sizeof("/limits/inflight/") - 1;
+
+        if (mockllm_limits_on && n > k && n < k + 8
+            && memcmp(path, "/limits/inflight/", k) == 0)
+        {
+            for (v = 0; k < n && path[k] >= '0' && path[k] <= '9'; k++) {
+                v = v * 10 + (path[k] - '0');
+            }
+
+            if (k == n) {
+                mockllm_limits_set_inflight(v);
+                r->kind = MOCKLLM_R_LIMITS;
+                return;
+            }
         }
 
     } else if (q->method == MOCKLLM_METHOD_GET

@@ -638,11 +638,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ctx->reserved = cost;
 
-    /* the tenant's share of the zone's capacity, when the zone has one */
+    /* the zone's ceiling, and the tenant's share of its capacity */
     frc = LLM_FAIR_OK;
     fwait = 0;
 
-    if (brc == LLM_BUCKET_OK && zone->capacity) {
+    if (brc == LLM_BUCKET_OK && (zone->capacity || zone->inflight)) {
         frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
 
         if (frc != LLM_FAIR_OK) {
@@ -669,6 +669,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         if (ctx->fair_held) {
             llm_fair_settle(&zone->sh->fair, &node->fair, cost, 0, now);
             ctx->fair_held = 0;
+        }
+
+        if (ctx->fair_flight) {
+            llm_fair_end(&zone->sh->fair);
+            ctx->fair_flight = 0;
         }
 
         if (ctx->budget_held) {
@@ -798,9 +803,9 @@ full:
 
 /*
  * Under the zone's lock: the tenant is active, tenants idle for a while
- * are not (the least recently used end of the queue), and the request
- * takes its cost from the tenant's share of the capacity or from capacity
- * nobody uses.
+ * are not (the least recently used end of the queue), the request is in
+ * flight under the zone's ceiling, and it takes its cost from the
+ * tenant's share of the capacity or from capacity nobody uses.
  */
 
 static llm_fair_rc_e
@@ -810,37 +815,56 @@ ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
 {
     ngx_uint_t                    n;
     ngx_queue_t                  *q;
+    llm_fair_t                   *f;
     llm_fair_rc_e                 rc;
     llm_fair_class_t              cls;
     ngx_http_llm_gateway_node_t  *old;
 
-    for (n = 0, q = ngx_queue_last(&zone->sh->queue);
-         n < 8 && q != ngx_queue_sentinel(&zone->sh->queue);
-         n++, q = ngx_queue_prev(q))
-    {
-        old = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+    f = &zone->sh->fair;
 
-        if (old != node && old->fair.active
-            && !llm_fair_expire(&zone->sh->fair, &old->fair, now))
+    if (zone->capacity) {
+        for (n = 0, q = ngx_queue_last(&zone->sh->queue);
+             n < 8 && q != ngx_queue_sentinel(&zone->sh->queue);
+             n++, q = ngx_queue_prev(q))
         {
-            break;
+            old = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+            if (old != node && old->fair.active
+                && !llm_fair_expire(f, &old->fair, now))
+            {
+                break;
+            }
         }
+
+        cls.weight = ctx->tier->weight;
+        cls.minimum = ctx->tier->minimum;
+        cls.priority = (int) ctx->tier->priority;
+
+        llm_fair_touch(f, &node->fair, &cls, now);
     }
 
-    cls.weight = ctx->tier->weight;
-    cls.minimum = ctx->tier->minimum;
-    cls.priority = (int) ctx->tier->priority;
+    rc = llm_fair_start(f, now, wait);
 
-    llm_fair_touch(&zone->sh->fair, &node->fair, &cls, now);
+    if (rc != LLM_FAIR_OK) {
+        return rc;
+    }
 
-    rc = llm_fair_admit(&zone->sh->fair, &node->fair, cost, now, wait);
+    ctx->fair_flight = 1;
+
+    if (zone->capacity == 0) {
+        return LLM_FAIR_OK;
+    }
+
+    rc = llm_fair_admit(f, &node->fair, cost, now, wait);
 
     if (rc == LLM_FAIR_OK) {
         ctx->fair_held = 1;
-
-    } else {
-        ctx->fair_rate = llm_fair_rate(&zone->sh->fair, &node->fair);
+        return LLM_FAIR_OK;
     }
+
+    llm_fair_end(f);
+    ctx->fair_flight = 0;
+    ctx->fair_rate = llm_fair_rate(f, &node->fair);
 
     return rc;
 }
@@ -868,6 +892,7 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
                                     "server_error", "upstream_saturated",
                                     NULL, (char *) p);
+        ctx->rejected_by = ngx_http_llm_gateway_by_saturation;
         return;
     }
 
@@ -877,6 +902,7 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
 
     ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
                                 "capacity_exceeded", NULL, (char *) p);
+    ctx->rejected_by = ngx_http_llm_gateway_by_capacity;
 }
 
 

@@ -47,6 +47,8 @@ static void ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
     int64_t now);
 static void ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
+static void ngx_http_llm_gateway_saturated(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
 static void ngx_http_llm_gateway_tried(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, const char *code);
 static ngx_int_t ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
@@ -1200,13 +1202,15 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
 
     u = r->upstream;
 
-    if (ctx->backend == NULL) {
+    /* read for a backend's state, or for its zone's backpressure */
+    if (ctx->backend == NULL && !ctx->fair_flight) {
         return NGX_OK;
     }
 
     /* the gateway's own refusal after admission (its pacer): named too */
     if (ctx->err_status) {
-        return ngx_http_llm_gateway_backend_headers(r, ctx);
+        return ctx->backend ? ngx_http_llm_gateway_backend_headers(r, ctx)
+                            : NGX_OK;
     }
 
     if (u == NULL || ctx->answered) {
@@ -1270,6 +1274,12 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
 
     llm_provider_read(&in, &v);
 
+    if (ctx->backend == NULL) {
+        /* a location without backends: the answer goes as it came */
+        ngx_http_llm_gateway_saturated(r, ctx, &v);
+        return NGX_OK;
+    }
+
     ngx_http_llm_gateway_backend_result(ctx->backend, &v, in.now_ms);
 
     if (v.cls == LLM_PROVIDER_OK) {
@@ -1290,6 +1300,9 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
         }
     }
 
+    /* the answer the client gets: one another backend took is not */
+    ngx_http_llm_gateway_saturated(r, ctx, &v);
+
     if (v.cls == LLM_PROVIDER_FAILED) {
         /* passed as it came: no other backend could take it */
         ctx->err_status = 0;
@@ -1297,6 +1310,58 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
     }
 
     return ngx_http_llm_gateway_replace_answer(r, ctx, &v);
+}
+
+
+/*
+ * The upstream pushes back: busy (its 429 or 503, overloaded), or no
+ * answer at all (unreachable, too slow) or a proxy's in front of it (502,
+ * 504).  What the zone admits is reduced at once (llm_fair.c); a quota
+ * spent is not saturation.
+ */
+
+static void
+ngx_http_llm_gateway_saturated(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v)
+{
+    int                           reduced;
+    int64_t                       now, capacity, ceiling;
+    ngx_uint_t                    status;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    if (!ctx->fair_flight || ctx->pressed) {
+        return;
+    }
+
+    status = r->upstream->headers_in.status_n;
+
+    if (v->cls != LLM_PROVIDER_BUSY
+        && !(v->cls == LLM_PROVIDER_FAILED
+             && (status == 0 || status == NGX_HTTP_BAD_GATEWAY
+                 || status == NGX_HTTP_GATEWAY_TIME_OUT)))
+    {
+        return;
+    }
+
+    ctx->pressed = 1;
+    zone = ctx->zone;
+    now = ngx_http_llm_gateway_now_ms();
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    reduced = llm_fair_pressure(&zone->sh->fair, now);
+    capacity = llm_fair_capacity(&zone->sh->fair, now);
+    ceiling = llm_fair_ceiling(&zone->sh->fair, now);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (reduced) {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: the upstream pushes back (%ui, %s): "
+                      "llm_gateway_zone \"%V\" admits %L tokens a minute "
+                      "and %L requests at once, recovering", status,
+                      v->why ? v->why : "-", &zone->name, capacity, ceiling);
+    }
 }
 
 

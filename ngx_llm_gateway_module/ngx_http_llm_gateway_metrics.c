@@ -4,9 +4,10 @@
  * serves nginx's:
  *
  *   llm_gateway_metrics   the Prometheus text format: the journal, each
- *                         worker's connection to accountd, and each
+ *                         worker's connection to accountd, the backends,
+ *                         each zone's capacity and backpressure, and each
  *                         tenant's requests, refusals, tokens, cost,
- *                         reservations and concurrency
+ *                         reservations, concurrency and share
  *   llm_gateway_status    the same as JSON (a URI ending in ".json"), or
  *                         a page that shows it live
  *
@@ -30,6 +31,9 @@
 #define NGX_HTTP_LLM_GATEWAY_METRICS_LINE   96
 #define NGX_HTTP_LLM_GATEWAY_METRICS_LINES  16
 
+/* a zone's capacity lines, its name (64 bytes at most) escaped in each */
+#define NGX_HTTP_LLM_GATEWAY_METRICS_POOL   2048
+
 /* a tenant's JSON but for its names, escaped at most 6 times as long */
 #define NGX_HTTP_LLM_GATEWAY_JSON_TENANT    1024
 
@@ -50,14 +54,33 @@ typedef struct {
     u_char                         tier_len;
     u_char                         name[LLM_KEY_TENANT_MAX];
     u_char                         tier[LLM_KEY_TIER_MAX];
+    int64_t                        share;       /* tokens a minute */
     unsigned                       limited:1;   /* its tier is known here */
+    unsigned                       shared:1;    /* its zone has capacity= */
     unsigned                       capped:1;
     unsigned                       spent:1;
 } ngx_http_llm_gateway_view_t;
 
 
+/* a zone's capacity and backpressure as shown (llm_gateway_zone) */
+typedef struct {
+    ngx_str_t                      name;
+    int64_t                        capacity;     /* configured, tokens/min */
+    int64_t                        capacity_now;
+    int64_t                        inflight;     /* the ceiling configured */
+    int64_t                        ceiling;      /* now */
+    int64_t                        flights;
+    int64_t                        active;       /* tenants */
+    int64_t                        weights;
+    uint64_t                       reductions;
+} ngx_http_llm_gateway_pool_t;
+
+
 typedef struct {
     ngx_array_t                           tenants;   /* of views */
+    ngx_array_t                           pools;     /* of zones with
+                                                        capacity= or
+                                                        inflight= */
     ngx_http_llm_gateway_worker_t         workers[NGX_HTTP_LLM_GATEWAY_WORKERS
                                                   + 1];
     ngx_uint_t                            nworkers;
@@ -86,6 +109,11 @@ static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc);
 static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
+static ngx_int_t ngx_http_llm_gateway_pool(
+    ngx_http_llm_gateway_snapshot_t *snap, ngx_http_llm_gateway_zone_t *zone,
+    int64_t now);
+static u_char *ngx_http_llm_gateway_pools(u_char *p,
+    ngx_http_llm_gateway_snapshot_t *snap, ngx_uint_t json);
 static void ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
     ngx_http_llm_gateway_node_t *node, int64_t now,
     ngx_http_llm_gateway_view_t *v);
@@ -119,8 +147,9 @@ typedef struct {
     const char                    *name;
     const char                    *type;
     const char                    *help;
-    ngx_uint_t                     limited;   /* the tier known here only */
-    ngx_http_llm_gateway_series_t  series[NGX_HTTP_LLM_GATEWAY_CLASSES + 1];
+    ngx_uint_t                     limited;   /* the tier known here only,
+                                                 or 2: a zone's share */
+    ngx_http_llm_gateway_series_t  series[ngx_http_llm_gateway_by_last];
 } ngx_http_llm_gateway_family_t;
 
 #define ngx_http_llm_gateway_at(field)                                        \
@@ -138,14 +167,18 @@ static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
         { NULL, 0 } } },
 
     { "llmgw_rejected_total", "counter",
-      "Requests of a tenant refused with 429, by the limit that refused "
-      "them.", 0,
+      "Requests of a tenant the gateway refused, by the limit that refused "
+      "them: 429 but for saturation, 503 (the upstream pushed back).", 0,
       { { ",reason=\"requests\"",
           ngx_http_llm_gateway_at(stats.rejected[1]) },
         { ",reason=\"tokens\"", ngx_http_llm_gateway_at(stats.rejected[2]) },
         { ",reason=\"concurrency\"",
           ngx_http_llm_gateway_at(stats.rejected[3]) },
         { ",reason=\"quota\"", ngx_http_llm_gateway_at(stats.rejected[4]) },
+        { ",reason=\"capacity\"",
+          ngx_http_llm_gateway_at(stats.rejected[5]) },
+        { ",reason=\"saturation\"",
+          ngx_http_llm_gateway_at(stats.rejected[6]) },
         { NULL, 0 } } },
 
     { "llmgw_tokens_total", "counter",
@@ -173,6 +206,12 @@ static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
       "Tokens a tenant's TPM bucket holds now, on this gateway.", 1,
       { { "", ngx_http_llm_gateway_at(tpm_available) }, { NULL, 0 } } },
 
+    { "llmgw_capacity_share_tokens_per_minute", "gauge",
+      "A tenant's share of its zone's capacity now: its minimum and its "
+      "weight's part of the rest among the active tenants; 0 while idle.",
+      2,
+      { { "", ngx_http_llm_gateway_at(share) }, { NULL, 0 } } },
+
     { NULL, NULL, NULL, 0, { { NULL, 0 } } }
 };
 
@@ -199,6 +238,7 @@ static u_char  ngx_http_llm_gateway_page[] =
 "<div id=\"head\">loading...</div><div id=\"err\"></div>\n"
 "<h2>Journal and accountd</h2><table id=\"journal\"></table>\n"
 "<h2>Backends</h2><table id=\"backends\"></table>\n"
+"<h2>Capacity</h2><table id=\"zones\"></table>\n"
 "<h2>Tenants</h2><table id=\"tenants\"></table>\n"
 "<script>\n"
 "'use strict';\n"
@@ -245,8 +285,23 @@ static u_char  ngx_http_llm_gateway_page[] =
 "      : '<span class=\"on\">closed</span>']);\n"
 "  }\n"
 "  document.getElementById('backends').innerHTML = h;\n"
+"  h = row(['zone', 'TPM', 'TPM now', 'in flight', 'ceiling',\n"
+"    'ceiling now', 'active tenants', 'weights', 'reductions'], true);\n"
+"  for (const z of s.zones || []) {\n"
+"    const low = z.capacity_now < z.capacity\n"
+"      || z.inflight_ceiling < z.inflight_limit;\n"
+"    h += row([esc(z.name), z.capacity ? fmt(z.capacity) : '',\n"
+"      z.capacity ? (low ? '<span class=\"spent\">' : '')\n"
+"      + bar(z.capacity_now, z.capacity) + fmt(z.capacity_now)\n"
+"      + (low ? '</span>' : '') : '', fmt(z.inflight),\n"
+"      z.inflight_limit ? fmt(z.inflight_limit) : '',\n"
+"      z.inflight_limit ? fmt(z.inflight_ceiling) : '',\n"
+"      fmt(z.active_tenants), fmt(z.weights), fmt(z.reductions)]);\n"
+"  }\n"
+"  document.getElementById('zones').innerHTML = h;\n"
 "  h = row(['tenant', 'zone', 'tier', 'requests', '2xx', '4xx', '5xx',\n"
 "    '429 requests', '429 tokens', '429 concurrency', '429 quota',\n"
+"    '429 capacity', '503 saturation', 'share TPM',\n"
 "    'tokens in', 'tokens out', 'cached', 'cost $', 'TPM available',\n"
 "    'in flight', 'reserved', 'budget $'], true);\n"
 "  for (const t of s.tenants) {\n"
@@ -262,6 +317,8 @@ static u_char  ngx_http_llm_gateway_page[] =
 "    h += row([esc(t.name || t.id), esc(t.zone), esc(t.tier), fmt(total),\n"
 "      fmt(r['2xx']), fmt(r['4xx']), fmt(r['5xx']), fmt(x.requests),\n"
 "      fmt(x.tokens), fmt(x.concurrency), fmt(x.quota),\n"
+"      fmt(x.capacity), fmt(x.saturation),\n"
+"      t.share_tpm === undefined ? '' : fmt(t.share_tpm),\n"
 "      fmt(t.tokens.input), fmt(t.tokens.output), fmt(t.tokens.cached),\n"
 "      (t.cost_picodollars / 1e12).toFixed(6), tpm, conc,\n"
 "      fmt(t.reserved_tokens), budget]);\n"
@@ -461,9 +518,7 @@ ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
         ngx_http_llm_gateway_name_node(node, ctx->key);
         ngx_http_llm_gateway_count(node, status, NULL, NULL);
 
-        if (status == NGX_HTTP_TOO_MANY_REQUESTS
-            && ctx->rejected_by != ngx_http_llm_gateway_by_none)
-        {
+        if (ctx->rejected_by != ngx_http_llm_gateway_by_none) {
             node->stats.rejected[ctx->rejected_by]++;
         }
     }
@@ -519,6 +574,9 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     if (ngx_array_init(&snap->tenants, r->pool, 16,
                        sizeof(ngx_http_llm_gateway_view_t))
         != NGX_OK
+        || ngx_array_init(&snap->pools, r->pool, 2,
+                          sizeof(ngx_http_llm_gateway_pool_t))
+           != NGX_OK
         || ngx_array_init(&held, r->pool, 64,
                           sizeof(ngx_http_llm_gateway_held_t))
            != NGX_OK)
@@ -535,6 +593,13 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
         held.nelts = 0;
 
         ngx_shmtx_lock(&zone->shpool->mutex);
+
+        if ((zone->capacity || zone->inflight)
+            && ngx_http_llm_gateway_pool(snap, zone, now) != NGX_OK)
+        {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            return NGX_ERROR;
+        }
 
         for (q = ngx_queue_head(&zone->sh->queue);
              q != ngx_queue_sentinel(&zone->sh->queue);
@@ -555,6 +620,11 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
             ngx_http_llm_gateway_view(llcf, node, now, v);
             v->zone = zone->name;
+
+            if (zone->capacity) {
+                v->shared = 1;
+                v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
+            }
         }
 
         for (q = ngx_queue_head(&zone->sh->flights);
@@ -642,6 +712,36 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
     snap->sent = ngx_min(snap->sent, unacked);
     snap->pending = unacked - snap->sent;
+
+    return NGX_OK;
+}
+
+
+/* under the zone's lock: its capacity, backpressure applied now */
+
+static ngx_int_t
+ngx_http_llm_gateway_pool(ngx_http_llm_gateway_snapshot_t *snap,
+    ngx_http_llm_gateway_zone_t *zone, int64_t now)
+{
+    llm_fair_t                   *f;
+    ngx_http_llm_gateway_pool_t  *p;
+
+    p = ngx_array_push(&snap->pools);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    f = &zone->sh->fair;
+
+    p->name = zone->name;
+    p->capacity_now = llm_fair_capacity(f, now);
+    p->ceiling = llm_fair_ceiling(f, now);
+    p->capacity = f->conf.capacity;
+    p->inflight = f->conf.inflight;
+    p->flights = f->flights;
+    p->active = f->active;
+    p->weights = f->weights;
+    p->reductions = f->reductions;
 
     return NGX_OK;
 }
@@ -742,7 +842,8 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
 
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
-           + ngx_http_llm_gateway_backends_size(r);
+           + ngx_http_llm_gateway_backends_size(r)
+           + snap->pools.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_POOL;
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         lp = ngx_http_llm_gateway_labels(labels, &v[i]);
@@ -804,6 +905,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     }
 
     p = ngx_http_llm_gateway_backends(r, p, 0);
+    p = ngx_http_llm_gateway_pools(p, snap, 0);
 
     if (snap->tenants.nelts == 0) {
         b->last = p;
@@ -817,7 +919,9 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
 
         for (i = 0; i < snap->tenants.nelts; i++) {
 
-            if (f->limited && !v[i].limited) {
+            if ((f->limited == 1 && !v[i].limited)
+                || (f->limited == 2 && !v[i].shared))
+            {
                 continue;
             }
 
@@ -907,7 +1011,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
 
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
-           + ngx_http_llm_gateway_backends_size(r);
+           + ngx_http_llm_gateway_backends_size(r)
+           + snap->pools.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_POOL;
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         size += NGX_HTTP_LLM_GATEWAY_JSON_TENANT
@@ -942,6 +1047,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
 
     p = ngx_cpymem(p, "],\"backends\":[", sizeof("],\"backends\":[") - 1);
     p = ngx_http_llm_gateway_backends(r, p, 1);
+    p = ngx_cpymem(p, "],\"zones\":[", sizeof("],\"zones\":[") - 1);
+    p = ngx_http_llm_gateway_pools(p, snap, 1);
     p = ngx_cpymem(p, "],\"tenants\":[", sizeof("],\"tenants\":[") - 1);
 
     for (i = 0; i < snap->tenants.nelts; i++, v++) {
@@ -957,7 +1064,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
                 "\",\"requests\":{\"1xx\":%uL,\"2xx\":%uL,\"3xx\":%uL,"
                 "\"4xx\":%uL,\"5xx\":%uL},"
                 "\"rejected\":{\"requests\":%uL,\"tokens\":%uL,"
-                "\"concurrency\":%uL,\"quota\":%uL},"
+                "\"concurrency\":%uL,\"quota\":%uL,\"capacity\":%uL,"
+                "\"saturation\":%uL},"
                 "\"tokens\":{\"input\":%uL,\"output\":%uL,\"cached\":%uL},"
                 "\"cost_picodollars\":%uL,\"inflight\":%L,"
                 "\"concurrency_limit\":%L,\"reserved_tokens\":%L",
@@ -968,6 +1076,8 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
                 v->stats.rejected[ngx_http_llm_gateway_by_tokens],
                 v->stats.rejected[ngx_http_llm_gateway_by_concurrency],
                 v->stats.rejected[ngx_http_llm_gateway_by_quota],
+                v->stats.rejected[ngx_http_llm_gateway_by_capacity],
+                v->stats.rejected[ngx_http_llm_gateway_by_saturation],
                 v->stats.input_tokens, v->stats.output_tokens,
                 v->stats.cached_tokens, v->stats.cost, v->inflight,
                 v->limited ? v->limits.concurrency : 0, v->reserved);
@@ -986,6 +1096,10 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
             }
         }
 
+        if (v->shared) {
+            p = ngx_sprintf(p, ",\"share_tpm\":%L", v->share);
+        }
+
         if (v->capped) {
             p = ngx_sprintf(p, ",\"budget\":{\"picodollars\":%L,"
                             "\"spent\":%s,\"resets_ms\":%L}",
@@ -1001,6 +1115,98 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
     b->last = p;
 
     return b;
+}
+
+
+/*
+ * Each zone's capacity (llm_gateway_zone capacity= inflight=): as
+ * configured and as admitted now, backpressure applied.
+ */
+
+static u_char *
+ngx_http_llm_gateway_pools(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
+    ngx_uint_t json)
+{
+    u_char                       *lp, labels[160];
+    ngx_uint_t                    i;
+    ngx_http_llm_gateway_pool_t  *z;
+
+    z = snap->pools.elts;
+
+    for (i = 0; i < snap->pools.nelts; i++) {
+
+        if (json) {
+            p = ngx_sprintf(p, "%s{\"name\":\"", i ? "," : "");
+            p = ngx_http_llm_gateway_escape(p, z[i].name.data,
+                                            ngx_min(z[i].name.len, 64), 1);
+            p = ngx_sprintf(p, "\",\"capacity\":%L,\"capacity_now\":%L,"
+                            "\"inflight_limit\":%L,\"inflight_ceiling\":%L,"
+                            "\"inflight\":%L,\"active_tenants\":%L,"
+                            "\"weights\":%L,\"reductions\":%uL}",
+                            z[i].capacity, z[i].capacity_now, z[i].inflight,
+                            z[i].ceiling, z[i].flights, z[i].active,
+                            z[i].weights, z[i].reductions);
+            continue;
+        }
+
+        if (i == 0) {
+            p = ngx_cpymem(p,
+                "# HELP llmgw_capacity_tokens_per_minute A zone's capacity: "
+                "as configured, and as admitted now (less while the "
+                "upstream pushes back, recovering).\n"
+                "# TYPE llmgw_capacity_tokens_per_minute gauge\n"
+                "# HELP llmgw_capacity_inflight A zone's requests in flight, "
+                "its ceiling as configured and as admitted now.\n"
+                "# TYPE llmgw_capacity_inflight gauge\n"
+                "# HELP llmgw_capacity_active_tenants Tenants that asked "
+                "within the last 10 s, and the sum of their weights.\n"
+                "# TYPE llmgw_capacity_active_tenants gauge\n"
+                "# HELP llmgw_capacity_reductions_total Times the upstream "
+                "pushed back and the zone admitted less.\n"
+                "# TYPE llmgw_capacity_reductions_total counter\n",
+                sizeof("# HELP llmgw_capacity_tokens_per_minute A zone's "
+                       "capacity: as configured, and as admitted now (less "
+                       "while the upstream pushes back, recovering).\n"
+                       "# TYPE llmgw_capacity_tokens_per_minute gauge\n"
+                       "# HELP llmgw_capacity_inflight A zone's requests in "
+                       "flight, its ceiling as configured and as admitted "
+                       "now.\n"
+                       "# TYPE llmgw_capacity_inflight gauge\n"
+                       "# HELP llmgw_capacity_active_tenants Tenants that "
+                       "asked within the last 10 s, and the sum of their "
+                       "weights.\n"
+                       "# TYPE llmgw_capacity_active_tenants gauge\n"
+                       "# HELP llmgw_capacity_reductions_total Times the "
+                       "upstream pushed back and the zone admitted less.\n"
+                       "# TYPE llmgw_capacity_reductions_total counter\n")
+                - 1);
+        }
+
+        lp = ngx_cpymem(labels, "zone=\"", sizeof("zone=\"") - 1);
+        lp = ngx_http_llm_gateway_escape(lp, z[i].name.data,
+                                         ngx_min(z[i].name.len, 64), 0);
+        *lp++ = '"';
+
+        p = ngx_sprintf(p,
+            "llmgw_capacity_tokens_per_minute{%*s,kind=\"configured\"} %L\n"
+            "llmgw_capacity_tokens_per_minute{%*s,kind=\"now\"} %L\n"
+            "llmgw_capacity_inflight{%*s,kind=\"current\"} %L\n"
+            "llmgw_capacity_inflight{%*s,kind=\"configured\"} %L\n"
+            "llmgw_capacity_inflight{%*s,kind=\"ceiling\"} %L\n"
+            "llmgw_capacity_active_tenants{%*s,kind=\"tenants\"} %L\n"
+            "llmgw_capacity_active_tenants{%*s,kind=\"weights\"} %L\n"
+            "llmgw_capacity_reductions_total{%*s} %uL\n",
+            lp - labels, labels, z[i].capacity,
+            lp - labels, labels, z[i].capacity_now,
+            lp - labels, labels, z[i].flights,
+            lp - labels, labels, z[i].inflight,
+            lp - labels, labels, z[i].ceiling,
+            lp - labels, labels, z[i].active,
+            lp - labels, labels, z[i].weights,
+            lp - labels, labels, z[i].reductions);
+    }
+
+    return p;
 }
 
 

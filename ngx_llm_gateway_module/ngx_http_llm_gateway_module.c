@@ -106,7 +106,7 @@ static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
 static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_zone"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE123,
       ngx_http_llm_gateway_zone,
       0,
       0,
@@ -593,6 +593,7 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     ngx_memzero(&fair, sizeof(llm_fair_conf_t));
     fair.capacity = zone->capacity;
+    fair.inflight = zone->inflight;
     llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_now_ms());
 
     len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
@@ -622,10 +623,16 @@ version:
     }
 
     /* a new capacity applies from now on; the shares follow it */
-    if (zone->sh->fair.conf.capacity != zone->capacity) {
+    if (zone->sh->fair.conf.capacity != zone->capacity
+        || zone->sh->fair.conf.inflight != zone->inflight)
+    {
+        ngx_memzero(&fair, sizeof(llm_fair_conf_t));
+        fair.capacity = zone->capacity;
+        fair.inflight = zone->inflight;
+
         ngx_shmtx_lock(&zone->shpool->mutex);
-        zone->sh->fair.conf.capacity = zone->capacity;
-        zone->sh->fair.conf.burst = zone->capacity / 6;
+        llm_fair_reconf(&zone->sh->fair, &fair,
+                        ngx_http_llm_gateway_now_ms());
         ngx_shmtx_unlock(&zone->shpool->mutex);
     }
 
@@ -782,6 +789,7 @@ static char *
 ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_str_t                    *value;
+    ngx_uint_t                    i;
     ngx_shm_zone_t               *shm_zone;
     ngx_http_llm_gateway_zone_t  *zone;
 
@@ -802,16 +810,27 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     shm_zone->data = zone;
     zone->name = shm_zone->shm.name;
 
-    if (cf->args->nelts == 3) {
-        if (ngx_strncmp(value[2].data, "capacity=", 9) != 0
-            || ngx_http_llm_gateway_parse_int(&value[2], 9, &zone->capacity)
-               != NGX_OK
-            || zone->capacity <= 0)
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "capacity=", 9) == 0
+            && ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->capacity)
+               == NGX_OK
+            && zone->capacity > 0)
         {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\"", &value[2]);
-            return NGX_CONF_ERROR;
+            continue;
         }
+
+        if (ngx_strncmp(value[i].data, "inflight=", 9) == 0
+            && ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->inflight)
+               == NGX_OK
+            && zone->inflight > 0 && zone->inflight <= 1000000)
+        {
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;

@@ -199,13 +199,15 @@ typedef struct {
 /* llmgw_requests_total's status classes: 1xx to 5xx */
 #define NGX_HTTP_LLM_GATEWAY_CLASSES       5
 
-/* what refused a request with 429: llmgw_rejected_total's reasons */
+/* what refused a request (429, 503): llmgw_rejected_total's reasons */
 typedef enum {
     ngx_http_llm_gateway_by_none = 0,
     ngx_http_llm_gateway_by_requests,
     ngx_http_llm_gateway_by_tokens,
     ngx_http_llm_gateway_by_concurrency,
     ngx_http_llm_gateway_by_quota,
+    ngx_http_llm_gateway_by_capacity,      /* its share of capacity= */
+    ngx_http_llm_gateway_by_saturation,    /* 503: the upstream pushed back */
     ngx_http_llm_gateway_by_last
 } ngx_http_llm_gateway_by_e;
 
@@ -287,6 +289,8 @@ typedef struct {
     unsigned                     stream:1;  /* the client asked for one */
     unsigned                     budget_held:1;
     unsigned                     journal_held:1;
+    unsigned                     fair_held:1;   /* a share of capacity */
+    unsigned                     fair_flight:1; /* under the ceiling */
     u_char                       data[1];   /* the request id, the model */
 } ngx_http_llm_gateway_flight_t;
 
@@ -317,7 +321,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  10
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  11
 
 
 typedef struct {
@@ -332,7 +336,7 @@ typedef struct {
     int64_t                      demand_reported;   /* ms, by any worker */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
-    llm_fair_t                   fair;      /* capacity=: the shares */
+    llm_fair_t                   fair;      /* capacity=, inflight= */
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -341,6 +345,7 @@ typedef struct {
     ngx_slab_pool_t              *shpool;
     ngx_str_t                     name;
     int64_t                       capacity;  /* tokens a minute; 0: none */
+    int64_t                       inflight;  /* requests at once; 0: none */
 } ngx_http_llm_gateway_zone_t;
 
 
@@ -485,6 +490,8 @@ typedef struct {
     unsigned                     answered:1;       /* the answer was read */
     unsigned                     trial:1;          /* a half-open trial */
     unsigned                     fair_held:1;      /* a share of capacity */
+    unsigned                     fair_flight:1;    /* counted in flight */
+    unsigned                     pressed:1;        /* told of saturation */
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */

@@ -203,6 +203,11 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         ngx_http_llm_gateway_budget_settle(ctx, node, &st);
     }
 
+    if (ctx->fair_flight) {
+        llm_fair_end(&zone->sh->fair);
+        ctx->fair_flight = 0;
+    }
+
     /*
      * The record goes into the journal as the request stops being in
      * flight, under the zone's lock: a worker killed at any point leaves
@@ -303,6 +308,8 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     f->api = (u_char) ctx->req.api;
     f->stream = ctx->req.stream;
     f->journal_held = ctx->journal_held;
+    f->fair_held = ctx->fair_held;
+    f->fair_flight = ctx->fair_flight;
 
     f->request_id_len = (u_char) id_len;
     f->model_len = (u_char) model_len;
@@ -505,8 +512,17 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
         llm_release(&node->state, &f->limits, f->reserved,
                     st.input_tokens + st.output_tokens, now);
 
+        if (f->fair_held) {
+            llm_fair_settle(&zone->sh->fair, &node->fair, f->reserved,
+                            st.input_tokens + st.output_tokens, now);
+        }
+
         ngx_http_llm_gateway_count(node, f->status, &st,
                                    f->budget_held ? f->prices : NULL);
+    }
+
+    if (f->fair_flight) {
+        llm_fair_end(&zone->sh->fair);
     }
 
     if (f->budget_held) {

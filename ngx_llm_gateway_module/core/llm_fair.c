@@ -16,10 +16,17 @@
 #define LLM_FAIR_RATE_MAX       1000000000000LL     /* tokens a minute */
 #define LLM_FAIR_WEIGHT_MAX     1000000
 #define LLM_FAIR_DT_MAX         3600000             /* ms refilled at once */
+#define LLM_FAIR_INFLIGHT_MAX   1000000
 
-/* per mille of C: the floor of backpressure, and its recovery a second */
-#define LLM_FAIR_FACTOR_MIN     100
+/*
+ * Backpressure: the floor of the capacity (per mille of C), the recovery
+ * (per mille of C and of the ceiling, a second; all of it in RECOVER_MS),
+ * and the least time between two reductions.
+ */
+#define LLM_FAIR_FLOOR          100
 #define LLM_FAIR_RECOVERY       50
+#define LLM_FAIR_RECOVER_MS     (1000000 / LLM_FAIR_RECOVERY)
+#define LLM_FAIR_HOLD_MS        1000
 
 
 static void llm_fair_update(llm_fair_t *f, int64_t now);
@@ -28,10 +35,54 @@ static int64_t llm_fair_cap(llm_fair_t *f, llm_fair_tenant_t *t);
 static int64_t llm_fair_clamp(int64_t v, int64_t max);
 static void llm_fair_count(llm_fair_t *f, const llm_fair_class_t *cls,
     int64_t sign);
+static void llm_fair_configure(llm_fair_t *f, const llm_fair_conf_t *cf);
+static void llm_fair_window(llm_fair_t *f, int64_t now, int64_t tokens);
+static int64_t llm_fair_burst(llm_fair_t *f);
 
 
 void
 llm_fair_init(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now)
+{
+    llm_fair_configure(f, cf);
+
+    f->pool = f->conf.burst * LLM_FAIR_TICKS;
+    f->last_ms = now;
+    f->weights = 0;
+    f->minimums = 0;
+    f->active = 0;
+    f->flights = 0;
+    f->reductions = 0;
+
+    f->capacity_now = f->conf.capacity;
+    f->inflight_now = f->conf.inflight * 1000;
+    f->reduced = 0;
+    f->pressed_ms = now - LLM_FAIR_HOLD_MS;
+
+    f->win_ms = now;
+    f->win_tokens = 0;
+    f->last_tokens = 0;
+}
+
+
+void
+llm_fair_reconf(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now)
+{
+    llm_fair_update(f, now);
+    llm_fair_configure(f, cf);
+
+    /* the operator says what the upstream sustains: it is believed */
+    f->capacity_now = f->conf.capacity;
+    f->inflight_now = f->conf.inflight * 1000;
+    f->reduced = 0;
+
+    if (f->pool > f->conf.burst * LLM_FAIR_TICKS) {
+        f->pool = f->conf.burst * LLM_FAIR_TICKS;
+    }
+}
+
+
+static void
+llm_fair_configure(llm_fair_t *f, const llm_fair_conf_t *cf)
 {
     f->conf = *cf;
     f->conf.capacity = llm_fair_clamp(cf->capacity, LLM_FAIR_RATE_MAX);
@@ -52,13 +103,7 @@ llm_fair_init(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now)
         f->conf.active_ms = 10000;
     }
 
-    f->pool = f->conf.burst * LLM_FAIR_TICKS;
-    f->last_ms = now;
-    f->factor = 1000;
-    f->factor_ms = now;
-    f->weights = 0;
-    f->minimums = 0;
-    f->active = 0;
+    f->conf.inflight = llm_fair_clamp(cf->inflight, LLM_FAIR_INFLIGHT_MAX);
 }
 
 
@@ -129,7 +174,7 @@ llm_fair_rate(llm_fair_t *f, llm_fair_tenant_t *t)
         return 0;
     }
 
-    c = f->conf.capacity * f->factor / 1000;
+    c = f->capacity_now;
     g = f->minimums;
 
     if (g >= c) {
@@ -166,6 +211,8 @@ llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t, int64_t cost,
             f->pool = -f->conf.burst * LLM_FAIR_TICKS;
         }
 
+        llm_fair_window(f, now, cost / LLM_FAIR_TICKS);
+
         return LLM_FAIR_OK;
     }
 
@@ -183,6 +230,8 @@ llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t, int64_t cost,
             t->share = -cap;
         }
 
+        llm_fair_window(f, now, cost / LLM_FAIR_TICKS);
+
         return LLM_FAIR_OK;
     }
 
@@ -194,7 +243,8 @@ llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t, int64_t cost,
         *wait_ms = 1;
     }
 
-    return f->factor < 1000 ? LLM_FAIR_CLUSTER : LLM_FAIR_SHARE;
+    return f->capacity_now < f->conf.capacity ? LLM_FAIR_CLUSTER
+                                              : LLM_FAIR_SHARE;
 }
 
 
@@ -213,8 +263,8 @@ llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
 
     f->pool += back;
 
-    if (f->pool > f->conf.burst * LLM_FAIR_TICKS) {
-        f->pool = f->conf.burst * LLM_FAIR_TICKS;
+    if (f->pool > llm_fair_burst(f)) {
+        f->pool = llm_fair_burst(f);
     }
 
     if (!t->active) {
@@ -231,23 +281,99 @@ llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
 }
 
 
-void
-llm_fair_pressure(llm_fair_t *f, int64_t now)
+llm_fair_rc_e
+llm_fair_start(llm_fair_t *f, int64_t now, int64_t *wait_ms)
 {
+    int64_t  need, per_s;
+
     llm_fair_update(f, now);
 
-    f->factor /= 2;
+    *wait_ms = 0;
 
-    if (f->factor < LLM_FAIR_FACTOR_MIN) {
-        f->factor = LLM_FAIR_FACTOR_MIN;
+    if (f->conf.inflight == 0 || f->flights < llm_fair_ceiling(f, now)) {
+        f->flights++;
+        return LLM_FAIR_OK;
     }
 
-    f->factor_ms = now;
+    *wait_ms = 1000;
 
-    /* what the pool holds above the new burst is not there any more */
-    if (f->pool > f->conf.burst * f->factor / 1000 * LLM_FAIR_TICKS) {
-        f->pool = f->conf.burst * f->factor / 1000 * LLM_FAIR_TICKS;
+    if (f->inflight_now < f->conf.inflight * 1000) {
+        /* the ceiling recovers by inflight x 50 milli-requests a second */
+        need = (f->flights + 1) * 1000 - f->inflight_now;
+        per_s = f->conf.inflight * LLM_FAIR_RECOVERY;
+
+        if ((need * 1000 + per_s - 1) / per_s < *wait_ms) {
+            *wait_ms = (need * 1000 + per_s - 1) / per_s;
+        }
     }
+
+    return LLM_FAIR_CLUSTER;
+}
+
+
+void
+llm_fair_end(llm_fair_t *f)
+{
+    if (f->flights > 0) {
+        f->flights--;
+    }
+}
+
+
+int
+llm_fair_pressure(llm_fair_t *f, int64_t now)
+{
+    int64_t  c, n, floor;
+
+    llm_fair_update(f, now);
+
+    /* the answers of requests admitted before the last reduction */
+    if (now - f->pressed_ms < LLM_FAIR_HOLD_MS) {
+        return 0;
+    }
+
+    /* what was admitted in the last second (or this one), a minute of it */
+    llm_fair_window(f, now, 0);
+
+    c = (f->last_tokens > f->win_tokens ? f->last_tokens : f->win_tokens)
+        * 60;
+
+    if (c > f->capacity_now) {
+        c = f->capacity_now;
+    }
+
+    c /= 2;
+    floor = f->conf.capacity * LLM_FAIR_FLOOR / 1000;
+
+    f->capacity_base = c > floor ? c : floor;
+    f->capacity_now = f->capacity_base;
+
+    n = f->flights * 1000;
+
+    if (n > f->inflight_now) {
+        n = f->inflight_now;
+    }
+
+    n /= 2;
+
+    f->inflight_base = n > 1000 ? n : 1000;
+
+    if (f->inflight_base > f->conf.inflight * 1000) {
+        f->inflight_base = f->conf.inflight * 1000;
+    }
+
+    f->inflight_now = f->inflight_base;
+
+    f->pressed_ms = now;
+    f->reduced = 1;
+    f->reductions++;
+
+    /* what the pool holds above the smaller burst is not there any more */
+    if (f->pool > llm_fair_burst(f)) {
+        f->pool = llm_fair_burst(f);
+    }
+
+    return 1;
 }
 
 
@@ -256,7 +382,20 @@ llm_fair_capacity(llm_fair_t *f, int64_t now)
 {
     llm_fair_update(f, now);
 
-    return f->conf.capacity * f->factor / 1000;
+    return f->capacity_now;
+}
+
+
+int64_t
+llm_fair_ceiling(llm_fair_t *f, int64_t now)
+{
+    llm_fair_update(f, now);
+
+    if (f->conf.inflight == 0) {
+        return 0;
+    }
+
+    return f->inflight_now >= 1000 ? f->inflight_now / 1000 : 1;
 }
 
 
@@ -265,17 +404,30 @@ llm_fair_capacity(llm_fair_t *f, int64_t now)
 static void
 llm_fair_update(llm_fair_t *f, int64_t now)
 {
-    int64_t  dt, inc;
+    int64_t  dt;
 
-    if (f->factor < 1000 && now > f->factor_ms) {
-        inc = (now - f->factor_ms) * LLM_FAIR_RECOVERY / 1000;
+    if (f->reduced) {
+        dt = now - f->pressed_ms;
 
-        if (inc > 0) {
-            f->factor_ms += inc * 1000 / LLM_FAIR_RECOVERY;
-            f->factor += inc;
+        /* linear from the reduction: all of it back in RECOVER_MS */
+        if (dt >= LLM_FAIR_RECOVER_MS) {
+            f->capacity_now = f->conf.capacity;
+            f->inflight_now = f->conf.inflight * 1000;
+            f->reduced = 0;
 
-            if (f->factor >= 1000) {
-                f->factor = 1000;
+        } else if (dt > 0) {
+            f->capacity_now = f->capacity_base
+                              + f->conf.capacity * dt / LLM_FAIR_RECOVER_MS;
+            f->inflight_now = f->inflight_base
+                              + f->conf.inflight * 1000 * dt
+                                / LLM_FAIR_RECOVER_MS;
+
+            if (f->capacity_now > f->conf.capacity) {
+                f->capacity_now = f->conf.capacity;
+            }
+
+            if (f->inflight_now > f->conf.inflight * 1000) {
+                f->inflight_now = f->conf.inflight * 1000;
             }
         }
     }
@@ -291,10 +443,43 @@ llm_fair_update(llm_fair_t *f, int64_t now)
         dt = LLM_FAIR_DT_MAX;
     }
 
-    f->pool += f->conf.capacity * f->factor / 1000 * dt;
+    f->pool += f->capacity_now * dt;
 
-    if (f->pool > f->conf.burst * LLM_FAIR_TICKS) {
-        f->pool = f->conf.burst * LLM_FAIR_TICKS;
+    if (f->pool > llm_fair_burst(f)) {
+        f->pool = llm_fair_burst(f);
+    }
+}
+
+
+/* the pool's burst, in ticks, as much smaller as the capacity now is */
+
+static int64_t
+llm_fair_burst(llm_fair_t *f)
+{
+    if (f->capacity_now >= f->conf.capacity || f->conf.capacity == 0) {
+        return f->conf.burst * LLM_FAIR_TICKS;
+    }
+
+    return (int64_t) ((__int128) f->conf.burst * f->capacity_now
+                      / f->conf.capacity) * LLM_FAIR_TICKS;
+}
+
+
+/* tokens admitted in this second and in the last */
+
+static void
+llm_fair_window(llm_fair_t *f, int64_t now, int64_t tokens)
+{
+    if (now - f->win_ms >= 1000) {
+        f->last_tokens = (now - f->win_ms < 2000) ? f->win_tokens : 0;
+        f->win_ms = now;
+        f->win_tokens = 0;
+    }
+
+    f->win_tokens += tokens;
+
+    if (f->win_tokens > LLM_FAIR_RATE_MAX) {
+        f->win_tokens = LLM_FAIR_RATE_MAX;
     }
 }
 

@@ -35,10 +35,21 @@
  * tenant on each request and expires those it has not seen for that long
  * (its LRU queue finds them), which takes their weight out of the sum.
  *
- * Backpressure: a saturated upstream (429, 503, a failed connection, an
- * in-flight ceiling) halves the capacity at once, down to a tenth, and it
- * recovers by a twentieth of C a second; a refusal while it is reduced
- * is the cluster's, not the tenant's.
+ * Backpressure (7.2.17): a saturated upstream (its 429 or 503, a failed
+ * connection) reduces what is admitted at once, and it recovers gradually:
+ *
+ *     the capacity      to half of what was admitted in the last second,
+ *                       if that is less than the capacity now, or to half
+ *                       the capacity now; never below a tenth of C
+ *     the ceiling       (requests in flight at once, if configured) to
+ *                       half of those in flight, or of the ceiling now;
+ *                       never below one
+ *
+ * once a second at most (the answers of requests admitted before a
+ * reduction are not a reason for another), and both recover by a
+ * twentieth of their configured size a second.  A refusal while the
+ * capacity is reduced, or by the ceiling, is the cluster's, not the
+ * tenant's.
  *
  * Plain C, no nginx types, no allocation: the state is in memory the
  * caller gives (nginx shared memory) and the caller holds the lock.
@@ -61,6 +72,7 @@ typedef struct {
     int64_t      share_ms;       /* a share holds r_i x this; 0: 10 s */
     int64_t      active_ms;      /* active this long after a request;
                                     0: 10 s */
+    int64_t      inflight;       /* requests at once; 0: no ceiling */
 } llm_fair_conf_t;
 
 
@@ -83,13 +95,24 @@ typedef struct {
 
 typedef struct {
     llm_fair_conf_t  conf;
-    int64_t      pool;           /* milli-tokens, may be negative */
+    int64_t      pool;           /* ticks, may be negative */
     int64_t      last_ms;        /* the pool's refill */
-    int64_t      factor;         /* backpressure, per mille of C */
-    int64_t      factor_ms;      /* its recovery so far */
     int64_t      weights;        /* sum of the active tenants' weights */
     int64_t      minimums;       /* and of their minimums */
     int64_t      active;         /* active tenants */
+
+    /* backpressure: what is admitted now, and what it recovers from */
+    int64_t      capacity_now;   /* tokens a minute */
+    int64_t      inflight_now;   /* the ceiling, milli-requests */
+    int64_t      capacity_base;  /* as reduced at pressed_ms */
+    int64_t      inflight_base;
+    int64_t      pressed_ms;     /* the last reduction */
+    int64_t      flights;        /* requests in flight */
+    int64_t      win_ms;         /* admitted tokens this second, and the */
+    int64_t      win_tokens;     /* last: what a reduction halves */
+    int64_t      last_tokens;
+    uint64_t     reductions;     /* backpressure, since the start */
+    unsigned     reduced:1;
 } llm_fair_t;
 
 
@@ -101,6 +124,9 @@ typedef enum {
 
 
 void llm_fair_init(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now);
+
+/* a new configuration (a reload): the shares follow; pressure is forgotten */
+void llm_fair_reconf(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now);
 
 /* a request of the tenant now: active, counted in the sums */
 void llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
@@ -119,11 +145,23 @@ llm_fair_rc_e llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t,
 void llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
     int64_t used, int64_t now);
 
-/* the upstream is saturated: the capacity halves, down to a tenth */
-void llm_fair_pressure(llm_fair_t *f, int64_t now);
+/*
+ * A request goes to the upstream: under the ceiling it is in flight
+ * until llm_fair_end(); LLM_FAIR_CLUSTER: refused, *wait_ms is when the
+ * ceiling, recovering, has room, a second at most (one ending may make
+ * room sooner).
+ */
+llm_fair_rc_e llm_fair_start(llm_fair_t *f, int64_t now, int64_t *wait_ms);
+void llm_fair_end(llm_fair_t *f);
+
+/* the upstream is saturated: 1 if what is admitted was reduced now */
+int llm_fair_pressure(llm_fair_t *f, int64_t now);
 
 /* the capacity now, tokens a minute, backpressure applied */
 int64_t llm_fair_capacity(llm_fair_t *f, int64_t now);
+
+/* the ceiling now, requests; 0: none */
+int64_t llm_fair_ceiling(llm_fair_t *f, int64_t now);
 
 
 #endif /* _LLM_FAIR_H_INCLUDED_ */

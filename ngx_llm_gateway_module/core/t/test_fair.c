@@ -4,7 +4,8 @@
  * more than the capacity get their weighted shares of it, an idle one's
  * share goes to the others by weight, below the capacity each gets what
  * it asks, a minimum is kept, a lower priority borrows less, and
- * backpressure halves the capacity and lets it recover.
+ * backpressure halves the capacity and the ceiling of requests in flight
+ * and lets them recover.
  */
 
 
@@ -142,9 +143,10 @@ near(int64_t got, int64_t want)
 int
 main(void)
 {
-    static sim_t   s;
-    int64_t        c, got, wait;
-    sim_tenant_t  *a, *b, *d, *x, *y, *h, *l;
+    static sim_t     s;
+    int64_t          c, got, wait;
+    sim_tenant_t    *a, *b, *d, *x, *y, *h, *l;
+    llm_fair_conf_t  cf;
 
     /* three tenants of weights 1, 1 and 2, each asking far more than C */
     c = 600000;
@@ -239,13 +241,22 @@ main(void)
     a = sim_add(&s, 1, 0, 1, 2, 1000);
     sim_run(&s, 20000, 0);
 
-    llm_fair_pressure(&s.f, s.now);
-    tap_is(llm_fair_capacity(&s.f, s.now), c / 2, "pressure: half of C");
-    llm_fair_pressure(&s.f, s.now);
-    llm_fair_pressure(&s.f, s.now);
-    llm_fair_pressure(&s.f, s.now);
-    llm_fair_pressure(&s.f, s.now);
-    tap_is(llm_fair_capacity(&s.f, s.now), c / 10, "down to a tenth");
+    tap_is(llm_fair_pressure(&s.f, s.now), 1, "pressure: reduced");
+    tap_is(llm_fair_capacity(&s.f, s.now), c / 2, "to half of C, all of it "
+           "admitted in the last second");
+    tap_is(llm_fair_pressure(&s.f, s.now + 999), 0,
+           "again within a second: not reduced again");
+    tap_is(llm_fair_capacity(&s.f, s.now + 999), c / 2 + c * 999 / 20000,
+           "and recovering");
+
+    for (got = 0; got < 5; got++) {
+        sim_run(&s, 1000, 0);
+        llm_fair_pressure(&s.f, s.now);
+    }
+
+    tap_is(llm_fair_capacity(&s.f, s.now), c / 10, "once a second: down "
+           "to a tenth");
+    tap_is(s.f.reductions, 6, "six reductions");
 
     sim_reset(&s);
     sim_run(&s, 1000, 1);
@@ -261,6 +272,94 @@ main(void)
     sim_run(&s, 60000, 1);
     tap_ok(near(a->admitted, c), "and a uses all of it again (%lld)",
            (long long) a->admitted);
+
+    /* pressure when far less than C is admitted: half of what is */
+    sim_init(&s, c);
+    a = sim_add(&s, 1, 0, 1, 200, 1000);    /* 300,000 a minute */
+    sim_run(&s, 20000, 0);
+
+    llm_fair_pressure(&s.f, s.now);
+    tap_is(llm_fair_capacity(&s.f, s.now), 150000, "300,000 a minute "
+           "admitted of 600,000: reduced to 150,000 at once");
+
+    tap_is(llm_fair_rate(&s.f, &a->t), 150000, "and a's share with it");
+
+    sim_run(&s, 20000, 0);
+    sim_reset(&s);
+    sim_run(&s, 60000, 1);
+    tap_is(a->refused, 0, "recovered: a is served in full again");
+
+    /* the ceiling of requests in flight */
+    memset(&cf, 0, sizeof(cf));
+    cf.inflight = 8;
+    llm_fair_init(&s.f, &cf, 1000);
+
+    for (got = 0; got < 8; got++) {
+        (void) llm_fair_start(&s.f, 1000, &wait);
+    }
+
+    tap_is(s.f.flights, 8, "eight in flight under a ceiling of 8");
+    tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_CLUSTER,
+           "the ninth is refused, the cluster's");
+    tap_is(wait, 1000, "retry in a second: one ending makes room");
+    llm_fair_end(&s.f);
+    tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_OK,
+           "one ended: room for one");
+
+    tap_is(llm_fair_pressure(&s.f, 1000), 1, "pressure with 8 in flight");
+    tap_is(llm_fair_ceiling(&s.f, 1000), 4, "the ceiling halves to 4");
+    tap_is(llm_fair_capacity(&s.f, 1000), 0, "no capacity configured: 0");
+
+    for (got = 0; got < 5; got++) {
+        llm_fair_end(&s.f);
+    }
+
+    tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_OK, "3 in flight: "
+           "one more");
+    tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_CLUSTER, "4: none");
+    tap_is(llm_fair_ceiling(&s.f, 3499), 4, "the ceiling recovers by 0.4 "
+           "a second: 4 until 2.5 s");
+    tap_is(llm_fair_ceiling(&s.f, 3500), 5, "5 then");
+    tap_is(llm_fair_ceiling(&s.f, 21000), 8, "all 8 after 20 s");
+
+    llm_fair_pressure(&s.f, 21000);
+    tap_is(llm_fair_ceiling(&s.f, 21000), 2, "4 in flight at the next "
+           "pressure: 2");
+
+    for (got = 0; got < 4; got++) {
+        llm_fair_end(&s.f);
+    }
+
+    llm_fair_pressure(&s.f, 22000);
+    tap_is(llm_fair_ceiling(&s.f, 22000), 1, "none in flight: one, never 0");
+
+    /* the wait for a ceiling that recovers soon */
+    cf.inflight = 100;
+    llm_fair_init(&s.f, &cf, 1000);
+
+    for (got = 0; got < 100; got++) {
+        (void) llm_fair_start(&s.f, 1000, &wait);
+    }
+
+    llm_fair_pressure(&s.f, 1000);
+
+    for (got = 0; got < 50; got++) {
+        llm_fair_end(&s.f);
+    }
+
+    tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_CLUSTER, "ceiling "
+           "50 of 100, 50 in flight: refused");
+    tap_is(wait, 200, "the 51st place comes in 200 ms (5 a second)");
+    tap_is(llm_fair_start(&s.f, 1200, &wait), LLM_FAIR_OK, "and then it is "
+           "there");
+
+    /* a reload: the configuration is believed, pressure forgotten */
+    cf.inflight = 10;
+    cf.capacity = 60000;
+    llm_fair_reconf(&s.f, &cf, 1300);
+    tap_is(llm_fair_ceiling(&s.f, 1300), 10, "reloaded: ceiling 10");
+    tap_is(llm_fair_capacity(&s.f, 1300), 60000, "capacity 60,000");
+    tap_is(s.f.flights, 51, "the requests in flight are still counted");
 
     /* a request larger than a share's 10 s waits for a whole share */
     sim_init(&s, 60000);
