@@ -59,6 +59,15 @@ my @cases = (
       . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
       . " secret=$s->{LLMGW_KEY_SECRET};\n",
       qr/zone "zone=llm:8k" is too small/ ],
+    [ 'a zone with a capacity and a ceiling', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m capacity=600000 inflight=64;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n", undef ],
+    [ 'a ceiling of 0', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m inflight=0;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n",
+      qr/invalid parameter "inflight=0"/ ],
     [ 'a missing key snapshot', '%%GATEWAY%%',
       "llm_gateway_zone zone=llm:1m;\n"
       . "llm_gateway_keys /nonexistent/keys secret=$s->{LLMGW_KEY_SECRET};\n",

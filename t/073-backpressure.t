@@ -15,6 +15,7 @@ use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
 use JSON::PP;
+use Chaos qw(workers);
 use LLMGW;
 use POSIX ();
 use Test::More;
@@ -195,6 +196,40 @@ is(metric('llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}'), 16,
 is(metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 0,
    'nothing left in flight');
 
-$ng->no_alerts();
+# requests in flight in workers that are killed: the new workers settle
+# them, and the ceiling counts them no more
+my @slow;
+
+for (1 .. 4) {
+    my $pid = fork() // die;
+
+    if ($pid == 0) {
+        http_post($ng->url('/v1/chat/completions'), $body,
+                  authorization => "Bearer $t->{key}",
+                  'x-mock-ttfb-ms' => 5000);
+        POSIX::_exit(0);
+    }
+
+    push @slow, $pid;
+}
+
+sleep(0.5);
+is(metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 4,
+   '4 slow ones in flight');
+
+kill('KILL', workers($ng));
+waitpid($_, 0) for @slow;
+
+my $left;
+
+for (1 .. 50) {
+    sleep(0.1);
+    $left = metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}');
+    last if defined $left && $left == 0;
+}
+
+is($left, 0, 'their workers killed: settled by the others, none in flight');
+
+$ng->no_alerts(alerts => [ qr/worker process \d+ exited on signal 9/ ]);
 
 done_testing();
