@@ -236,6 +236,35 @@ main(void)
     tap_ok(near(h->admitted + l->admitted, c), "and the capacity is used "
            "(%lld)", (long long) (h->admitted + l->admitted));
 
+    /*
+     * priority when capacity frees up: m uses half its 200,000 share, l
+     * and h ask far more than theirs, l first each millisecond; what m
+     * leaves goes to h, of the higher priority
+     */
+    sim_init(&s, c);
+    x = sim_add(&s, 1, 0, 1, 600, 1000);    /* 100,000 a minute */
+    l = sim_add(&s, 1, 0, 0, 1, 1000);
+    h = sim_add(&s, 1, 0, 3, 1, 1000);
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(x->refused, 0, "m, under its share, is not refused");
+    tap_ok(near(h->admitted, 300000) && near(l->admitted, 200000),
+           "h, priority 3, takes the 100,000 m leaves; l, priority 0, "
+           "keeps its share (%lld, %lld)", (long long) h->admitted,
+           (long long) l->admitted);
+
+    sim_init(&s, c);
+    x = sim_add(&s, 1, 0, 1, 600, 1000);
+    l = sim_add(&s, 1, 0, 1, 1, 1000);
+    h = sim_add(&s, 1, 0, 1, 1, 1000);
+    sim_run(&s, 60000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_ok(l->admitted > 200000 * 11 / 10, "at the same priority, whoever "
+           "asks first takes it (%lld, %lld)", (long long) h->admitted,
+           (long long) l->admitted);
+
     /* backpressure: halves now, recovers by 5 % of C a second */
     sim_init(&s, c);
     a = sim_add(&s, 1, 0, 1, 2, 1000);
