@@ -18,13 +18,16 @@ use LLMGW;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-stack();
+my $stack = stack();
 
 my $few = new_tenant(tier => 'few');
 my $one = new_tenant(tier => 'one');
 
-my $ng = nginx(http => <<'EOF')->run();
-    %%GATEWAY%%
+my $ng = nginx(http => <<"EOF")->run();
+    llm_gateway_zone      zone=llm:1m capacity=600000 inflight=64;
+    llm_gateway_keys      $stack->{LLMGW_KEY_SNAPSHOT} secret=$stack->{LLMGW_KEY_SECRET};
+    llm_gateway_accountd  unix:$stack->{LLMGW_ACCOUNTD_SOCKET};
+
     llm_gateway_tier  few  tpm=600000 rpm=3;
     llm_gateway_tier  one  tpm=6000 concurrency=1;
 
@@ -149,9 +152,33 @@ ok(($m->{'llmgw_reserved_tokens' . labels($one)} // 0) >= 10,
    'llmgw_reserved_tokens: what it reserved ('
    . ($m->{'llmgw_reserved_tokens' . labels($one)} // 'none') . ')');
 
-my $s = status_json();
-ok($s, '/status.json is JSON');
-my $t1 = tenant_of($s, $one) // {};
+# the zone's capacity, shared by the two active tenants, weight 1 each
+for my $check (
+    [ '{zone="llm",kind="configured"}', 'llmgw_capacity_tokens_per_minute',
+      600000 ],
+    [ '{zone="llm",kind="now"}', 'llmgw_capacity_tokens_per_minute', 600000 ],
+    [ '{zone="llm",kind="current"}', 'llmgw_capacity_inflight', 1 ],
+    [ '{zone="llm",kind="configured"}', 'llmgw_capacity_inflight', 64 ],
+    [ '{zone="llm",kind="ceiling"}', 'llmgw_capacity_inflight', 64 ],
+    [ '{zone="llm",kind="tenants"}', 'llmgw_capacity_active_tenants', 2 ],
+    [ '{zone="llm",kind="weights"}', 'llmgw_capacity_active_tenants', 2 ],
+    [ '{zone="llm"}', 'llmgw_capacity_reductions_total', 0 ],
+    [ labels($few), 'llmgw_capacity_share_tokens_per_minute', 300000 ],
+)
+{
+    my ($l, $name, $want) = @$check;
+    is($m->{"$name$l"}, $want, "$name$l");
+}
+
+my $st = status_json();
+ok($st, '/status.json is JSON');
+is_deeply([ @{ ($st->{zones} // [])->[0] // {} }{qw(name capacity capacity_now
+                                                  inflight_limit inflight
+                                                  active_tenants)} ],
+          [ 'llm', 600000, 600000, 64, 1, 2 ],
+          'status.json: the zone, its capacity and ceiling, 1 in flight');
+is(tenant_of($st, $few)->{share_tpm}, 300000, 'status.json: a share');
+my $t1 = tenant_of($st, $one) // {};
 is($t1->{inflight}, 1, 'status.json: one in flight');
 is($t1->{concurrency_limit}, 1, 'status.json: of a limit of 1');
 ok(($t1->{reserved_tokens} // 0) >= 10, 'status.json: its tokens reserved');
@@ -231,7 +258,7 @@ is(HTTP::Tiny->new->request('POST', $ng->url('/status.json'))->{status},
 
 SKIP: {
     my ($chromium) = grep { -x } qw(/usr/bin/chromium /usr/bin/chromium-browser);
-    skip('no chromium (make deps installs it)', 8) unless $chromium;
+    skip('no chromium (make deps installs it)', 10) unless $chromium;
 
     my $dir = $ng->dir() . '/chromium';
     my $shots = "$FindBin::Bin/../build/screenshots";
@@ -278,6 +305,12 @@ SKIP: {
         (my $sent = $bcells[2] // '') =~ s/,//g;
         ok($sent =~ /^\d+$/ && $sent > 0,
            "capture $n: the page drew the backend's $sent requests");
+
+        # and the zone's capacity
+        my ($zrow) = $dom =~ m{<tr><td class="l">llm</td>(.*?)</tr>};
+        my @zcells = ($zrow // '') =~ m{<td>(?:<[^>]*>)*([^<]*)}g;
+        is($zcells[0], '600,000', "capture $n: the page drew the zone's "
+           . 'capacity');
     }
 
     kill('KILL', $load);
