@@ -40,6 +40,8 @@ static ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
 static u_char *ngx_http_llm_gateway_duration(u_char *p, int64_t ms);
 static ngx_int_t ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_soft_limits(ngx_http_llm_gateway_tier_t *tier,
+    llm_limits_t *limits);
 static llm_fair_rc_e ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_node_t *node,
     int64_t cost, int64_t now, int64_t *wait);
@@ -634,7 +636,13 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     node->demand += cost;
     ngx_http_llm_gateway_share_limits(node, &tier->limits, &ctx->limits);
 
+    if (zone->capacity) {
+        ngx_http_llm_gateway_soft_limits(tier, &ctx->limits);
+    }
+
     brc = llm_admit(&node->state, &ctx->limits, cost, now, &adm);
+
+    ctx->soft = adm.soft;
 
     ctx->reserved = cost;
 
@@ -646,7 +654,8 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
 
         if (frc != LLM_FAIR_OK) {
-            llm_release(&node->state, &ctx->limits, cost, 0, now);
+            llm_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
+                             now);
 
             if (ctx->budget_held) {
                 ngx_http_llm_gateway_budget_unreserve(ctx, node);
@@ -664,7 +673,8 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         && ngx_http_llm_gateway_flight_start(ctx) != NGX_OK)
     {
         /* no room to keep it in flight: as full as without a node */
-        llm_release(&node->state, &ctx->limits, cost, 0, now);
+        llm_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
+                         now);
 
         if (ctx->fair_held) {
             llm_fair_settle(&zone->sh->fair, &node->fair, cost, 0, now);
@@ -798,6 +808,35 @@ full:
     ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
                                      "The gateway is overloaded; retry "
                                      "shortly.", 1);
+}
+
+
+/*
+ * In a zone with a capacity the tier's tpm is a soft quota: beyond it,
+ * up to its burst a minute, as this gateway's share of the tier's limits
+ * is of them.  Whether capacity is idle, the zone's shares say after.
+ */
+
+static void
+ngx_http_llm_gateway_soft_limits(ngx_http_llm_gateway_tier_t *tier,
+    llm_limits_t *limits)
+{
+    int64_t  soft;
+
+    soft = tier->limits.tpm.burst - tier->limits.tpm.rate;
+
+    if (soft <= 0) {
+        return;
+    }
+
+    if (limits->tpm.rate != tier->limits.tpm.rate) {
+        soft = (int64_t) ((__int128) soft * limits->tpm.rate
+                          / tier->limits.tpm.rate);
+        soft = ngx_max(soft, 1);
+    }
+
+    limits->soft.rate = soft;
+    limits->soft.burst = soft;
 }
 
 

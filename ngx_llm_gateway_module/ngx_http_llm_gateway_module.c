@@ -497,6 +497,9 @@ ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
             continue;
         }
 
+        /* an active tenant's weight leaves the shares with it */
+        llm_fair_leave(&sh->fair, &ln->fair, ngx_http_llm_gateway_now_ms());
+
         ngx_queue_remove(q);
         ngx_rbtree_delete(&sh->rbtree, &ln->node);
         ngx_slab_free_locked(shpool, ln);

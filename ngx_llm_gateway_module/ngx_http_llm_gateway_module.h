@@ -291,6 +291,7 @@ typedef struct {
     unsigned                     journal_held:1;
     unsigned                     fair_held:1;   /* a share of capacity */
     unsigned                     fair_flight:1; /* under the ceiling */
+    unsigned                     soft:1;    /* tokens beyond the tier's tpm */
     u_char                       data[1];   /* the request id, the model */
 } ngx_http_llm_gateway_flight_t;
 
@@ -321,7 +322,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  11
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  12
 
 
 typedef struct {
@@ -492,6 +493,7 @@ typedef struct {
     unsigned                     fair_held:1;      /* a share of capacity */
     unsigned                     fair_flight:1;    /* counted in flight */
     unsigned                     pressed:1;        /* told of saturation */
+    unsigned                     soft:1;           /* beyond the tier's tpm */
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */

@@ -185,9 +185,9 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
                             ngx_http_llm_gateway_now_ms());
         }
 
-        llm_release(&node->state, &ctx->limits, ctx->reserved,
-                    st.input_tokens + st.output_tokens,
-                    ngx_http_llm_gateway_now_ms());
+        llm_release_from(&node->state, &ctx->limits, ctx->soft,
+                         ctx->reserved, st.input_tokens + st.output_tokens,
+                         ngx_http_llm_gateway_now_ms());
 
         if (ctx->fair_held) {
             llm_fair_settle(&zone->sh->fair, &node->fair, ctx->reserved,
@@ -310,6 +310,7 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     f->journal_held = ctx->journal_held;
     f->fair_held = ctx->fair_held;
     f->fair_flight = ctx->fair_flight;
+    f->soft = ctx->soft;
 
     f->request_id_len = (u_char) id_len;
     f->model_len = (u_char) model_len;
@@ -509,8 +510,8 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     node = ngx_http_llm_gateway_lookup(zone, f->tenant_id, 0);
 
     if (node != NULL) {
-        llm_release(&node->state, &f->limits, f->reserved,
-                    st.input_tokens + st.output_tokens, now);
+        llm_release_from(&node->state, &f->limits, f->soft, f->reserved,
+                         st.input_tokens + st.output_tokens, now);
 
         if (f->fair_held) {
             llm_fair_settle(&zone->sh->fair, &node->fair, f->reserved,

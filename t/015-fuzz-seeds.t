@@ -20,6 +20,7 @@ my @targets = (
     [ 'fuzz_key', "$core/fuzz/corpus/key" ],
     [ 'fuzz_provider', "$core/fuzz/corpus/provider" ],
     [ 'fuzz_pacer', "$core/fuzz/corpus/pacer" ],
+    [ 'fuzz_fair', "$core/fuzz/corpus/fair" ],
 );
 
 for my $t (@targets) {

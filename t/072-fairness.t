@@ -2,7 +2,9 @@
 
 # Shared capacity by weight (issue 10): three tenants of weights 1, 1 and 2
 # asking far more than a zone's capacity get a quarter, a quarter and a
-# half of it; the excess is refused with 429 capacity_exceeded.
+# half of it; the excess is refused with 429 capacity_exceeded.  Below the
+# capacity each gets what it asks, beyond its tier's tpm up to its burst
+# (a soft quota), where a zone without a capacity holds it to its tpm.
 
 use strict;
 use warnings;
@@ -22,15 +24,20 @@ my $s = stack();
 my $tag = "f$$";
 my @t = (new_tenant(tier => "${tag}a"), new_tenant(tier => "${tag}b"),
          new_tenant(tier => "${tag}c"));
+my @soft = (new_tenant(tier => "${tag}s"), new_tenant(tier => "${tag}s"),
+            new_tenant(tier => "${tag}s"));
 
 my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_zone      zone=llm:1m capacity=60000;
+    llm_gateway_zone      zone=soft:1m capacity=1000000;
+    llm_gateway_zone      zone=hard:1m;
     llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
 
     llm_gateway_tier  ${tag}a  tpm=10000000 weight=1;
     llm_gateway_tier  ${tag}b  tpm=10000000 weight=1;
     llm_gateway_tier  ${tag}c  tpm=10000000 weight=2;
+    llm_gateway_tier  ${tag}s  tpm=6000 burst=18000;
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -41,6 +48,16 @@ my $ng = nginx(http => <<"EOF")->run();
             llm_gateway  zone=llm;
             proxy_pass   http://127.0.0.1:%%MOCK%%;
         }
+
+        location = /soft/v1/chat/completions {
+            llm_gateway  zone=soft;
+            proxy_pass   http://127.0.0.1:%%MOCK%%/v1/chat/completions;
+        }
+
+        location = /hard/v1/chat/completions {
+            llm_gateway  zone=hard;
+            proxy_pass   http://127.0.0.1:%%MOCK%%/v1/chat/completions;
+        }
     }
 EOF
 
@@ -48,8 +65,8 @@ my $body = encode_json({ model => 'm', max_tokens => 100,
                          messages => [ { role => 'user', content => 'x' } ] });
 
 # Each tenant asks for secs, a request every gap s at most (0: as fast as
-# it can); what the last secs - warm admitted, in tokens a minute, and the
-# refusals in all.
+# it can; or its own gap), at its path (or /v1/chat/completions); what the
+# last secs - warm admitted, in tokens a minute, and the refusals in all.
 sub load {
     my ($who, $secs, $warm, $gap) = @_;
     my $t0 = time();
@@ -66,13 +83,13 @@ sub load {
 
             while (time() - $t0 < $secs) {
                 my $r = $http->request('POST',
-                    $ng->url('/v1/chat/completions'), {
+                    $ng->url($t->{path} // '/v1/chat/completions'), {
                     headers => { 'content-type' => 'application/json',
                                  authorization => "Bearer $t->{key}",
                                  'x-mock-tokens' => 100 },
                     content => $body });
                 $n++ if $r->{status} == 429;
-                sleep($gap || 0.005);
+                sleep($t->{gap} // $gap // 0 || 0.005);
             }
 
             print $wr "$n\n";
@@ -104,7 +121,7 @@ sub load {
             $_->{id}, $t0 + $warm, $t0 + $secs) / $span
     } @$who;
 
-    note(sprintf('tokens a minute: %s of 60,000; refused: %s',
+    note(sprintf('tokens a minute: %s; refused: %s',
                  join(', ', map { sprintf('%.0f', $_) } @rate),
                  join(', ', map { $refused{ $_->{id} } } @$who)));
 
@@ -135,6 +152,21 @@ ok(near($rate->[1], 40000), 'weight 2 two thirds');
 is(join(' ', @$refused), '0 0 0', 'below the capacity: nothing refused');
 ok(near($rate->[0], 2140) && near($rate->[2], 2140),
    'each gets what it asks (about 2,140 a minute)');
+
+# a soft quota: tpm 6,000, burst 18,000, in a zone of a capacity far
+# above: one asks about 12,000 a minute, one as much as it can (its first
+# 30,000, both buckets full, go in the first 20 s); one as much in a zone
+# without a capacity
+$soft[0]{gap} = 0.5;
+$soft[$_]{path} = '/soft/v1/chat/completions' for 0, 1;
+$soft[2]{path} = '/hard/v1/chat/completions';
+
+($rate, $refused) = load(\@soft, 50, 20);
+
+ok($refused->[0] == 0 && $rate->[0] > 9000,
+   'beyond its tpm, below its burst: all it asks');
+ok(near($rate->[1], 18000), 'asking more: its burst');
+ok(near($rate->[2], 6000), 'without a capacity: its tpm');
 
 $ng->no_alerts();
 

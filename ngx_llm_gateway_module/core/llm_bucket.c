@@ -142,6 +142,11 @@ llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms)
     }
 
     llm_bucket_init(&t->tpm, &l->tpm, now_ms);
+
+    /* made full when first needed: a zone may get its capacity later */
+    t->soft.level = 0;
+    t->soft.last_ms = -1;
+
     t->inflight = 0;
 }
 
@@ -170,11 +175,13 @@ llm_bucket_rc_e
 llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
     int64_t now_ms, llm_admit_t *out)
 {
-    int64_t  wr, wt;
+    int      soft;
+    int64_t  wr, wt, ws;
 
     out->rc = LLM_BUCKET_OK;
     out->limit = LLM_LIMIT_NONE;
     out->wait_ms = 0;
+    out->soft = 0;
 
     if (cost > l->tpm.burst) {
         out->rc = LLM_BUCKET_NEVER;
@@ -184,6 +191,24 @@ llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
 
     wr = l->rpm.rate ? llm_bucket_wait(&t->rpm, &l->rpm, 1, now_ms) : 0;
     wt = llm_bucket_wait(&t->tpm, &l->tpm, cost, now_ms);
+
+    soft = 0;
+
+    if (wt && l->soft.rate && cost <= l->soft.burst) {
+        if (t->soft.last_ms == -1) {
+            llm_bucket_init(&t->soft, &l->soft, now_ms);
+        }
+
+        ws = llm_bucket_wait(&t->soft, &l->soft, cost, now_ms);
+
+        if (ws == 0) {
+            soft = 1;
+            wt = 0;
+
+        } else if (ws < wt) {
+            wt = ws;
+        }
+    }
 
     if (wr || wt) {
         out->rc = LLM_BUCKET_WAIT;
@@ -203,7 +228,14 @@ llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
         t->rpm.level -= LLM_BUCKET_SCALE;
     }
 
-    t->tpm.level -= cost * LLM_BUCKET_SCALE;
+    if (soft) {
+        t->soft.level -= cost * LLM_BUCKET_SCALE;
+        out->soft = 1;
+
+    } else {
+        t->tpm.level -= cost * LLM_BUCKET_SCALE;
+    }
+
     t->inflight++;
 
     return LLM_BUCKET_OK;
@@ -214,7 +246,21 @@ void
 llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
     int64_t used, int64_t now_ms)
 {
-    llm_bucket_settle(&t->tpm, &l->tpm, reserved, used, now_ms);
+    llm_release_from(t, l, 0, reserved, used, now_ms);
+}
+
+
+void
+llm_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
+    int64_t reserved, int64_t used, int64_t now_ms)
+{
+    /* a soft quota gone since (a reload): the TPM bucket takes it */
+    if (soft && l->soft.rate && t->soft.last_ms != -1) {
+        llm_bucket_settle(&t->soft, &l->soft, reserved, used, now_ms);
+
+    } else {
+        llm_bucket_settle(&t->tpm, &l->tpm, reserved, used, now_ms);
+    }
 
     if (t->inflight > 0) {
         t->inflight--;

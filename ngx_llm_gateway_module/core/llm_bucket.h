@@ -95,9 +95,17 @@ typedef enum {
 } llm_limit_e;
 
 
+/*
+ * A soft quota (source document 000, 7.2.8): when the TPM bucket is short,
+ * the tokens may come from a second bucket that refills at burst - tpm a
+ * minute, so that a tenant's sustained rate is at most its burst.  The
+ * caller sets it only where something else says capacity is idle (a
+ * zone's capacity, llm_fair.c), and puts the request to that test.
+ */
 typedef struct {
     llm_bucket_conf_t  rpm;      /* rate 0: no limit on requests */
     llm_bucket_conf_t  tpm;
+    llm_bucket_conf_t  soft;     /* rate 0: none, the tpm is hard */
     int64_t            concurrency;   /* 0: no limit */
 } llm_limits_t;
 
@@ -105,6 +113,7 @@ typedef struct {
 typedef struct {
     llm_bucket_t       rpm;
     llm_bucket_t       tpm;
+    llm_bucket_t       soft;
     int64_t            inflight;
 } llm_tenant_t;
 
@@ -113,6 +122,7 @@ typedef struct {
     llm_bucket_rc_e    rc;
     llm_limit_e        limit;    /* the limit that refused */
     int64_t            wait_ms;  /* until every limit would admit it */
+    int                soft;     /* admitted: the tokens from the soft one */
 } llm_admit_t;
 
 
@@ -121,7 +131,8 @@ void llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms);
 
 /*
  * Admits a request of cost tokens if every limit allows it, taking one
- * request, cost tokens and a concurrency slot; else takes nothing.  A
+ * request, cost tokens (from the TPM bucket, or when it is short from the
+ * soft one: out->soft) and a concurrency slot; else takes nothing.  A
  * concurrency refusal has no exact wait: wait_ms is 1000, "retry shortly".
  */
 llm_bucket_rc_e llm_admit(llm_tenant_t *t, const llm_limits_t *l,
@@ -130,6 +141,10 @@ llm_bucket_rc_e llm_admit(llm_tenant_t *t, const llm_limits_t *l,
 /* the request ended: its slot back, tokens settled; its request stays used */
 void llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
     int64_t used, int64_t now_ms);
+
+/* the same, the tokens settled with the bucket they came from */
+void llm_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
+    int64_t reserved, int64_t used, int64_t now_ms);
 
 
 #endif /* _LLM_BUCKET_H_INCLUDED_ */

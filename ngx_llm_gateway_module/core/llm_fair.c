@@ -75,8 +75,12 @@ llm_fair_reconf(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now)
     f->inflight_now = f->conf.inflight * 1000;
     f->reduced = 0;
 
+    /* what it owes too: a burst at most, as llm_fair_admit() keeps it */
     if (f->pool > f->conf.burst * LLM_FAIR_TICKS) {
         f->pool = f->conf.burst * LLM_FAIR_TICKS;
+
+    } else if (f->pool < -f->conf.burst * LLM_FAIR_TICKS) {
+        f->pool = -f->conf.burst * LLM_FAIR_TICKS;
     }
 }
 
@@ -153,15 +157,27 @@ llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
 int
 llm_fair_expire(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now)
 {
-    if (!t->active || t->seen_ms + f->conf.active_ms > now) {
+    /* a difference: active_ms is as large as it was given */
+    if (!t->active || now - t->seen_ms < f->conf.active_ms) {
         return 0;
+    }
+
+    llm_fair_leave(f, t, now);
+
+    return 1;
+}
+
+
+void
+llm_fair_leave(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now)
+{
+    if (!t->active) {
+        return;
     }
 
     llm_fair_update(f, now);
     llm_fair_count(f, &t->cls, -1);
     t->active = 0;
-
-    return 1;
 }
 
 
@@ -252,7 +268,7 @@ void
 llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
     int64_t used, int64_t now)
 {
-    int64_t  back, cap;
+    int64_t  back, cap, owed;
 
     llm_fair_update(f, now);
     llm_fair_refill(f, t, now);
@@ -267,16 +283,30 @@ llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
         f->pool = llm_fair_burst(f);
     }
 
+    /*
+     * More used than reserved is owed as if borrowed: the pool a burst,
+     * the share a share at most (or what a request larger than a share
+     * left it owing), else an upstream's usage would sink both, without
+     * end and past int64_t.
+     */
+    if (f->pool < -f->conf.burst * LLM_FAIR_TICKS) {
+        f->pool = -f->conf.burst * LLM_FAIR_TICKS;
+    }
+
     if (!t->active) {
         return;
     }
 
     cap = llm_fair_cap(f, t);
+    owed = t->share < -cap ? t->share : -cap;
 
     t->share += back;
 
     if (t->share > cap) {
         t->share = cap;
+
+    } else if (t->share < owed) {
+        t->share = owed;
     }
 }
 

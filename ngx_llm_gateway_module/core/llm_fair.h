@@ -135,6 +135,9 @@ void llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
 /* 1 if the tenant was idle for active_ms and left the sums */
 int llm_fair_expire(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now);
 
+/* the tenant leaves the sums now, idle or not: its state is forgotten */
+void llm_fair_leave(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now);
+
 /* its share now, tokens a minute */
 int64_t llm_fair_rate(llm_fair_t *f, llm_fair_tenant_t *t);
 

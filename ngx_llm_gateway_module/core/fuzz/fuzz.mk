@@ -2,7 +2,8 @@
 # fuzz_sse (the usage extractor), fuzz_inspect (request bodies),
 # fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
 # and key-set frames), fuzz_provider (providers' refusals), fuzz_pacer
-# (the upstream pacer, against its own books).  Each has its seed corpus in
+# (the upstream pacer, against its own books), fuzz_fair (the fairness
+# core, against its books and bounds).  Each has its seed corpus in
 # fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
@@ -27,7 +28,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) -I/usr/include/cjson
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    ?= sse inspect record key provider pacer
+FUZZ_TARGETS    ?= sse inspect record key provider pacer fair
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
@@ -38,6 +39,7 @@ FUZZ_LINK_record    := $(CORE)/llm_record.c
 FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
 FUZZ_LINK_provider  := $(CORE)/llm_provider.c
 FUZZ_LINK_pacer     := $(CORE)/llm_pacer.c
+FUZZ_LINK_fair      := $(CORE)/llm_fair.c
 
 .PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 

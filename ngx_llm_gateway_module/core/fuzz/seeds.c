@@ -5,7 +5,7 @@
  * that a change of format is one run away from new seeds: make fuzz-seeds
  * writes them into fuzz/corpus.  Those of fuzz_provider, text, go into
  * <dir>/provider; its gemini-chunked is chunk-encoded here.  fuzz_pacer's
- * programs go into <dir>/pacer.
+ * programs go into <dir>/pacer, fuzz_fair's into <dir>/fair.
  *
  * Nothing runs it on its own; the files it writes are committed.  Inputs
  * a fuzzer found are committed as they were found, not written here.
@@ -492,6 +492,265 @@ static const uint8_t  seed_pacer_ring[] = {
 };
 
 
+/*
+ * fuzz_fair's: the clock's start, the configuration (capacity, burst,
+ * share_ms, active_ms, inflight) and four classes (weight, minimum,
+ * priority), then a program of ops.  See fuzz_fair.c.
+ */
+
+/* a value: its kind and 16 bits */
+#define F_VAL(kind, v)       (kind), (v) & 0xff, ((v) >> 8) & 0xff
+#define F_ZERO               F_VAL(0, 0)
+#define F_N(v)               F_VAL(1, v)             /* below 65,536 */
+#define F_K(v)               F_VAL(2, v)             /* thousands */
+#define F_M(v)               F_VAL(3, v)             /* millions */
+#define F_NEAR_MAX(d)        F_VAL(4, 128 + (d))     /* 10^12 + d */
+#define F_NEG(v)             F_VAL(5, (v) - 1)       /* -v */
+#define F_INT64_MAX          F_VAL(6, 1)
+#define F_INT64_MIN          F_VAL(6, 0)
+#define F_T(v)               F_VAL(7, v)             /* 10^12 times v */
+
+/* the clock starts at 1718020800000 ms, or at 0 (a host just booted) */
+#define F_CLOCK_NOW          0
+#define F_CLOCK_BOOT         1
+#define F_CLOCK_2_40         3
+
+#define F_CLASS(weight, minimum, priority)                                    \
+                             weight, minimum, (uint8_t) (priority)
+
+/* the clock's steps */
+#define F_SAME               0
+#define F_MS(n)              (n)                     /* 1 to 63 */
+#define F_50MS(n)            (0x3f + (n))            /* n x 50 ms, n <= 64 */
+#define F_S(n)               (0x7f + (n))            /* 1 to 64 s */
+#define F_MIN(n)             (0xbf + (n))            /* 1 to 48 minutes */
+#define F_H(n)               (0xef + (n))            /* 1 to 8 hours */
+#define F_BACK(k)            (0xf8 + (k))            /* 8 << k ms back */
+
+/* a settle's usage: as given, as reserved, reserved less it, more */
+#define F_USED               0
+#define F_AS_RESERVED        1
+#define F_LESS               2
+#define F_MORE               3
+
+#define F_OP(op, t, x, step) (op) | (t) << 4 | (x) << 6, (step)
+
+#define F_TOUCH(t, cls, step)                F_OP(0, t, cls, step)
+#define F_EXPIRE(t, step)                    F_OP(1, t, 0, step)
+#define F_ADMIT(t, step, cost)               F_OP(2, t, 0, step), cost
+#define F_SETTLE(t, how, step, reserved, used)                               \
+                             F_OP(3, t, how, step), reserved, used
+#define F_START(step)                        F_OP(4, 0, 0, step)
+#define F_END(step)                          F_OP(5, 0, 0, step)
+#define F_PRESSURE(step)                     F_OP(6, 0, 0, step)
+#define F_RECONF(step, capacity, burst, share_ms, active_ms, inflight)       \
+                             F_OP(7, 0, 0, step), capacity, burst, share_ms, \
+                             active_ms, inflight
+#define F_RATE(t, step)                      F_OP(8, t, 0, step)
+#define F_CAPACITY(step)                     F_OP(9, 0, 0, step)
+#define F_CEILING(step)                      F_OP(10, 0, 0, step)
+#define F_REQUEST(t, cls, step, cost)        F_OP(13, t, cls, step), cost
+#define F_DONE(t, how, step, reserved, used)                                 \
+                             F_OP(14, t, how, step), reserved, used
+#define F_SWEEP(step)                        F_OP(15, 0, 0, step)
+
+/* an op again and again: variadic, as an op is more than one byte */
+#define F_5(...)             __VA_ARGS__, __VA_ARGS__, __VA_ARGS__,         \
+                             __VA_ARGS__, __VA_ARGS__
+#define F_15(...)            F_5(__VA_ARGS__), F_5(__VA_ARGS__),            \
+                             F_5(__VA_ARGS__)
+
+/* 600,000 a minute, the pool's burst and the shares' 10 s by default */
+#define F_CONF_600K          F_K(600), F_ZERO, F_ZERO, F_ZERO, F_ZERO
+#define F_CLASSES_1_1_2                                                       \
+    F_CLASS(F_N(1), F_ZERO, 1), F_CLASS(F_N(1), F_ZERO, 1),                  \
+    F_CLASS(F_N(2), F_ZERO, 1), F_CLASS(F_N(1), F_ZERO, 0)
+
+
+/* c goes idle: expired after active_ms (3 s), a and b share its part */
+static const uint8_t  seed_fair_idle[] = {
+    F_CLOCK_NOW, F_K(60), F_ZERO, F_ZERO, F_K(3), F_ZERO,
+    F_CLASS(F_N(1), F_ZERO, 1), F_CLASS(F_N(2), F_ZERO, 1),
+    F_CLASS(F_N(1), F_K(6), 2), F_CLASS(F_N(1), F_ZERO, 0),
+    F_REQUEST(0, 0, F_SAME, F_N(500)), F_REQUEST(1, 1, F_SAME, F_N(500)),
+    F_REQUEST(2, 2, F_SAME, F_N(500)), F_RATE(0, F_SAME), F_RATE(2, F_SAME),
+    F_DONE(0, F_AS_RESERVED, F_S(1), F_N(500), F_ZERO),
+    F_DONE(1, F_LESS, F_SAME, F_N(500), F_N(200)),
+    F_DONE(2, F_AS_RESERVED, F_SAME, F_N(500), F_ZERO),
+    F_SWEEP(F_S(1)), F_REQUEST(0, 0, F_SAME, F_N(500)),
+    F_REQUEST(1, 1, F_SAME, F_N(500)), F_SWEEP(F_50MS(19)),
+    F_EXPIRE(2, F_50MS(1)), F_RATE(0, F_SAME), F_RATE(1, F_SAME),
+    F_ADMIT(0, F_SAME, F_K(20)), F_ADMIT(0, F_SAME, F_K(20)),
+    F_TOUCH(2, 3, F_S(2)), F_RATE(2, F_SAME), F_SWEEP(F_SAME),
+    F_SETTLE(2, F_AS_RESERVED, F_SAME, F_N(500), F_ZERO),
+    F_SWEEP(F_MIN(1)), F_RATE(0, F_SAME), F_TOUCH(3, 0, F_SAME),
+    F_REQUEST(3, 0, F_SAME, F_K(1))
+};
+
+/*
+ * A saturated upstream: halved once a second down to a tenth, not again
+ * within the second, the refusals the cluster's; all of it back in 20 s.
+ */
+static const uint8_t  seed_fair_pressure[] = {
+    F_CLOCK_NOW, F_K(600), F_ZERO, F_ZERO, F_ZERO, F_N(40),
+    F_CLASS(F_N(1), F_ZERO, 1), F_CLASS(F_N(1), F_ZERO, 3),
+    F_CLASS(F_N(3), F_K(60), 0), F_CLASS(F_N(1), F_ZERO, 2),
+    F_REQUEST(0, 0, F_SAME, F_K(5)), F_REQUEST(1, 1, F_SAME, F_K(5)),
+    F_REQUEST(2, 2, F_SAME, F_K(5)), F_REQUEST(0, 0, F_MS(20), F_K(5)),
+    F_REQUEST(1, 1, F_SAME, F_K(5)), F_REQUEST(2, 2, F_SAME, F_K(5)),
+    F_PRESSURE(F_50MS(10)), F_CAPACITY(F_SAME), F_CEILING(F_SAME),
+    F_PRESSURE(F_50MS(19)), F_REQUEST(0, 0, F_SAME, F_K(5)),
+    F_PRESSURE(F_50MS(1)), F_ADMIT(1, F_SAME, F_K(50)),
+    F_PRESSURE(F_S(1)), F_PRESSURE(F_S(1)), F_PRESSURE(F_S(1)),
+    F_PRESSURE(F_S(1)), F_CAPACITY(F_SAME), F_RATE(2, F_SAME),
+    F_REQUEST(2, 2, F_SAME, F_K(100)), F_REQUEST(3, 3, F_SAME, F_K(1)),
+    F_CAPACITY(F_S(5)), F_CEILING(F_SAME),
+    F_DONE(0, F_MORE, F_SAME, F_K(5), F_K(5)),
+    F_REQUEST(0, 0, F_SAME, F_K(5)), F_CAPACITY(F_S(15)),
+    F_PRESSURE(F_SAME), F_PRESSURE(F_S(1)), F_CEILING(F_S(20)),
+    F_REQUEST(1, 1, F_SAME, F_K(5))
+};
+
+/*
+ * 30 at once: halved to 15, 15 end, the next waits 667 ms for the
+ * recovering ceiling and then starts; none in flight: a ceiling of one;
+ * reloads below the flights, and without a ceiling.
+ */
+static const uint8_t  seed_fair_ceiling[] = {
+    F_CLOCK_NOW, F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_N(30),
+    F_CLASSES_1_1_2,
+    F_15(F_START(F_SAME)), F_15(F_START(F_SAME)), F_START(F_SAME),
+    F_PRESSURE(F_SAME), F_CEILING(F_SAME), F_15(F_END(F_SAME)),
+    F_START(F_SAME), F_START(F_50MS(13)), F_START(F_MS(17)),
+    F_START(F_SAME), F_CEILING(F_S(20)), F_START(F_SAME),
+    F_15(F_END(F_SAME)), F_5(F_END(F_SAME)), F_PRESSURE(F_S(2)),
+    F_CEILING(F_SAME), F_START(F_SAME), F_START(F_SAME),
+    F_RECONF(F_SAME, F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_N(10)),
+    F_RECONF(F_MS(1), F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_ZERO),
+    F_START(F_SAME), F_START(F_SAME), F_START(F_SAME),
+    F_RECONF(F_MS(1), F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_N(2)),
+    F_START(F_SAME), F_PRESSURE(F_SAME), F_START(F_50MS(10)),
+    F_5(F_END(F_SAME)), F_START(F_SAME)
+};
+
+/*
+ * Reloads: the capacity cut while the pool owes (owed a new burst at
+ * most), to none, to 10^12 and beyond; pressure forgotten.
+ */
+static const uint8_t  seed_fair_reconf[] = {
+    F_CLOCK_NOW, F_M(6), F_ZERO, F_ZERO, F_ZERO, F_ZERO,
+    F_CLASS(F_N(1), F_ZERO, 1), F_CLASS(F_N(2), F_ZERO, 3),
+    F_CLASS(F_N(1), F_K(100), 0), F_CLASS(F_N(1), F_ZERO, 2),
+    F_REQUEST(0, 0, F_SAME, F_K(900)), F_REQUEST(1, 1, F_SAME, F_K(900)),
+    F_RECONF(F_MS(1), F_K(60), F_ZERO, F_ZERO, F_ZERO, F_ZERO),
+    F_ADMIT(0, F_SAME, F_K(1)), F_ADMIT(1, F_S(1), F_K(1)),
+    F_PRESSURE(F_SAME),
+    F_RECONF(F_MS(1), F_K(60), F_K(1), F_S(1), F_ZERO, F_N(4)),
+    F_CAPACITY(F_SAME), F_REQUEST(2, 2, F_SAME, F_K(1)),
+    F_RECONF(F_S(1), F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_ZERO),
+    F_REQUEST(0, 0, F_SAME, F_ZERO), F_REQUEST(0, 0, F_SAME, F_N(1)),
+    F_RATE(2, F_SAME), F_SETTLE(0, F_MORE, F_SAME, F_N(1), F_K(5)),
+    F_RECONF(F_S(1), F_NEAR_MAX(0), F_ZERO, F_N(60001), F_ZERO, F_ZERO),
+    F_REQUEST(3, 3, F_SAME, F_NEAR_MAX(0)), F_RATE(3, F_SAME),
+    F_RECONF(F_MS(1), F_T(7), F_T(9), F_NEG(1), F_NEG(1), F_M(9)),
+    F_REQUEST(1, 1, F_S(10), F_T(1)), F_PRESSURE(F_SAME),
+    F_RECONF(F_MS(1), F_M(6), F_ZERO, F_ZERO, F_ZERO, F_ZERO),
+    F_CAPACITY(F_SAME)
+};
+
+/*
+ * Minimums above the capacity: each in proportion; one expires and the
+ * rest fit.  A weight of 0 counts as 1, a priority out of range is
+ * brought into it, a tenant's tier changes.
+ */
+static const uint8_t  seed_fair_minimums[] = {
+    F_CLOCK_NOW, F_K(100), F_ZERO, F_ZERO, F_ZERO, F_ZERO,
+    F_CLASS(F_ZERO, F_K(80), 3), F_CLASS(F_N(1), F_K(50), 0),
+    F_CLASS(F_M(2), F_ZERO, 2), F_CLASS(F_NEG(5), F_T(2), -1),
+    F_TOUCH(0, 0, F_SAME), F_TOUCH(1, 1, F_SAME), F_RATE(0, F_SAME),
+    F_RATE(1, F_SAME), F_REQUEST(0, 0, F_SAME, F_K(10)),
+    F_REQUEST(1, 1, F_SAME, F_K(10)), F_REQUEST(1, 1, F_SAME, F_K(10)),
+    F_TOUCH(2, 2, F_S(1)), F_RATE(2, F_SAME), F_SWEEP(F_S(9)),
+    F_TOUCH(0, 0, F_SAME), F_TOUCH(2, 2, F_SAME), F_SWEEP(F_S(1)),
+    F_RATE(0, F_SAME), F_RATE(2, F_SAME), F_TOUCH(3, 3, F_SAME),
+    F_RATE(3, F_SAME), F_ADMIT(2, F_SAME, F_K(100)),
+    F_TOUCH(0, 1, F_S(1)), F_RATE(0, F_SAME), F_TOUCH(3, 2, F_SAME),
+    F_ADMIT(3, F_SAME, F_K(1))
+};
+
+/* every figure at its limit, in the configuration and the calls */
+static const uint8_t  seed_fair_extremes[] = {
+    F_CLOCK_2_40, F_INT64_MAX, F_INT64_MIN, F_INT64_MAX, F_INT64_MAX,
+    F_INT64_MAX,
+    F_CLASS(F_INT64_MAX, F_INT64_MAX, 127),
+    F_CLASS(F_INT64_MIN, F_INT64_MIN, -128),
+    F_CLASS(F_T(1000), F_NEAR_MAX(127), 3),
+    F_CLASS(F_N(1), F_NEAR_MAX(-128), 0),
+    F_REQUEST(0, 0, F_SAME, F_INT64_MAX),
+    F_REQUEST(1, 1, F_SAME, F_INT64_MIN),
+    F_REQUEST(2, 2, F_SAME, F_NEAR_MAX(1)),
+    F_REQUEST(3, 3, F_SAME, F_T(65535)),
+    F_SETTLE(0, F_USED, F_H(8), F_INT64_MIN, F_INT64_MAX),
+    F_SETTLE(1, F_MORE, F_SAME, F_INT64_MAX, F_INT64_MAX),
+    F_SETTLE(2, F_LESS, F_SAME, F_INT64_MIN, F_INT64_MAX),
+    F_DONE(3, F_AS_RESERVED, F_BACK(7), F_INT64_MAX, F_ZERO),
+    F_SWEEP(F_H(8)), F_PRESSURE(F_SAME), F_CAPACITY(F_BACK(7)),
+    F_START(F_SAME), F_CEILING(F_SAME), F_ADMIT(0, F_SAME, F_INT64_MAX),
+    F_RECONF(F_H(1), F_INT64_MIN, F_INT64_MAX, F_INT64_MIN, F_INT64_MIN,
+             F_INT64_MIN),
+    F_REQUEST(0, 1, F_SAME, F_NEAR_MAX(-1)), F_SWEEP(F_H(3)),
+    F_RECONF(F_H(1), F_T(65535), F_NEAR_MAX(0), F_ZERO, F_T(1), F_M(1)),
+    F_REQUEST(2, 0, F_SAME, F_T(1)), F_PRESSURE(F_MS(1)),
+    F_RATE(2, F_SAME)
+};
+
+/*
+ * Active for ever (active_ms near INT64_MAX): hours later still active,
+ * not expired by a sum past int64_t; then a second.
+ */
+static const uint8_t  seed_fair_active[] = {
+    F_CLOCK_NOW, F_K(60), F_ZERO, F_ZERO, F_INT64_MAX, F_ZERO,
+    F_CLASSES_1_1_2,
+    F_REQUEST(0, 0, F_SAME, F_K(1)), F_REQUEST(1, 1, F_SAME, F_K(1)),
+    F_EXPIRE(0, F_H(8)), F_SWEEP(F_H(8)),
+    F_RECONF(F_SAME, F_K(60), F_ZERO, F_ZERO, F_VAL(6, 201), F_ZERO),
+    F_SWEEP(F_H(8)), F_RATE(0, F_SAME),
+    F_RECONF(F_SAME, F_K(60), F_ZERO, F_ZERO, F_K(1), F_ZERO),
+    F_EXPIRE(0, F_SAME), F_TOUCH(0, 0, F_SAME), F_SWEEP(F_50MS(19)),
+    F_SWEEP(F_50MS(1))
+};
+
+/* nothing configured: a capacity of 0 admits no cost, no ceiling */
+static const uint8_t  seed_fair_zero[] = {
+    F_CLOCK_BOOT, F_ZERO, F_ZERO, F_ZERO, F_ZERO, F_ZERO,
+    F_CLASS(F_ZERO, F_ZERO, 0), F_CLASS(F_ZERO, F_ZERO, 0),
+    F_CLASS(F_ZERO, F_ZERO, 0), F_CLASS(F_ZERO, F_ZERO, 0),
+    F_REQUEST(0, 0, F_SAME, F_ZERO), F_REQUEST(1, 1, F_SAME, F_N(1)),
+    F_START(F_SAME), F_START(F_SAME), F_END(F_SAME), F_END(F_SAME),
+    F_END(F_SAME), F_PRESSURE(F_S(1)), F_CAPACITY(F_SAME),
+    F_CEILING(F_SAME), F_SETTLE(0, F_LESS, F_SAME, F_N(1), F_N(1)),
+    F_RATE(0, F_SAME), F_SWEEP(F_S(10))
+};
+
+/*
+ * Workers' clocks a little apart: calls up to a second behind the
+ * latest, around a reduction and the ceiling; from a host just booted.
+ */
+static const uint8_t  seed_fair_clock[] = {
+    F_CLOCK_BOOT, F_K(600), F_ZERO, F_ZERO, F_K(1), F_N(4),
+    F_CLASSES_1_1_2,
+    F_REQUEST(0, 0, F_SAME, F_K(2)), F_REQUEST(1, 1, F_BACK(3), F_K(2)),
+    F_REQUEST(2, 2, F_MS(40), F_K(2)), F_REQUEST(0, 0, F_BACK(6), F_K(2)),
+    F_PRESSURE(F_S(2)), F_CAPACITY(F_BACK(7)), F_PRESSURE(F_SAME),
+    F_CEILING(F_MS(50)), F_START(F_BACK(2)), F_START(F_SAME),
+    F_CAPACITY(F_S(1)), F_PRESSURE(F_BACK(0)), F_PRESSURE(F_50MS(1)),
+    F_CEILING(F_BACK(7)), F_START(F_SAME), F_END(F_BACK(5)),
+    F_EXPIRE(1, F_50MS(19)), F_EXPIRE(1, F_BACK(5)), F_TOUCH(1, 1, F_SAME),
+    F_SWEEP(F_BACK(4)), F_ADMIT(1, F_SAME, F_K(3)),
+    F_DONE(1, F_MORE, F_BACK(7), F_K(3), F_K(1)), F_CAPACITY(F_S(1))
+};
+
+
 /* fuzz_provider's Gemini body, chunked as it came: 7 bytes a chunk */
 
 static size_t
@@ -524,6 +783,7 @@ static size_t seed_settle(uint8_t *buf, size_t cap, int full);
 static void seed_entry(llm_key_entry_t *e, int64_t key_id, const char *tier,
     const char *tenant, const char *models, uint8_t caps);
 static void seed_pacer(const char *dir);
+static void seed_fair(const char *dir);
 
 
 int
@@ -549,6 +809,7 @@ main(int argc, char **argv)
     seed_mkdir(dir, "key");
     seed_mkdir(dir, "provider");
     seed_mkdir(dir, "pacer");
+    seed_mkdir(dir, "fair");
 
     for (i = 0; i < sizeof(seed_inspect) / sizeof(seed_inspect[0]); i++) {
         n = strlen(seed_inspect[i].body);
@@ -689,6 +950,7 @@ main(int argc, char **argv)
     seed_write(dir, "provider", "gemini-chunked", buf, n);
 
     seed_pacer(dir);
+    seed_fair(dir);
 
     return 0;
 }
@@ -736,6 +998,96 @@ seed_pacer(const char *dir)
     seed_write(dir, "pacer", "full-minute", buf, n);
 }
 
+
+#define seed_fair_write(dir, name, a)                                         \
+    seed_write(dir, "fair", name, a, sizeof(a))
+
+static void
+seed_fair(const char *dir)
+{
+    size_t   n, i, k;
+    uint8_t  buf[64 + 80 * 39 + 512];
+
+    static const uint8_t  conf[] = { F_CLOCK_NOW, F_CONF_600K,
+                                     F_CLASSES_1_1_2 };
+    static const uint8_t  congestion_end[] = {
+        F_RATE(0, F_SAME), F_RATE(1, F_SAME), F_RATE(2, F_SAME),
+        F_SWEEP(F_S(5)), F_SWEEP(F_S(6)), F_REQUEST(0, 0, F_SAME, F_K(1))
+    };
+    static const uint8_t  overuse_conf[] = {
+        F_CLOCK_NOW, F_K(60), F_ZERO, F_ZERO, F_ZERO, F_ZERO,
+        F_CLASSES_1_1_2, F_TOUCH(0, 0, F_SAME), F_TOUCH(1, 1, F_SAME)
+    };
+    static const uint8_t  overuse[] = {
+        F_SETTLE(0, F_USED, F_SAME, F_ZERO, F_INT64_MAX),
+        F_SETTLE(2, F_MORE, F_SAME, F_ZERO, F_NEAR_MAX(0))
+    };
+    static const uint8_t  overuse_end[] = {
+        F_ADMIT(0, F_SAME, F_K(1)), F_ADMIT(1, F_SAME, F_K(1)),
+        F_ADMIT(0, F_S(10), F_K(1)), F_TOUCH(2, 2, F_SAME),
+        F_ADMIT(2, F_SAME, F_K(1))
+    };
+
+    seed_fair_write(dir, "idle", seed_fair_idle);
+    seed_fair_write(dir, "pressure", seed_fair_pressure);
+    seed_fair_write(dir, "ceiling", seed_fair_ceiling);
+    seed_fair_write(dir, "reconf", seed_fair_reconf);
+    seed_fair_write(dir, "minimums", seed_fair_minimums);
+    seed_fair_write(dir, "extremes", seed_fair_extremes);
+    seed_fair_write(dir, "active", seed_fair_active);
+    seed_fair_write(dir, "zero", seed_fair_zero);
+    seed_fair_write(dir, "clock", seed_fair_clock);
+
+    /*
+     * Weights 1:1:2 asking 750 tokens a ms of 10: the pool drained, then
+     * each its share and refused beyond it.
+     */
+    memcpy(buf, conf, sizeof(conf));
+    n = sizeof(conf);
+
+    for (i = 0; i < 80; i++) {
+        for (k = 0; k < 3; k++) {
+            const uint8_t  op[] = {
+                F_REQUEST(k, k, k ? F_SAME : F_MS(4), F_K(1))
+            };
+
+            memcpy(buf + n, op, sizeof(op));
+            n += sizeof(op);
+        }
+
+        for (k = 0; k < 3; k++) {
+            const uint8_t  op[] = {
+                F_DONE(k, F_AS_RESERVED, F_SAME, F_K(1), F_ZERO)
+            };
+
+            memcpy(buf + n, op, sizeof(op));
+            n += sizeof(op);
+        }
+    }
+
+    memcpy(buf + n, congestion_end, sizeof(congestion_end));
+    n += sizeof(congestion_end);
+
+    seed_write(dir, "fair", "congestion", buf, n);
+
+    /*
+     * An upstream reporting 10^12 tokens used of none reserved, 200 times,
+     * an active tenant's and an inactive one's: the share owes a share,
+     * the pool a burst, and neither past int64_t.
+     */
+    memcpy(buf, overuse_conf, sizeof(overuse_conf));
+    n = sizeof(overuse_conf);
+
+    for (i = 0; i < 100; i++) {
+        memcpy(buf + n, overuse, sizeof(overuse));
+        n += sizeof(overuse);
+    }
+
+    memcpy(buf + n, overuse_end, sizeof(overuse_end));
+    n += sizeof(overuse_end);
+
+    seed_write(dir, "fair", "overuse", buf, n);
+}
 
 /* full: every string at its longest and every figure at its largest */
 

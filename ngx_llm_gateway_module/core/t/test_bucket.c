@@ -133,7 +133,7 @@ test_admit(void)
     int64_t        now;
     llm_admit_t    a;
     llm_tenant_t   t;
-    llm_limits_t   l = { { 500, 500 }, { 60000, 60000 }, 0 };
+    llm_limits_t   l = { { 500, 500 }, { 60000, 60000 }, { 0, 0 }, 0 };
 
     now = 0;
     llm_tenant_init(&t, &l, now);
@@ -196,6 +196,72 @@ test_admit(void)
 }
 
 
+/*
+ * A soft quota: tpm 60,000 a minute, burst 90,000; beyond the TPM bucket
+ * the soft one refills at 30,000, so that the sustained rate is 90,000.
+ */
+
+static void
+test_soft(void)
+{
+    int            i, ok, soft;
+    int64_t        now, got;
+    llm_admit_t    a;
+    llm_tenant_t   t;
+    llm_limits_t   l = { { 0, 0 }, { 60000, 90000 }, { 30000, 30000 }, 0 };
+
+    now = 0;
+    llm_tenant_init(&t, &l, now);
+
+    ok = 0;
+    soft = 0;
+
+    for (i = 0; i < 200; i++) {
+        ok += llm_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
+        soft += a.soft;
+    }
+
+    tap_is(ok, 120, "at once: the burst of 90, then 30 of the soft bucket");
+    tap_is(soft, 30, "30 from the soft one");
+    tap_is(a.limit, LLM_LIMIT_TOKENS, "then refused by tokens");
+    tap_is(a.wait_ms, 1000, "the sooner of the two: 1 s for the TPM bucket");
+
+    llm_release_from(&t, &l, 1, 1000, 400, now);
+    tap_is(llm_bucket_available(&t.soft), 600, "a soft one settles with "
+           "the soft bucket");
+    tap_is(llm_bucket_available(&t.tpm), 0, "not the TPM one");
+
+    /* 2,000 tokens a second, 120,000 a minute, for ten minutes */
+    got = 0;
+
+    for (now = 1000; now <= 600000; now += 1000) {
+        if (llm_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
+            got += 2000;
+        }
+    }
+
+    tap_ok(got >= 900000 - 2000 && got <= 900000 + 90000 + 30000,
+           "asking 120,000 a minute: 90,000 a minute, its burst (%lld in "
+           "10 min)", (long long) got);
+
+    /* without the soft bucket the tpm is hard */
+    l.soft.rate = 0;
+    l.soft.burst = 0;
+    llm_tenant_init(&t, &l, 0);
+    got = 0;
+
+    for (now = 1000; now <= 600000; now += 1000) {
+        if (llm_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
+            got += 2000;
+        }
+    }
+
+    tap_ok(got >= 600000 - 2000 && got <= 600000 + 90000,
+           "hard: 60,000 a minute (%lld in 10 min)", (long long) got);
+    tap_is(a.soft, 0, "none from a soft bucket");
+}
+
+
 int
 main(void)
 {
@@ -203,6 +269,7 @@ main(void)
     test_edges();
     test_settle();
     test_admit();
+    test_soft();
 
     return tap_done();
 }

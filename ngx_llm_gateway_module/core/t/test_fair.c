@@ -409,5 +409,11 @@ main(void)
     tap_is(llm_fair_admit(&s.f, &b->t, 1000, s.now, &wait), LLM_FAIR_OK,
            "b is not held by a's debt");
 
+    /* a tenant forgotten while active (its node freed) leaves the sums */
+    llm_fair_leave(&s.f, &a->t, s.now);
+    tap_ok(s.f.active == 1 && s.f.weights == 1 && !a->t.active,
+           "a left: b alone counts");
+    tap_is(llm_fair_rate(&s.f, &b->t), 60000, "and has all of it");
+
     return tap_done();
 }
