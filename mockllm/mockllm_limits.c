@@ -155,7 +155,7 @@ mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota, int64_t period,
 
 /*
  * POST /limits/inflight/N: the ceiling of -c from now on (0: none), as a
- * provider that adds or loses servers; only when -c was given.
+ * provider that adds or loses servers; there with any limit on.
  */
 
 void

@@ -784,6 +784,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     ctx->admitted = 1;
+    ctx->admitted_ms = now;
 
     if ((llm_inspect_needs_rewrite(&ctx->req)
          && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
@@ -885,6 +886,9 @@ ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
     rc = llm_fair_start(f, now, wait);
 
     if (rc != LLM_FAIR_OK) {
+        /* the configured ceiling, nothing pushed back: said as such */
+        ctx->at_ceiling = !f->reduced;
+        ctx->fair_rate = llm_fair_ceiling(f, now);
         return rc;
     }
 
@@ -924,9 +928,16 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
     }
 
     if (rc == LLM_FAIR_CLUSTER) {
-        ngx_sprintf(p, "The upstream is saturated: the gateway admits less "
-                    "until it recovers. Please try again in %Ls.%Z",
-                    ctx->retry_after);
+        if (ctx->at_ceiling) {
+            ngx_sprintf(p, "The upstream has %L requests in flight, as many "
+                        "as it takes. Please try again in %Ls.%Z",
+                        ctx->fair_rate, ctx->retry_after);
+
+        } else {
+            ngx_sprintf(p, "The upstream is saturated: the gateway admits "
+                        "less until it recovers. Please try again in "
+                        "%Ls.%Z", ctx->retry_after);
+        }
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
                                     "server_error", "upstream_saturated",

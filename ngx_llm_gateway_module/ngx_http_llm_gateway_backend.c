@@ -1349,7 +1349,7 @@ ngx_http_llm_gateway_saturated(ngx_http_request_t *r,
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    reduced = llm_fair_pressure(&zone->sh->fair, now);
+    reduced = llm_fair_pressure(&zone->sh->fair, now, ctx->admitted_ms);
     capacity = llm_fair_capacity(&zone->sh->fair, now);
     ceiling = llm_fair_ceiling(&zone->sh->fair, now);
 

@@ -24,18 +24,22 @@
 #define NGX_HTTP_LLM_GATEWAY_WORKER_GONE   3000
 
 /*
- * The text of the gateway as a whole; a tenant's lines are counted with
- * their labels: the longest line's other bytes, and how many lines
+ * The text of the gateway as a whole; a tenant's lines, as many as the
+ * families have series, are counted with their labels and the longest
+ * line's other bytes
  */
 #define NGX_HTTP_LLM_GATEWAY_METRICS_FIXED  8192
 #define NGX_HTTP_LLM_GATEWAY_METRICS_LINE   96
-#define NGX_HTTP_LLM_GATEWAY_METRICS_LINES  16
 
-/* a zone's capacity lines, its name (64 bytes at most) escaped in each */
-#define NGX_HTTP_LLM_GATEWAY_METRICS_POOL   2048
+/*
+ * A zone's capacity lines, its name (64 bytes at most) escaped in each,
+ * and their HELP and TYPE lines, once
+ */
+#define NGX_HTTP_LLM_GATEWAY_METRICS_ZONE   2048
+#define NGX_HTTP_LLM_GATEWAY_METRICS_ZONES  1024
 
 /* a tenant's JSON but for its names, escaped at most 6 times as long */
-#define NGX_HTTP_LLM_GATEWAY_JSON_TENANT    1024
+#define NGX_HTTP_LLM_GATEWAY_JSON_TENANT    2048
 
 
 /* a tenant as shown: a copy made under its zone's lock */
@@ -73,12 +77,12 @@ typedef struct {
     int64_t                        active;       /* tenants */
     int64_t                        weights;
     uint64_t                       reductions;
-} ngx_http_llm_gateway_pool_t;
+} ngx_http_llm_gateway_zone_view_t;
 
 
 typedef struct {
     ngx_array_t                           tenants;   /* of views */
-    ngx_array_t                           pools;     /* of zones with
+    ngx_array_t                           zones;     /* of zones with
                                                         capacity= or
                                                         inflight= */
     ngx_http_llm_gateway_worker_t         workers[NGX_HTTP_LLM_GATEWAY_WORKERS
@@ -109,14 +113,15 @@ static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc);
 static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
-static ngx_int_t ngx_http_llm_gateway_pool(
+static ngx_int_t ngx_http_llm_gateway_zone_view(
     ngx_http_llm_gateway_snapshot_t *snap, ngx_http_llm_gateway_zone_t *zone,
     int64_t now);
-static u_char *ngx_http_llm_gateway_pools(u_char *p,
+static u_char *ngx_http_llm_gateway_zones(u_char *p,
     ngx_http_llm_gateway_snapshot_t *snap, ngx_uint_t json);
 static void ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
     ngx_http_llm_gateway_node_t *node, int64_t now,
     ngx_http_llm_gateway_view_t *v);
+static ngx_uint_t ngx_http_llm_gateway_series(void);
 static int ngx_libc_cdecl ngx_http_llm_gateway_cmp_held(const void *one,
     const void *two);
 static u_char *ngx_http_llm_gateway_labels(u_char *p,
@@ -149,7 +154,7 @@ typedef struct {
     const char                    *help;
     ngx_uint_t                     limited;   /* the tier known here only,
                                                  or 2: a zone's share */
-    ngx_http_llm_gateway_series_t  series[ngx_http_llm_gateway_by_last];
+    ngx_http_llm_gateway_series_t  series[8];     /* with the last, NULL */
 } ngx_http_llm_gateway_family_t;
 
 #define ngx_http_llm_gateway_at(field)                                        \
@@ -574,8 +579,8 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     if (ngx_array_init(&snap->tenants, r->pool, 16,
                        sizeof(ngx_http_llm_gateway_view_t))
         != NGX_OK
-        || ngx_array_init(&snap->pools, r->pool, 2,
-                          sizeof(ngx_http_llm_gateway_pool_t))
+        || ngx_array_init(&snap->zones, r->pool, 2,
+                          sizeof(ngx_http_llm_gateway_zone_view_t))
            != NGX_OK
         || ngx_array_init(&held, r->pool, 64,
                           sizeof(ngx_http_llm_gateway_held_t))
@@ -595,7 +600,7 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
         ngx_shmtx_lock(&zone->shpool->mutex);
 
         if ((zone->capacity || zone->inflight)
-            && ngx_http_llm_gateway_pool(snap, zone, now) != NGX_OK)
+            && ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
         {
             ngx_shmtx_unlock(&zone->shpool->mutex);
             return NGX_ERROR;
@@ -622,6 +627,9 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
             v->zone = zone->name;
 
             if (zone->capacity) {
+                /* idle since: no longer active, as admission would find */
+                (void) llm_fair_expire(&zone->sh->fair, &node->fair, now);
+
                 v->shared = 1;
                 v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
             }
@@ -720,13 +728,13 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 /* under the zone's lock: its capacity, backpressure applied now */
 
 static ngx_int_t
-ngx_http_llm_gateway_pool(ngx_http_llm_gateway_snapshot_t *snap,
+ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     ngx_http_llm_gateway_zone_t *zone, int64_t now)
 {
     llm_fair_t                   *f;
-    ngx_http_llm_gateway_pool_t  *p;
+    ngx_http_llm_gateway_zone_view_t  *p;
 
-    p = ngx_array_push(&snap->pools);
+    p = ngx_array_push(&snap->zones);
     if (p == NULL) {
         return NGX_ERROR;
     }
@@ -813,6 +821,27 @@ ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
 }
 
 
+/* a tenant's lines at most: the series of every family */
+
+static ngx_uint_t
+ngx_http_llm_gateway_series(void)
+{
+    ngx_uint_t                      n;
+    ngx_http_llm_gateway_series_t  *se;
+    ngx_http_llm_gateway_family_t  *f;
+
+    n = 0;
+
+    for (f = ngx_http_llm_gateway_families; f->name; f++) {
+        for (se = f->series; se->label; se++) {
+            n++;
+        }
+    }
+
+    return n;
+}
+
+
 /* views and requests in flight alike begin with a tenant's id */
 
 static int ngx_libc_cdecl
@@ -834,7 +863,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     u_char                                *p, *lp, labels[512];
     size_t                                 size;
     ngx_buf_t                             *b;
-    ngx_uint_t                             i, k;
+    ngx_uint_t                             i, k, lines;
     llm_journal_stats_t                   *js;
     ngx_http_llm_gateway_view_t           *v;
     ngx_http_llm_gateway_series_t         *se;
@@ -843,11 +872,14 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
            + ngx_http_llm_gateway_backends_size(r)
-           + snap->pools.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_POOL;
+           + snap->zones.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_ZONE
+           + NGX_HTTP_LLM_GATEWAY_METRICS_ZONES;
+
+    lines = ngx_http_llm_gateway_series();
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         lp = ngx_http_llm_gateway_labels(labels, &v[i]);
-        size += NGX_HTTP_LLM_GATEWAY_METRICS_LINES
+        size += lines
                 * (lp - labels + NGX_HTTP_LLM_GATEWAY_METRICS_LINE);
     }
 
@@ -905,7 +937,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     }
 
     p = ngx_http_llm_gateway_backends(r, p, 0);
-    p = ngx_http_llm_gateway_pools(p, snap, 0);
+    p = ngx_http_llm_gateway_zones(p, snap, 0);
 
     if (snap->tenants.nelts == 0) {
         b->last = p;
@@ -1012,7 +1044,7 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
            + ngx_http_llm_gateway_backends_size(r)
-           + snap->pools.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_POOL;
+           + snap->zones.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_ZONE;
 
     for (i = 0; i < snap->tenants.nelts; i++) {
         size += NGX_HTTP_LLM_GATEWAY_JSON_TENANT
@@ -1048,7 +1080,7 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
     p = ngx_cpymem(p, "],\"backends\":[", sizeof("],\"backends\":[") - 1);
     p = ngx_http_llm_gateway_backends(r, p, 1);
     p = ngx_cpymem(p, "],\"zones\":[", sizeof("],\"zones\":[") - 1);
-    p = ngx_http_llm_gateway_pools(p, snap, 1);
+    p = ngx_http_llm_gateway_zones(p, snap, 1);
     p = ngx_cpymem(p, "],\"tenants\":[", sizeof("],\"tenants\":[") - 1);
 
     for (i = 0; i < snap->tenants.nelts; i++, v++) {
@@ -1124,16 +1156,16 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
  */
 
 static u_char *
-ngx_http_llm_gateway_pools(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
+ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
     ngx_uint_t json)
 {
     u_char                       *lp, labels[160];
     ngx_uint_t                    i;
-    ngx_http_llm_gateway_pool_t  *z;
+    ngx_http_llm_gateway_zone_view_t  *z;
 
-    z = snap->pools.elts;
+    z = snap->zones.elts;
 
-    for (i = 0; i < snap->pools.nelts; i++) {
+    for (i = 0; i < snap->zones.nelts; i++) {
 
         if (json) {
             p = ngx_sprintf(p, "%s{\"name\":\"", i ? "," : "");

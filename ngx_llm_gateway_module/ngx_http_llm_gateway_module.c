@@ -58,6 +58,8 @@ static ngx_int_t ngx_http_llm_gateway_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_llm_gateway_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle);
+static void ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
+    ngx_http_llm_gateway_main_conf_t *lmcf);
 static void ngx_http_llm_gateway_exit_process(ngx_cycle_t *cycle);
 
 
@@ -625,21 +627,47 @@ version:
         return NGX_ERROR;
     }
 
-    /* a new capacity applies from now on; the shares follow it */
-    if (zone->sh->fair.conf.capacity != zone->capacity
-        || zone->sh->fair.conf.inflight != zone->inflight)
-    {
-        ngx_memzero(&fair, sizeof(llm_fair_conf_t));
-        fair.capacity = zone->capacity;
-        fair.inflight = zone->inflight;
-
-        ngx_shmtx_lock(&zone->shpool->mutex);
-        llm_fair_reconf(&zone->sh->fair, &fair,
-                        ngx_http_llm_gateway_now_ms());
-        ngx_shmtx_unlock(&zone->shpool->mutex);
-    }
+    /* a new capacity= or inflight=: the new workers apply it (reconf) */
 
     return NGX_OK;
+}
+
+
+/*
+ * A reload's capacity= and inflight= apply when its workers start: a
+ * reload that fails leaves the old ones to the old workers.  The first
+ * new worker finds them changed, the others find nothing to do.
+ */
+
+static void
+ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
+    ngx_http_llm_gateway_main_conf_t *lmcf)
+{
+    ngx_uint_t                    i;
+    llm_fair_conf_t               fair;
+    ngx_list_part_t              *part;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    part = &cycle->shared_memory.part;
+    i = 0;
+
+    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+
+        ngx_shmtx_lock(&zone->shpool->mutex);
+
+        if (zone->sh->fair.conf.capacity != zone->capacity
+            || zone->sh->fair.conf.inflight != zone->inflight)
+        {
+            ngx_memzero(&fair, sizeof(llm_fair_conf_t));
+            fair.capacity = zone->capacity;
+            fair.inflight = zone->inflight;
+
+            llm_fair_reconf(&zone->sh->fair, &fair,
+                            ngx_http_llm_gateway_now_ms());
+        }
+
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+    }
 }
 
 
@@ -815,24 +843,36 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_strncmp(value[i].data, "capacity=", 9) == 0
-            && ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->capacity)
-               == NGX_OK
-            && zone->capacity > 0)
-        {
-            continue;
-        }
+        if (ngx_strncmp(value[i].data, "capacity=", 9) == 0) {
+            if (zone->capacity) {
+                return "has duplicate \"capacity\"";
+            }
 
-        if (ngx_strncmp(value[i].data, "inflight=", 9) == 0
-            && ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->inflight)
-               == NGX_OK
-            && zone->inflight > 0 && zone->inflight <= 1000000)
-        {
-            continue;
+            if (ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->capacity)
+                == NGX_OK
+                && zone->capacity > 0 && zone->capacity <= LLM_BUCKET_MAX)
+            {
+                continue;
+            }
+
+        } else if (ngx_strncmp(value[i].data, "inflight=", 9) == 0) {
+            if (zone->inflight) {
+                return "has duplicate \"inflight\"";
+            }
+
+            if (ngx_http_llm_gateway_parse_int(&value[i], 9, &zone->inflight)
+                == NGX_OK
+                && zone->inflight > 0
+                && zone->inflight <= LLM_FAIR_INFLIGHT_MAX)
+            {
+                continue;
+            }
         }
 
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\"", &value[i]);
+                           "invalid parameter \"%V\" (capacity: 1 to %L "
+                           "tokens a minute, inflight: 1 to %d)", &value[i],
+                           LLM_BUCKET_MAX, LLM_FAIR_INFLIGHT_MAX);
         return NGX_CONF_ERROR;
     }
 
@@ -1953,6 +1993,7 @@ ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
     }
 
     ngx_http_llm_gateway_keys_init(lmcf);
+    ngx_http_llm_gateway_reconf(cycle, lmcf);
     ngx_http_llm_gateway_reaper_init(cycle);
 
     return ngx_http_llm_gateway_accountd_init(cycle);

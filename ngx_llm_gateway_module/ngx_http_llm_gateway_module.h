@@ -464,6 +464,7 @@ typedef struct {
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
     int64_t                      fair_rate;     /* its share, refused */
+    int64_t                      admitted_ms;   /* by the zone's clock */
     ngx_int_t                    phase;         /* its preaccess handler */
 
     /* Idempotency-Key (idem.c) */
@@ -493,6 +494,7 @@ typedef struct {
     unsigned                     fair_held:1;      /* a share of capacity */
     unsigned                     fair_flight:1;    /* counted in flight */
     unsigned                     pressed:1;        /* told of saturation */
+    unsigned                     at_ceiling:1;     /* refused, not reduced */
     unsigned                     soft:1;           /* beyond the tier's tpm */
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */

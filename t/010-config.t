@@ -68,6 +68,11 @@ my @cases = (
       . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
       . " secret=$s->{LLMGW_KEY_SECRET};\n",
       qr/invalid parameter "inflight=0"/ ],
+    [ 'a duplicate capacity', '%%GATEWAY%%',
+      "llm_gateway_zone zone=llm:1m capacity=600000 capacity=1;\n"
+      . "llm_gateway_keys $s->{LLMGW_KEY_SNAPSHOT}"
+      . " secret=$s->{LLMGW_KEY_SECRET};\n",
+      qr/"llm_gateway_zone" directive has duplicate "capacity"/ ],
     [ 'a missing key snapshot', '%%GATEWAY%%',
       "llm_gateway_zone zone=llm:1m;\n"
       . "llm_gateway_keys /nonexistent/keys secret=$s->{LLMGW_KEY_SECRET};\n",

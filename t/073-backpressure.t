@@ -230,6 +230,28 @@ for (1 .. 50) {
 
 is($left, 0, 'their workers killed: settled by the others, none in flight');
 
+# a reload with another ceiling: its workers apply it as they start
+my $file = $ng->dir() . '/nginx.conf';
+open(my $fh, '<', $file) or die;
+my $conf = do { local $/; <$fh> };
+close($fh);
+$conf =~ s/inflight=16/inflight=8/ or die;
+open($fh, '>', $file) or die;
+print $fh $conf;
+close($fh);
+
+$ng->reload();
+
+my $ceiling;
+
+for (1 .. 50) {
+    $ceiling = metric('llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}');
+    last if defined $ceiling && $ceiling == 8;
+    sleep(0.1);
+}
+
+is($ceiling, 8, 'reloaded with inflight=8: the ceiling is 8');
+
 $ng->no_alerts(alerts => [ qr/worker process \d+ exited on signal 9/ ]);
 
 done_testing();

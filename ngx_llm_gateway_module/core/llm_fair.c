@@ -16,7 +16,6 @@
 #define LLM_FAIR_RATE_MAX       1000000000000LL     /* tokens a minute */
 #define LLM_FAIR_WEIGHT_MAX     1000000
 #define LLM_FAIR_DT_MAX         3600000             /* ms refilled at once */
-#define LLM_FAIR_INFLIGHT_MAX   1000000
 
 /*
  * Backpressure: the floor of the capacity (per mille of C), the recovery
@@ -233,8 +232,7 @@ llm_fair_admit(llm_fair_t *f, llm_fair_tenant_t *t, int64_t cost,
     }
 
     /* idle capacity: the lower the priority, the more is left to others */
-    reserve = f->conf.burst * LLM_FAIR_TICKS
-              / (2 * LLM_FAIR_PRIORITIES)
+    reserve = llm_fair_burst(f) / (2 * LLM_FAIR_PRIORITIES)
               * (LLM_FAIR_PRIORITIES - 1 - t->cls.priority);
 
     if (f->pool >= cost + reserve) {
@@ -351,14 +349,19 @@ llm_fair_end(llm_fair_t *f)
 
 
 int
-llm_fair_pressure(llm_fair_t *f, int64_t now)
+llm_fair_pressure(llm_fair_t *f, int64_t now, int64_t admitted_ms)
 {
     int64_t  c, n, floor;
 
     llm_fair_update(f, now);
 
-    /* the answers of requests admitted before the last reduction */
-    if (now - f->pressed_ms < LLM_FAIR_HOLD_MS) {
+    /*
+     * Once a second at most; and a request sent before the last reduction
+     * tells of the load before it (a slow one's 504 may come a minute on)
+     */
+    if (now - f->pressed_ms < LLM_FAIR_HOLD_MS
+        || admitted_ms < f->pressed_ms)
+    {
         return 0;
     }
 

@@ -45,8 +45,8 @@
  *                       half of those in flight, or of the ceiling now;
  *                       never below one
  *
- * once a second at most (the answers of requests admitted before a
- * reduction are not a reason for another), and both recover by a
+ * once a second at most, and not for a request admitted before the last
+ * reduction (it was sent when more was admitted), and both recover by a
  * twentieth of their configured size a second.  A refusal while the
  * capacity is reduced, or by the ceiling, is the cluster's, not the
  * tenant's.
@@ -64,6 +64,7 @@
 
 
 #define LLM_FAIR_PRIORITIES      4       /* 0 (batch) to 3 (first) */
+#define LLM_FAIR_INFLIGHT_MAX    1000000 /* the largest ceiling */
 
 
 typedef struct {
@@ -157,8 +158,11 @@ void llm_fair_settle(llm_fair_t *f, llm_fair_tenant_t *t, int64_t reserved,
 llm_fair_rc_e llm_fair_start(llm_fair_t *f, int64_t now, int64_t *wait_ms);
 void llm_fair_end(llm_fair_t *f);
 
-/* the upstream is saturated: 1 if what is admitted was reduced now */
-int llm_fair_pressure(llm_fair_t *f, int64_t now);
+/*
+ * The upstream said it is saturated to a request admitted at admitted_ms:
+ * 1 if what is admitted was reduced now.
+ */
+int llm_fair_pressure(llm_fair_t *f, int64_t now, int64_t admitted_ms);
 
 /* the capacity now, tokens a minute, backpressure applied */
 int64_t llm_fair_capacity(llm_fair_t *f, int64_t now);

@@ -24,7 +24,9 @@
  *                        reserved less it, reserved and it
  *     4       start
  *     5       end
- *     6       pressure
+ *     6       pressure   for a request admitted: x 0, now; 1, at the last
+ *                        reduction; 2, just before it; 3, a byte x 64 ms
+ *                        ago
  *     7       reconf     a configuration, as at 1-15
  *     8       rate
  *     9       capacity
@@ -122,7 +124,7 @@ static void fuzz_settle(fuzz_t *z, unsigned i, int64_t reserved,
     int64_t used);
 static llm_fair_rc_e fuzz_start(fuzz_t *z);
 static void fuzz_end(fuzz_t *z);
-static void fuzz_pressure(fuzz_t *z);
+static void fuzz_pressure(fuzz_t *z, unsigned x);
 static void fuzz_reconf(fuzz_t *z, const llm_fair_conf_t *cf);
 static void fuzz_rate(fuzz_t *z, unsigned i);
 static void fuzz_capacity(fuzz_t *z);
@@ -266,7 +268,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
 
         case FUZZ_PRESSURE:
-            fuzz_pressure(z);
+            fuzz_pressure(z, x);
             break;
 
         case FUZZ_RECONF:
@@ -601,28 +603,49 @@ fuzz_end(fuzz_t *z)
 
 
 static void
-fuzz_pressure(fuzz_t *z)
+fuzz_pressure(fuzz_t *z, unsigned x)
 {
     int           rc, want;
-    int64_t       floor, c, n;
+    int64_t       floor, c, n, since;
     llm_fair_t    g, *f;
 
     f = z->f;
+
+    switch (x) {
+
+    case 0:
+        since = z->now;
+        break;
+
+    case 1:
+        since = f->pressed_ms;
+        break;
+
+    case 2:
+        since = f->pressed_ms - 1;
+        break;
+
+    default:
+        since = z->now - (int64_t) fuzz_take(z) * 64;
+    }
 
     /* the state brought to now, as the pressure's own update does */
     memcpy(&g, f, sizeof(llm_fair_t));
     (void) llm_fair_capacity(&g, z->now);
 
-    want = (__int128) z->now - f->pressed_ms >= FUZZ_HOLD_MS;
+    /* once a second, and not for a request sent before the last one */
+    want = (__int128) z->now - f->pressed_ms >= FUZZ_HOLD_MS
+           && since >= f->pressed_ms;
 
-    rc = llm_fair_pressure(f, z->now);
+    rc = llm_fair_pressure(f, z->now, since);
     fuzz_latest(z);
 
     fuzz_trace(z, "pressure", -1, f->capacity_now, f->inflight_now, rc);
 
     if (rc != want) {
         fuzz_fail(z, "pressure", want ? "not reduced after a second"
-                                      : "reduced again within a second");
+                                      : "reduced again within a second, or "
+                                        "for a request sent before");
     }
 
     if (!rc) {

@@ -543,6 +543,7 @@ static const uint8_t  seed_pacer_ring[] = {
 #define F_START(step)                        F_OP(4, 0, 0, step)
 #define F_END(step)                          F_OP(5, 0, 0, step)
 #define F_PRESSURE(step)                     F_OP(6, 0, 0, step)
+#define F_PRESSURE_SENT(x, step)             F_OP(6, 0, x, step)
 #define F_RECONF(step, capacity, burst, share_ms, active_ms, inflight)       \
                              F_OP(7, 0, 0, step), capacity, burst, share_ms, \
                              active_ms, inflight
@@ -589,7 +590,8 @@ static const uint8_t  seed_fair_idle[] = {
 
 /*
  * A saturated upstream: halved once a second down to a tenth, not again
- * within the second, the refusals the cluster's; all of it back in 20 s.
+ * within the second, nor for requests sent before; the refusals the
+ * cluster's; all of it back in 20 s.
  */
 static const uint8_t  seed_fair_pressure[] = {
     F_CLOCK_NOW, F_K(600), F_ZERO, F_ZERO, F_ZERO, F_N(40),
@@ -608,7 +610,9 @@ static const uint8_t  seed_fair_pressure[] = {
     F_DONE(0, F_MORE, F_SAME, F_K(5), F_K(5)),
     F_REQUEST(0, 0, F_SAME, F_K(5)), F_CAPACITY(F_S(15)),
     F_PRESSURE(F_SAME), F_PRESSURE(F_S(1)), F_CEILING(F_S(20)),
-    F_REQUEST(1, 1, F_SAME, F_K(5))
+    F_REQUEST(1, 1, F_SAME, F_K(5)), F_PRESSURE_SENT(2, F_S(2)),
+    F_PRESSURE_SENT(3, F_SAME), 40, F_PRESSURE_SENT(1, F_SAME),
+    F_PRESSURE_SENT(3, F_S(2)), 10
 };
 
 /*

@@ -270,17 +270,17 @@ main(void)
     a = sim_add(&s, 1, 0, 1, 2, 1000);
     sim_run(&s, 20000, 0);
 
-    tap_is(llm_fair_pressure(&s.f, s.now), 1, "pressure: reduced");
+    tap_is(llm_fair_pressure(&s.f, s.now, s.now), 1, "pressure: reduced");
     tap_is(llm_fair_capacity(&s.f, s.now), c / 2, "to half of C, all of it "
            "admitted in the last second");
-    tap_is(llm_fair_pressure(&s.f, s.now + 999), 0,
+    tap_is(llm_fair_pressure(&s.f, s.now + 999, s.now + 999), 0,
            "again within a second: not reduced again");
     tap_is(llm_fair_capacity(&s.f, s.now + 999), c / 2 + c * 999 / 20000,
            "and recovering");
 
     for (got = 0; got < 5; got++) {
         sim_run(&s, 1000, 0);
-        llm_fair_pressure(&s.f, s.now);
+        llm_fair_pressure(&s.f, s.now, s.now);
     }
 
     tap_is(llm_fair_capacity(&s.f, s.now), c / 10, "once a second: down "
@@ -307,7 +307,7 @@ main(void)
     a = sim_add(&s, 1, 0, 1, 200, 1000);    /* 300,000 a minute */
     sim_run(&s, 20000, 0);
 
-    llm_fair_pressure(&s.f, s.now);
+    llm_fair_pressure(&s.f, s.now, s.now);
     tap_is(llm_fair_capacity(&s.f, s.now), 150000, "300,000 a minute "
            "admitted of 600,000: reduced to 150,000 at once");
 
@@ -335,7 +335,7 @@ main(void)
     tap_is(llm_fair_start(&s.f, 1000, &wait), LLM_FAIR_OK,
            "one ended: room for one");
 
-    tap_is(llm_fair_pressure(&s.f, 1000), 1, "pressure with 8 in flight");
+    tap_is(llm_fair_pressure(&s.f, 1000, 1000), 1, "pressure with 8 in flight");
     tap_is(llm_fair_ceiling(&s.f, 1000), 4, "the ceiling halves to 4");
     tap_is(llm_fair_capacity(&s.f, 1000), 0, "no capacity configured: 0");
 
@@ -350,8 +350,10 @@ main(void)
            "a second: 4 until 2.5 s");
     tap_is(llm_fair_ceiling(&s.f, 3500), 5, "5 then");
     tap_is(llm_fair_ceiling(&s.f, 21000), 8, "all 8 after 20 s");
+    tap_is(llm_fair_pressure(&s.f, 21000, 999), 0, "a request admitted "
+           "before the last reduction: no reduction, a minute on");
 
-    llm_fair_pressure(&s.f, 21000);
+    llm_fair_pressure(&s.f, 21000, 21000);
     tap_is(llm_fair_ceiling(&s.f, 21000), 2, "4 in flight at the next "
            "pressure: 2");
 
@@ -359,7 +361,7 @@ main(void)
         llm_fair_end(&s.f);
     }
 
-    llm_fair_pressure(&s.f, 22000);
+    llm_fair_pressure(&s.f, 22000, 22000);
     tap_is(llm_fair_ceiling(&s.f, 22000), 1, "none in flight: one, never 0");
 
     /* the wait for a ceiling that recovers soon */
@@ -370,7 +372,7 @@ main(void)
         (void) llm_fair_start(&s.f, 1000, &wait);
     }
 
-    llm_fair_pressure(&s.f, 1000);
+    llm_fair_pressure(&s.f, 1000, 1000);
 
     for (got = 0; got < 50; got++) {
         llm_fair_end(&s.f);
