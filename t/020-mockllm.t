@@ -8,23 +8,23 @@ use strict;
 use warnings;
 
 use Test::More;
-use IO::Socket::INET;
 use IO::Select;
 use HTTP::Tiny;
 use JSON::PP;
 use POSIX qw(WNOHANG);
-use File::Temp qw(tempfile);
 use Time::HiRes qw(time sleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Mock;
 
-my $bin = ($ENV{LLMGW_BUILD} // 'build') . '/mockllm';
--x $bin or BAIL_OUT("$bin is not built: run make mockllm");
+-x $MOCKLLM or BAIL_OUT("$MOCKLLM is not built: run make mockllm");
 
 my $JSON = JSON::PP->new->canonical;
 my $T = JSON::PP::true;
 my $F = JSON::PP::false;
-my $ABSENT = \'absent';          # in an expectation: the key must not exist
 
-my ($pid, $port, $errlog) = start_mockllm();
+my $m = start_mockllm();
+my ($pid, $port, $errlog) = @$m{qw(pid port log)};
 
 
 ###############################################################################
@@ -479,7 +479,7 @@ for my $case (@cases) {
 }
 
 {
-    my $s = connect_mockllm();
+    my $s = connect_mockllm($m);
     my (@ids, $ok);
 
     for my $n (1 .. 2) {
@@ -498,7 +498,7 @@ for my $case (@cases) {
 }
 
 {
-    my $s = connect_mockllm();
+    my $s = connect_mockllm($m);
     print $s "GARBAGE\r\n\r\n";
     my $res = read_response($s);
     is($res->{status}, 400, 'bad HTTP -> 400');
@@ -511,11 +511,11 @@ for my $case (@cases) {
                                messages => $hello });
     my $t0 = time;
 
-    my $slow = connect_mockllm();
+    my $slow = connect_mockllm($m);
     send_request($slow, 'POST', $OAI,
                  { 'x-mock-tokens' => 5, 'x-mock-delay-ms' => 100 }, $body);
 
-    my $fast = connect_mockllm();
+    my $fast = connect_mockllm($m);
     send_request($fast, 'POST', $OAI, { 'x-mock-tokens' => 5 }, $body);
     my $res = read_response($fast);
     my $t_fast = time - $t0;
@@ -529,7 +529,7 @@ for my $case (@cases) {
     cmp_ok($t_slow, '<', 3, '... and not much longer');
 
     $t0 = time;
-    my $ttfb = connect_mockllm();
+    my $ttfb = connect_mockllm($m);
     send_request($ttfb, 'GET', '/health', { 'x-mock-ttfb-ms' => 300 });
     $res = read_response($ttfb);
     my $t = time - $t0;
@@ -569,7 +569,7 @@ sub run_case {
     my ($c) = @_;
     my $name = $c->{name};
 
-    my $s = connect_mockllm();
+    my $s = connect_mockllm($m);
     my %h = %{ $c->{headers} // {} };
     my $body = exists $c->{raw_body} ? $c->{raw_body}
              : $c->{body} ? $JSON->encode($c->{body}) : undef;
@@ -666,176 +666,7 @@ sub check_sse {
 }
 
 
-# $want is a subset of $got; reports the first difference
-sub match {
-    my ($got, $want, $name) = @_;
-    my $diff = differ($got, $want, '');
-    ok(!defined $diff, $name) or diag("$name: $diff");
-}
-
-
-sub differ {
-    my ($got, $want, $at) = @_;
-
-    if (!defined $want) {
-        return defined $got ? "$at: expected null" : undef;
-    }
-
-    if (ref $want eq 'Regexp') {
-        return defined $got && !ref $got && $got =~ $want
-               ? undef : "$at: " . ($got // 'undef') . " !~ $want";
-    }
-
-    if (ref $want eq 'HASH') {
-        return "$at: not an object" unless ref $got eq 'HASH';
-
-        for my $k (sort keys %$want) {
-            if (ref $want->{$k} eq 'SCALAR' && $want->{$k} == $ABSENT) {
-                return "$at.$k: present" if exists $got->{$k};
-                next;
-            }
-
-            return "$at.$k: missing" unless exists $got->{$k};
-            my $d = differ($got->{$k}, $want->{$k}, "$at.$k");
-            return $d if defined $d;
-        }
-
-        return undef;
-    }
-
-    if (ref $want eq 'ARRAY') {
-        return "$at: not an array" unless ref $got eq 'ARRAY';
-        return "$at: " . @$got . " elements, want " . @$want
-            unless @$got == @$want;
-
-        for my $i (0 .. $#$want) {
-            my $d = differ($got->[$i], $want->[$i], "$at\[$i]");
-            return $d if defined $d;
-        }
-
-        return undef;
-    }
-
-    return "$at: got " . ($got // 'null') . ", want $want"
-        unless defined $got && !ref $got && "$got" eq "$want";
-
-    return undef;
-}
-
-
-sub decode {
-    my ($text) = @_;
-    my $v = eval { JSON::PP->new->decode($text // '') };
-    return $v // { invalid_json => $text };
-}
-
-
-###############################################################################
-# A raw HTTP/1.1 client: what HTTP::Tiny hides (chunks, the terminating
-# chunk, the close) is what these tests look at.
-
-sub send_request {
-    my ($s, $method, $path, $headers, $body) = @_;
-    my $req = "$method $path HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-
-    $headers //= {};
-
-    for my $k (sort keys %$headers) {
-        $req .= "$k: $headers->{$k}\r\n";
-    }
-
-    if (defined $body) {
-        $req .= "Content-Type: application/json\r\n";
-        $req .= "Content-Length: " . length($body) . "\r\n"
-            unless $headers->{'Transfer-Encoding'};
-    }
-
-    $req .= "\r\n" . ($body // '');
-
-    while (length $req) {
-        my $n = syswrite($s, $req);
-        die "write: $!" unless defined $n;
-        substr($req, 0, $n, '');
-    }
-}
-
-
-sub read_response {
-    my ($s) = @_;
-    my $deadline = time + 5;
-    my $buf = '';
-    my %res = (status => 0, headers => {}, body => '', chunks => []);
-
-    while ($buf !~ /\r\n\r\n/) {
-        fill($s, \$buf, $deadline) or return \%res;
-    }
-
-    my ($head, $rest) = split /\r\n\r\n/, $buf, 2;
-    my ($line, @lines) = split /\r\n/, $head;
-
-    ($res{status}) = $line =~ m{^HTTP/1\.1 (\d{3}) };
-    $buf = $rest;
-
-    for (@lines) {
-        my ($k, $v) = /^([^:]+):\s*(.*)$/ or next;
-        $res{headers}{lc $k} = $v;
-    }
-
-    my $h = $res{headers};
-
-    if (($h->{'transfer-encoding'} // '') eq 'chunked') {
-        CHUNK: for ( ;; ) {
-            while ($buf !~ /\r\n/) {
-                fill($s, \$buf, $deadline) or last CHUNK;
-            }
-
-            $buf =~ s/^([0-9a-f]+)\r\n//
-                or die "bad chunk: " . substr($buf, 0, 40);
-            my $n = hex $1;
-
-            while (length $buf < $n + 2) {
-                fill($s, \$buf, $deadline) or last CHUNK;
-            }
-
-            if ($n == 0) {
-                $res{terminated} = 1;
-                last;
-            }
-
-            push @{ $res{chunks} }, substr($buf, 0, $n);
-            substr($buf, 0, $n + 2, '');
-        }
-
-        $res{body} = join '', @{ $res{chunks} };
-
-    } elsif (defined $h->{'content-length'}) {
-        while (length $buf < $h->{'content-length'}) {
-            fill($s, \$buf, $deadline) or last;
-        }
-
-        $res{body} = $buf;
-
-    } else {
-        1 while fill($s, \$buf, $deadline);
-        $res{body} = $buf;
-    }
-
-    return \%res;
-}
-
-
-sub fill {
-    my ($s, $buf, $deadline) = @_;
-    my $left = $deadline - time;
-
-    die "timed out reading a response\n"
-        if $left <= 0 || !IO::Select->new($s)->can_read($left);
-
-    my $n = sysread($s, $$buf, 65536, length $$buf);
-    return $n ? 1 : 0;
-}
-
-
+# whether the mock closed the connection within $wait s
 sub closed {
     my ($s, $wait) = @_;
     my $buf = '';
@@ -844,60 +675,4 @@ sub closed {
 
     my $n = sysread($s, $buf, 65536);
     return !$n;
-}
-
-
-sub connect_mockllm {
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-                                  Proto => 'tcp', Timeout => 3)
-        or die "connect to mockllm: $!";
-    return $s;
-}
-
-
-###############################################################################
-
-sub start_mockllm {
-    my (undef, $log) = tempfile('mockllm-XXXXXX', TMPDIR => 1, UNLINK => 1);
-
-    for my $try (1 .. 5) {
-        my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-                                          LocalPort => 0, Proto => 'tcp',
-                                          Listen => 1)
-            or die "probe socket: $!";
-        my $p = $probe->sockport;
-        close $probe;
-
-        my $child = fork // die "fork: $!";
-
-        if ($child == 0) {
-            open(STDERR, '>', $log) or die "$log: $!";
-            exec($bin, '-l', "127.0.0.1:$p") or die "exec $bin: $!";
-        }
-
-        my $http = HTTP::Tiny->new(timeout => 1);
-        my $deadline = time + 3;
-
-        while (time < $deadline) {
-            last if waitpid($child, WNOHANG) == $child;
-
-            my $res = $http->get("http://127.0.0.1:$p/health");
-            return ($child, $p, $log) if $res->{status} == 200;
-
-            sleep 0.05;
-        }
-
-        kill 'KILL', $child;
-        waitpid($child, 0);
-    }
-
-    BAIL_OUT('mockllm did not start');
-}
-
-
-END {
-    if ($pid && kill 0, $pid) {
-        kill 'KILL', $pid;
-        waitpid($pid, 0);
-    }
 }

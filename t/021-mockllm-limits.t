@@ -10,20 +10,19 @@ use strict;
 use warnings;
 
 use Test::More;
-use IO::Socket::INET;
-use IO::Select;
 use JSON::PP;
 use POSIX qw(WNOHANG ceil);
 use File::Temp qw(tempfile);
 use Time::HiRes qw(time sleep);
 use Time::Local qw(timegm);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Mock;
 
-my $bin = ($ENV{LLMGW_BUILD} // 'build') . '/mockllm';
--x $bin or BAIL_OUT("$bin is not built: run make mockllm");
+-x $MOCKLLM or BAIL_OUT("$MOCKLLM is not built: run make mockllm");
 
 my $JSON = JSON::PP->new->canonical;
 my $T = JSON::PP::true;
-my $ABSENT = \'absent';          # in an expectation: the key must not exist
 
 my $OAI = '/v1/chat/completions';
 my $RSP = '/v1/responses';
@@ -32,7 +31,6 @@ my $ANT = '/v1/messages';
 my $hello = [ { role => 'user', content => 'hello world' } ];    # P = 9
 
 my %seen;                        # the responses of the steps named by 'as'
-my @mocks;                       # for END
 
 
 # Expectations that depend on other steps' responses: the mock's own clock
@@ -615,7 +613,7 @@ for my $b (@bad_options) {
     my ($args, $why) = @$b;
     my (undef, $log) = tempfile('mockllm-XXXXXX', TMPDIR => 1, UNLINK => 1);
 
-    my $rc = system("$bin -l 127.0.0.1:1 @$args 2>$log") >> 8;
+    my $rc = system("$MOCKLLM -l 127.0.0.1:1 @$args 2>$log") >> 8;
     my $err = do { local (@ARGV, $/) = ($log); <> };
 
     is($rc, 2, "mockllm @$args: exit status 2");
@@ -753,62 +751,6 @@ sub burst {
 }
 
 
-# $want is a subset of $got; reports the first difference
-sub match {
-    my ($got, $want, $name) = @_;
-    my $diff = differ($got, $want, '');
-    ok(!defined $diff, $name) or diag("$name: $diff");
-}
-
-
-sub differ {
-    my ($got, $want, $at) = @_;
-
-    if (!defined $want) {
-        return defined $got ? "$at: expected null" : undef;
-    }
-
-    if (ref $want eq 'CODE') {
-        return $want->($got) ? undef
-               : "$at: " . ($got // 'undef') . " is not as expected";
-    }
-
-    if (ref $want eq 'Regexp') {
-        return defined $got && !ref $got && $got =~ $want
-               ? undef : "$at: " . ($got // 'undef') . " !~ $want";
-    }
-
-    if (ref $want eq 'HASH') {
-        return "$at: not an object" unless ref $got eq 'HASH';
-
-        for my $k (sort keys %$want) {
-            if (ref $want->{$k} eq 'SCALAR' && $want->{$k} == $ABSENT) {
-                return "$at.$k: present" if exists $got->{$k};
-                next;
-            }
-
-            return "$at.$k: missing" unless exists $got->{$k};
-            my $d = differ($got->{$k}, $want->{$k}, "$at.$k");
-            return $d if defined $d;
-        }
-
-        return undef;
-    }
-
-    return "$at: got " . ($got // 'null') . ", want $want"
-        unless defined $got && !ref $got && "$got" eq "$want";
-
-    return undef;
-}
-
-
-sub decode {
-    my ($text) = @_;
-    my $v = eval { JSON::PP->new->decode($text // '') };
-    return $v // { invalid_json => $text };
-}
-
-
 # Go's time.Duration.String(), to the millisecond: OpenAI's reset headers
 sub go_duration {
     my ($ms) = @_;
@@ -827,13 +769,14 @@ sub go_duration {
 
 
 ###############################################################################
-# A raw HTTP/1.1 client, as in t/020: one request on a fresh connection.
+# One request on a fresh connection.  Without a body it still says
+# Content-Length: 0 (and Content-Type), as this test always sent.
 
 sub request {
     my ($m, $method, $path, $headers, $body) = @_;
     my $s = connect_mockllm($m);
 
-    send_request($s, $method, $path, $headers, $body);
+    send_request($s, $method, $path, $headers, $body // '');
     my $res = read_response($s);
     close $s;
 
@@ -841,161 +784,7 @@ sub request {
 }
 
 
-sub send_request {
-    my ($s, $method, $path, $headers, $body) = @_;
-    my $req = "$method $path HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-
-    $headers //= {};
-
-    for my $k (sort keys %$headers) {
-        $req .= "$k: $headers->{$k}\r\n";
-    }
-
-    $req .= "Content-Type: application/json\r\n"
-          . "Content-Length: " . length($body // '') . "\r\n";
-    $req .= "\r\n" . ($body // '');
-
-    while (length $req) {
-        my $n = syswrite($s, $req);
-        die "write: $!" unless defined $n;
-        substr($req, 0, $n, '');
-    }
-}
-
-
-sub read_response {
-    my ($s, $buf) = @_;
-    my $deadline = time + 5;
-    my %res = (status => 0, headers => {}, body => '', chunks => []);
-
-    $buf //= '';
-
-    while ($buf !~ /\r\n\r\n/) {
-        fill($s, \$buf, $deadline) or return \%res;
-    }
-
-    my ($head, $rest) = split /\r\n\r\n/, $buf, 2;
-    my ($line, @lines) = split /\r\n/, $head;
-
-    ($res{status}) = $line =~ m{^HTTP/1\.1 (\d{3}) };
-    $buf = $rest;
-
-    for (@lines) {
-        my ($k, $v) = /^([^:]+):\s*(.*)$/ or next;
-        $res{headers}{lc $k} = $v;
-    }
-
-    my $h = $res{headers};
-
-    if (($h->{'transfer-encoding'} // '') eq 'chunked') {
-        CHUNK: for ( ;; ) {
-            while ($buf !~ /\r\n/) {
-                fill($s, \$buf, $deadline) or last CHUNK;
-            }
-
-            $buf =~ s/^([0-9a-f]+)\r\n//
-                or die "bad chunk: " . substr($buf, 0, 40);
-            my $n = hex $1;
-
-            while (length $buf < $n + 2) {
-                fill($s, \$buf, $deadline) or last CHUNK;
-            }
-
-            last if $n == 0;
-
-            push @{ $res{chunks} }, substr($buf, 0, $n);
-            substr($buf, 0, $n + 2, '');
-        }
-
-        $res{body} = join '', @{ $res{chunks} };
-
-    } elsif (defined $h->{'content-length'}) {
-        while (length $buf < $h->{'content-length'}) {
-            fill($s, \$buf, $deadline) or last;
-        }
-
-        $res{body} = $buf;
-
-    } else {
-        1 while fill($s, \$buf, $deadline);
-        $res{body} = $buf;
-    }
-
-    return \%res;
-}
-
-
-sub fill {
-    my ($s, $buf, $deadline) = @_;
-    my $left = $deadline - time;
-
-    die "timed out reading a response\n"
-        if $left <= 0 || !IO::Select->new($s)->can_read($left);
-
-    my $n = sysread($s, $$buf, 65536, length $$buf);
-    return $n ? 1 : 0;
-}
-
-
-sub connect_mockllm {
-    my ($m) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                                  PeerPort => $m->{port}, Proto => 'tcp',
-                                  Timeout => 3)
-        or die "connect to mockllm: $!";
-    return $s;
-}
-
-
 ###############################################################################
-
-sub start_mockllm {
-    my @args = @_;
-    my (undef, $log) = tempfile('mockllm-XXXXXX', TMPDIR => 1, UNLINK => 1);
-
-    for my $try (1 .. 5) {
-        my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-                                          LocalPort => 0, Proto => 'tcp',
-                                          Listen => 1)
-            or die "probe socket: $!";
-        my $p = $probe->sockport;
-        close $probe;
-
-        my $child = fork // die "fork: $!";
-
-        if ($child == 0) {
-            open(STDERR, '>', $log) or die "$log: $!";
-            exec($bin, '-l', "127.0.0.1:$p", @args)
-                or die "exec $bin: $!";
-        }
-
-        my $m = { pid => $child, port => $p, log => $log };
-        my $deadline = time + 3;
-
-        while (time < $deadline) {
-            last if waitpid($child, WNOHANG) == $child;
-
-            my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                                          PeerPort => $p, Proto => 'tcp');
-            if ($s) {
-                send_request($s, 'GET', '/health');
-                my $res = eval { read_response($s) };
-                if ($res && $res->{status} == 200) {
-                    push @mocks, $m;
-                    return $m;
-                }
-            }
-
-            sleep 0.05;
-        }
-
-        kill 'KILL', $child;
-        waitpid($child, 0);
-    }
-
-    BAIL_OUT('mockllm did not start');
-}
-
 
 # SIGTERM: a clean exit, and nothing on stderr
 sub stop_mockllm {
@@ -1021,12 +810,3 @@ sub stop_mockllm {
     is($err, '', 'nothing on stderr');
 }
 
-
-END {
-    for my $m (@mocks) {
-        if ($m->{pid} && kill 0, $m->{pid}) {
-            kill 'KILL', $m->{pid};
-            waitpid($m->{pid}, 0);
-        }
-    }
-}
