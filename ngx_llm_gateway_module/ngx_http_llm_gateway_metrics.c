@@ -731,7 +731,7 @@ static ngx_int_t
 ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     ngx_http_llm_gateway_zone_t *zone, int64_t now)
 {
-    llm_fair_t                   *f;
+    llm_fair_t                        *f;
     ngx_http_llm_gateway_zone_view_t  *p;
 
     p = ngx_array_push(&snap->zones);
@@ -1155,12 +1155,28 @@ ngx_http_llm_gateway_json(ngx_http_request_t *r,
  * configured and as admitted now, backpressure applied.
  */
 
+static u_char  ngx_http_llm_gateway_zones_help[] =
+    "# HELP llmgw_capacity_tokens_per_minute A zone's capacity: as "
+    "configured, and as admitted now (less while the upstream pushes back, "
+    "recovering).\n"
+    "# TYPE llmgw_capacity_tokens_per_minute gauge\n"
+    "# HELP llmgw_capacity_inflight A zone's requests in flight, its "
+    "ceiling as configured and as admitted now.\n"
+    "# TYPE llmgw_capacity_inflight gauge\n"
+    "# HELP llmgw_capacity_active_tenants Tenants that asked within the "
+    "last 10 s, and the sum of their weights.\n"
+    "# TYPE llmgw_capacity_active_tenants gauge\n"
+    "# HELP llmgw_capacity_reductions_total Times the upstream pushed back "
+    "and the zone admitted less.\n"
+    "# TYPE llmgw_capacity_reductions_total counter\n";
+
+
 static u_char *
 ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
     ngx_uint_t json)
 {
-    u_char                       *lp, labels[160];
-    ngx_uint_t                    i;
+    u_char                            *lp, labels[160];
+    ngx_uint_t                         i;
     ngx_http_llm_gateway_zone_view_t  *z;
 
     z = snap->zones.elts;
@@ -1182,36 +1198,8 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
         }
 
         if (i == 0) {
-            p = ngx_cpymem(p,
-                "# HELP llmgw_capacity_tokens_per_minute A zone's capacity: "
-                "as configured, and as admitted now (less while the "
-                "upstream pushes back, recovering).\n"
-                "# TYPE llmgw_capacity_tokens_per_minute gauge\n"
-                "# HELP llmgw_capacity_inflight A zone's requests in flight, "
-                "its ceiling as configured and as admitted now.\n"
-                "# TYPE llmgw_capacity_inflight gauge\n"
-                "# HELP llmgw_capacity_active_tenants Tenants that asked "
-                "within the last 10 s, and the sum of their weights.\n"
-                "# TYPE llmgw_capacity_active_tenants gauge\n"
-                "# HELP llmgw_capacity_reductions_total Times the upstream "
-                "pushed back and the zone admitted less.\n"
-                "# TYPE llmgw_capacity_reductions_total counter\n",
-                sizeof("# HELP llmgw_capacity_tokens_per_minute A zone's "
-                       "capacity: as configured, and as admitted now (less "
-                       "while the upstream pushes back, recovering).\n"
-                       "# TYPE llmgw_capacity_tokens_per_minute gauge\n"
-                       "# HELP llmgw_capacity_inflight A zone's requests in "
-                       "flight, its ceiling as configured and as admitted "
-                       "now.\n"
-                       "# TYPE llmgw_capacity_inflight gauge\n"
-                       "# HELP llmgw_capacity_active_tenants Tenants that "
-                       "asked within the last 10 s, and the sum of their "
-                       "weights.\n"
-                       "# TYPE llmgw_capacity_active_tenants gauge\n"
-                       "# HELP llmgw_capacity_reductions_total Times the "
-                       "upstream pushed back and the zone admitted less.\n"
-                       "# TYPE llmgw_capacity_reductions_total counter\n")
-                - 1);
+            p = ngx_cpymem(p, ngx_http_llm_gateway_zones_help,
+                           sizeof(ngx_http_llm_gateway_zones_help) - 1);
         }
 
         lp = ngx_cpymem(labels, "zone=\"", sizeof("zone=\"") - 1);

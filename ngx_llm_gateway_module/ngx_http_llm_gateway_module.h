@@ -463,7 +463,8 @@ typedef struct {
     uint64_t                     pace_ticket;
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
-    int64_t                      fair_rate;     /* its share, refused */
+    int64_t                      fair_rate;     /* refused: its share, or
+                                                   the ceiling */
     int64_t                      admitted_ms;   /* by the zone's clock */
     ngx_int_t                    phase;         /* its preaccess handler */
 

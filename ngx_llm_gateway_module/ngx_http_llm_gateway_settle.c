@@ -60,6 +60,7 @@ ngx_http_llm_gateway_cleanup(void *data)
 void
 ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
+    int64_t                            now, used;
     ngx_uint_t                         status;
     llm_settle_t                       st;
     llm_record_t                       rec;
@@ -174,25 +175,26 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     zone = ctx->zone;
 
+    used = st.input_tokens + st.output_tokens;
+
     ngx_shmtx_lock(&zone->shpool->mutex);
+
+    now = ngx_http_llm_gateway_now_ms();
 
     /* a node with a request in flight is never expired */
     node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node != NULL) {
         if (node->state.tpm.last_ms == -1) {
-            llm_tenant_init(&node->state, &ctx->tier->limits,
-                            ngx_http_llm_gateway_now_ms());
+            llm_tenant_init(&node->state, &ctx->tier->limits, now);
         }
 
         llm_release_from(&node->state, &ctx->limits, ctx->soft,
-                         ctx->reserved, st.input_tokens + st.output_tokens,
-                         ngx_http_llm_gateway_now_ms());
+                         ctx->reserved, used, now);
 
         if (ctx->fair_held) {
             llm_fair_settle(&zone->sh->fair, &node->fair, ctx->reserved,
-                            st.input_tokens + st.output_tokens,
-                            ngx_http_llm_gateway_now_ms());
+                            used, now);
             ctx->fair_held = 0;
         }
 
