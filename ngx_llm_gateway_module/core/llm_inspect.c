@@ -452,16 +452,22 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
         }
 
         if (w->api == LLM_API_ANTHROPIC) {
+            /* text blocks only, as Anthropic takes them */
             v = cJSON_GetObjectItemCaseSensitive(root, "system");
 
             if (cJSON_IsArray(v)) {
-                if (llm_inspect_content(w, v, "system") != 0) {
-                    return -1;
+                cJSON_ArrayForEach(m, v) {
+                    if (!cJSON_IsObject(m)
+                        || !llm_inspect_is(cJSON_GetObjectItemCaseSensitive(
+                                               m, "type"), "text"))
+                    {
+                        return llm_inspect_fail(req, "system", "system "
+                                                "holds text blocks only");
+                    }
                 }
-
-            } else {
-                w->text += llm_inspect_text(v);
             }
+
+            w->text += llm_inspect_text(v);
 
             v = cJSON_GetObjectItemCaseSensitive(root, "mcp_servers");
 

@@ -19,6 +19,9 @@
 #include "llm_sse.h"
 
 
+#define min(a, b)  ((a) < (b) ? (a) : (b))
+
+
 #define FUZZ_BUF_SIZE   4096
 #define FUZZ_SMALL_BUF  64
 
@@ -197,7 +200,10 @@ fuzz_check(const llm_usage_t *u, const char *how)
 }
 
 
-/* whatever ended the response, the settled figures follow the rule */
+/*
+ * Whatever ended the response, the settled figures follow the rule, and
+ * never pass the bounds: 500 out, 2000 in.
+ */
 
 static void
 fuzz_settle(const llm_usage_t *u, const char *how)
@@ -209,21 +215,34 @@ fuzz_settle(const llm_usage_t *u, const char *how)
     for (ok = 0; ok < 2; ok++) {
         for (end = LLM_END_CLEAN; end <= LLM_END_UNREADABLE; end++) {
             in.prompt_estimate = 1000;
+            in.prompt_bound = 2000;
             in.max_tokens = 500;
             in.upstream_ok = ok;
             in.end = end;
 
             llm_usage_settle(u, &in, &s);
 
-            if (s.finish_reason == NULL
-                || strlen(s.finish_reason) >= LLM_USAGE_FINISH_MAX)
+            if (s.output_tokens > in.max_tokens
+                || s.input_tokens > in.prompt_bound
+                || s.cached_input_tokens + s.cache_write_tokens
+                   > s.input_tokens
+                || s.reasoning_tokens > s.output_tokens)
             {
-                fuzz_fail(how, "settle: no finish reason");
+                fuzz_fail(how, "settle: beyond the bounds");
             }
 
-            if (u->have_usage && u->have_input) {
-                if (s.input_tokens != u->input_tokens
-                    || s.output_tokens != u->output_tokens
+            /* held to a bound: only what the upstream said can be */
+            if ((s.flags & LLM_REC_F_BOUND)
+                && u->output_tokens <= in.max_tokens
+                && u->input_tokens <= in.prompt_bound)
+            {
+                fuzz_fail(how, "settle: flagged bound, nothing above it");
+            }
+
+            if (u->have_usage && u->have_input && !u->malformed) {
+                if (s.input_tokens != min(u->input_tokens, in.prompt_bound)
+                    || s.output_tokens != min(u->output_tokens,
+                                              in.max_tokens)
                     || (s.flags & LLM_REC_F_ESTIMATED))
                 {
                     fuzz_fail(how, "settle: not the upstream's figures");
@@ -241,8 +260,9 @@ fuzz_settle(const llm_usage_t *u, const char *how)
             }
 
             if (!(s.flags & LLM_REC_F_ESTIMATED)
-                || s.output_tokens < u->output_tokens
-                || (!u->have_input && s.input_tokens != in.prompt_estimate))
+                || s.output_tokens < min(u->output_tokens, in.max_tokens)
+                || ((!u->have_input || u->malformed)
+                    && s.input_tokens != in.prompt_estimate))
             {
                 fuzz_fail(how, "settle: a bad estimate");
             }
@@ -267,6 +287,7 @@ fuzz_same(const llm_usage_t *a, const llm_usage_t *b, const char *how)
         || a->have_usage != b->have_usage
         || a->done != b->done
         || a->clamped != b->clamped
+        || a->malformed != b->malformed
         || a->truncated != b->truncated
         || a->error != b->error)
     {

@@ -117,6 +117,9 @@ static const struct {
       "tools" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":[{\"type\":"
                          "\"telepathy\"}]}", "input" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[],"
+                         "\"system\":[{\"type\":\"image\",\"source\":{}}]}",
+      "system" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":1}",
       "stream" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
