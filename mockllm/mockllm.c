@@ -196,6 +196,7 @@ static void mockllm_usage(void);
 
 
 volatile int  mockllm_failed;
+int64_t       mockllm_delay;
 
 static char   mockllm_wake_tag;
 
@@ -221,7 +222,7 @@ main(int argc, char **argv)
     quota = 0;
     period = 86400;
 
-    while ((ch = getopt(argc, argv, "l:t:r:s:c:T:D:P:h")) != -1) {
+    while ((ch = getopt(argc, argv, "l:t:r:s:c:T:D:P:d:h")) != -1) {
         switch (ch) {
 
         case 'l':
@@ -296,6 +297,18 @@ main(int argc, char **argv)
 
             if (period < 1) {
                 mockllm_log("invalid quota period \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'd':
+            /* 0 is the default, and may be given */
+            mockllm_delay = strcmp(optarg, "0") == 0
+                            ? 0 : mockllm_parse_num(optarg, MOCKLLM_DELAY_MAX);
+
+            if (mockllm_delay < 0) {
+                mockllm_log("invalid token delay \"%s\"", optarg);
                 return 2;
             }
 
@@ -411,12 +424,14 @@ static void
 mockllm_usage(void)
 {
     fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS] [-r RPM "
-                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N]\n"
+                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N] [-d MS]\n"
                     "  ADDR is a loopback address: 127.0.0.1, [::1]\n"
                     "  -r, -T: requests, tokens a minute (sliding)\n"
                     "  -s: RPM also in any MS, pro rata\n"
                     "  -c: requests in flight at most (503 beyond)\n"
-                    "  -D, -P: a quota of TOKENS each SECONDS (86400)\n");
+                    "  -D, -P: a quota of TOKENS each SECONDS (86400)\n"
+                    "  -d: ms before each streamed token (x-mock-delay-ms "
+                    "wins)\n");
 }
 
 
@@ -869,7 +884,7 @@ mockllm_conn_run(mockllm_conn_t *c)
 
     for ( ;; ) {
         if (c->in.oom || c->out.oom || c->tmp.oom || c->prefix.oom
-            || c->model.oom || c->instr.oom)
+            || c->model.oom || c->instr.oom || c->readout.oom)
         {
             mockllm_log("out of memory");
             return MOCKLLM_CLOSE;
@@ -1146,6 +1161,7 @@ mockllm_conn_close(mockllm_conn_t *c)
     mockllm_buf_free(&c->prefix);
     mockllm_buf_free(&c->model);
     mockllm_buf_free(&c->instr);
+    mockllm_buf_free(&c->readout);
 
     free(c);
 }
