@@ -19,7 +19,7 @@
 
 
 typedef struct {
-    const unsigned char  *p;
+    const unsigned char  *p;             /* in the request, writable */
     const unsigned char  *end;
     int                   depth;
     unsigned              model_ctl:1;   /* the last top-level "model" */
@@ -943,6 +943,7 @@ mockllm_read_num(mockllm_buf_t *b, const char *name, int64_t v)
  * bytes after the value, "01", "1.", bad UTF-8) is refused here.  It also
  * notes what cJSON cannot show, as its strings end at U+0000: a member
  * name with U+0000, and a control character in the top-level "model".
+ * The body is writable: such a name's U+0000 is made U+0001 in it.
  */
 
 static int
@@ -1181,6 +1182,14 @@ mockllm_json_string(mockllm_json_t *j, char *name, size_t *len, int *nul,
 
             if (cp == 0) {
                 *nul = 1;
+
+                /*
+                 * cJSON would end the name there: "max_tokens\u0000x" is
+                 * not max_tokens, so it is made \u0001 for cJSON
+                 */
+                if (name) {
+                    ((unsigned char *) j->p)[-1] = '1';
+                }
             }
 
             if (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') {
