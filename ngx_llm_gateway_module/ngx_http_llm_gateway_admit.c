@@ -425,6 +425,8 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     icf.max_tokens_limit = tier->max_tokens;
     icf.max_depth = llcf->max_depth;
     icf.max_string = llcf->max_string;
+    icf.image_tokens = tier->image_tokens;
+    icf.context_tokens = tier->context;
 
     ngx_http_llm_gateway_json_pool(r->pool);
 
@@ -550,7 +552,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     tier = ctx->tier;
     body = ctx->body;
 
-    cost = ctx->req.prompt_tokens + ctx->req.max_tokens;
+    cost = ctx->req.prompt_tokens + ctx->req.output_bound;
 
     zone = llcf->shm_zone->data;
     ctx->zone = zone;
@@ -603,16 +605,36 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         brc_budget = ngx_http_llm_gateway_budget_node(ctx, node, &holder);
     }
 
+    /* a cap cannot be held to a prompt whose size the body does not tell */
+    if (holder != NULL && ctx->req.unbounded && tier->unbounded_refuse) {
+        ngx_http_llm_gateway_journal_unhold(ctx);
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        p = ngx_pnalloc(r->pool, 200);
+        if (p != NULL) {
+            ngx_sprintf(p, "A spend cap applies to this key, and what "
+                        "\"%s\" adds to the prompt is not known before it "
+                        "runs: this tier refuses it under a cap.%Z",
+                        ctx->req.unbounded);
+        }
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                    "invalid_request_error",
+                                    "unbounded_prompt", ctx->req.unbounded,
+                                    (char *) p);
+        return;
+    }
+
     if (holder != NULL) {
         brc_budget = ngx_http_llm_gateway_budget_admit(ctx, holder, wall,
-                                                       body.len);
+                                                    ctx->req.prompt_bound);
 
         if (brc_budget == NGX_DECLINED && tier->downgrade.len
             && ngx_http_llm_gateway_downgrade(r, ctx, tier) == NGX_OK)
         {
             /* the cheaper model, if the budget pays for it */
             brc_budget = ngx_http_llm_gateway_budget_admit(ctx, holder, wall,
-                                                           body.len);
+                                                    ctx->req.prompt_bound);
         }
     }
 
@@ -723,12 +745,14 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ask_lease(ctx);
 
     if (brc == LLM_BUCKET_NEVER) {
-        p = ngx_pnalloc(r->pool, 160);
+        p = ngx_pnalloc(r->pool, 256);
         if (p != NULL) {
             ngx_sprintf(p, "Request too large: %L tokens (prompt about %L + "
-                        "max_tokens %L) exceed this tier's capacity of %L "
-                        "tokens.%Z", cost, ctx->req.prompt_tokens,
-                        ctx->req.max_tokens, tier->limits.tpm.burst);
+                        "output up to %L, n %L x max_tokens %L) exceed this "
+                        "tier's capacity of %L tokens.%Z", cost,
+                        ctx->req.prompt_tokens, ctx->req.output_bound,
+                        ctx->req.n, ctx->req.max_tokens,
+                        tier->limits.tpm.burst);
         }
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",

@@ -91,7 +91,7 @@ ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
 
 ngx_int_t
 ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, int64_t now, size_t prompt_bytes)
+    ngx_http_llm_gateway_node_t *node, int64_t now, int64_t prompt_bound)
 {
     int64_t                        worst, in;
     ngx_http_llm_gateway_price_t  *price;
@@ -137,8 +137,8 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     /* cache writes may cost more than plain input: the larger bounds both */
     in = ngx_max(price->p[LLM_LEASE_IN], price->p[LLM_LEASE_CACHE_WRITE]);
-    worst = (int64_t) prompt_bytes * in
-            + ctx->req.max_tokens * price->p[LLM_LEASE_OUT];
+    worst = prompt_bound * in
+            + ctx->req.output_bound * price->p[LLM_LEASE_OUT];
 
     if (node->budget >= worst) {
         node->budget -= worst;

@@ -199,6 +199,12 @@ static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
       "its spend cap (0 without a cap; llm.usage has every cost).", 0,
       { { "", ngx_http_llm_gateway_at(stats.cost) }, { NULL, 0 } } },
 
+    { "llmgw_usage_over_bound_total", "counter",
+      "Requests of a tenant whose upstream reported more than the request "
+      "could cost (n times its output limit, its prompt's bound); settled "
+      "at the bound.", 0,
+      { { "", ngx_http_llm_gateway_at(stats.over_bound) }, { NULL, 0 } } },
+
     { "llmgw_reserved_tokens", "gauge",
       "Tokens reserved for a tenant's requests in flight.", 0,
       { { "", ngx_http_llm_gateway_at(reserved) }, { NULL, 0 } } },
@@ -476,6 +482,10 @@ ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
     s->input_tokens += st->input_tokens;
     s->output_tokens += st->output_tokens;
     s->cached_tokens += st->cached_input_tokens;
+
+    if (st->flags & LLM_REC_F_BOUND) {
+        s->over_bound++;
+    }
 
     if (prices) {
         cost = ngx_http_llm_gateway_budget_cost(prices, st);

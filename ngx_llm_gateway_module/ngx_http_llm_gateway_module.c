@@ -97,6 +97,10 @@ static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
       offsetof(ngx_http_llm_gateway_tier_t, minimum) },
     { ngx_string("priority="),
       offsetof(ngx_http_llm_gateway_tier_t, priority) },
+    { ngx_string("image_tokens="),
+      offsetof(ngx_http_llm_gateway_tier_t, image_tokens) },
+    { ngx_string("context="),
+      offsetof(ngx_http_llm_gateway_tier_t, context) },
     { ngx_null_string, 0 }
 };
 
@@ -248,7 +252,11 @@ typedef enum {
     NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON,
     NGX_HTTP_LLM_GATEWAY_VAR_BACKEND,
     NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM,
-    NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS
+    NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS,
+    NGX_HTTP_LLM_GATEWAY_VAR_MAX_TOKENS,
+    NGX_HTTP_LLM_GATEWAY_VAR_N,
+    NGX_HTTP_LLM_GATEWAY_VAR_STREAM,
+    NGX_HTTP_LLM_GATEWAY_VAR_PARTS
 } ngx_http_llm_gateway_var_e;
 
 
@@ -287,6 +295,19 @@ static ngx_http_variable_t  ngx_http_llm_gateway_vars[] = {
 
     { ngx_string("llm_queue_ms"), NULL, ngx_http_llm_gateway_variable,
       NGX_HTTP_LLM_GATEWAY_VAR_QUEUE_MS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    /* the request as inspected: what the upstream will read */
+    { ngx_string("llm_max_tokens"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_MAX_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_n"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_N, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_stream"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_STREAM, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_parts"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_PARTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -1420,6 +1441,10 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     tier->weight = 1;
     tier->priority = 1;
 
+    /* unset: see below */
+    tier->image_tokens = -1;
+    tier->context = -1;
+
     for (i = 2; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
@@ -1431,6 +1456,20 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
             /* NUL-terminated, as configuration strings are */
             tier->models = value[i].data + 7;
+            continue;
+        }
+
+        if (value[i].len == 16
+            && ngx_strncmp(value[i].data, "unbounded=refuse", 16) == 0)
+        {
+            tier->unbounded_refuse = 1;
+            continue;
+        }
+
+        if (value[i].len == 17
+            && ngx_strncmp(value[i].data, "unbounded=reserve", 17) == 0)
+        {
+            tier->unbounded_refuse = 0;
             continue;
         }
 
@@ -1506,6 +1545,19 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (tier->default_max_tokens == 0) {
         tier->default_max_tokens = ngx_min(tier->max_tokens, 4096);
+    }
+
+    /*
+     * The most an image costs among the providers' rules (OpenAI's patch
+     * models, Anthropic's 1.15 megapixels); a prompt whose size its body
+     * does not tell is as large as a long context window.
+     */
+    if (tier->image_tokens < 0) {
+        tier->image_tokens = 3000;
+    }
+
+    if (tier->context < 0) {
+        tier->context = 200000;
     }
 
     if (tier->default_max_tokens > tier->max_tokens) {
@@ -1883,6 +1935,37 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
         }
 
         n = ctx->queued_ms;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_MAX_TOKENS:
+    case NGX_HTTP_LLM_GATEWAY_VAR_N:
+    case NGX_HTTP_LLM_GATEWAY_VAR_STREAM:
+        if (!ctx->inspected) {
+            return NGX_OK;
+        }
+
+        n = (data == NGX_HTTP_LLM_GATEWAY_VAR_MAX_TOKENS) ? ctx->req.max_tokens
+            : (data == NGX_HTTP_LLM_GATEWAY_VAR_N) ? ctx->req.n
+            : ctx->req.stream;
+        break;
+
+    case NGX_HTTP_LLM_GATEWAY_VAR_PARTS:
+        if (!ctx->inspected) {
+            return NGX_OK;
+        }
+
+        p = ngx_pnalloc(r->pool, sizeof("m= i= f= a= t= r=")
+                                 + 6 * NGX_INT32_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->data = p;
+        v->len = ngx_sprintf(p, "m=%uD i=%uD f=%uD a=%uD t=%uD r=%uD",
+                             ctx->req.parts.messages, ctx->req.parts.images,
+                             ctx->req.parts.files, ctx->req.parts.audio,
+                             ctx->req.parts.tools, ctx->req.parts.refs)
+                 - p;
         break;
 
     default: /* NGX_HTTP_LLM_GATEWAY_VAR_FINISH_REASON */

@@ -54,6 +54,11 @@ typedef struct {
     int64_t                      weight;    /* its share of a zone's capacity */
     int64_t                      minimum;   /* guaranteed of it, tokens/min */
     int64_t                      priority;  /* 0 (batch) to 3 (first) */
+    int64_t                      image_tokens;   /* the most of an image */
+    int64_t                      context;   /* the most of a prompt whose
+                                               parts do not bound it */
+    ngx_uint_t                   unbounded_refuse; /* such a prompt is
+                                               refused under a cap */
 } ngx_http_llm_gateway_tier_t;
 
 
@@ -220,6 +225,7 @@ typedef struct {
     uint64_t                     output_tokens;
     uint64_t                     cached_tokens;
     uint64_t                     cost;      /* pico-dollars, where priced */
+    uint64_t                     over_bound;  /* reported above it */
 } ngx_http_llm_gateway_stats_t;
 
 
@@ -281,7 +287,8 @@ typedef struct {
     int64_t                      budget_until;
     int64_t                      prices[4];
     int64_t                      prompt_estimate;
-    int64_t                      max_tokens;
+    int64_t                      prompt_bound;
+    int64_t                      max_tokens;  /* all choices' */
     llm_usage_t                  usage;
     u_char                       api;
     u_char                       request_id_len;
@@ -322,7 +329,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  12
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  13
 
 
 typedef struct {
@@ -568,7 +575,7 @@ void ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
 ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
 void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
 ngx_int_t ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, int64_t now, size_t prompt_bytes);
+    ngx_http_llm_gateway_node_t *node, int64_t now, int64_t prompt_bound);
 void ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, llm_settle_t *st);
 void ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,

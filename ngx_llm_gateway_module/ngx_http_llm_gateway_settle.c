@@ -102,7 +102,8 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ngx_memzero(&in, sizeof(llm_settle_in_t));
 
     in.prompt_estimate = ctx->req.prompt_tokens;
-    in.max_tokens = ctx->req.max_tokens;
+    in.prompt_bound = ctx->req.prompt_bound;
+    in.max_tokens = ctx->req.output_bound;
 
     if (ctx->upstream_failed) {
         in.end = LLM_END_UPSTREAM_ERROR;
@@ -151,6 +152,17 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         st.flags |= LLM_REC_F_PARTIAL;
         st.finish_reason = ctx->upstream_failed ? "upstream_error"
                                                 : "client_closed";
+    }
+
+    if (st.flags & LLM_REC_F_BOUND) {
+        /* once a request: a hostile or broken upstream shows */
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: upstream reported more than request "
+                      "\"%V\" could cost (in %uL, out %uL); settled at its "
+                      "bound (in %L, out %L)", &ctx->request_id,
+                      ctx->sse.usage.input_tokens,
+                      ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
+                      ctx->req.output_bound);
     }
 
     ctx->input_tokens = st.input_tokens;
@@ -306,7 +318,8 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     f->budget_until = ctx->budget_until;
     ngx_memcpy(f->prices, ctx->prices, sizeof(f->prices));
     f->prompt_estimate = ctx->req.prompt_tokens;
-    f->max_tokens = ctx->req.max_tokens;
+    f->prompt_bound = ctx->req.prompt_bound;
+    f->max_tokens = ctx->req.output_bound;
     f->api = (u_char) ctx->req.api;
     f->stream = ctx->req.stream;
     f->journal_held = ctx->journal_held;
@@ -486,6 +499,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_memzero(&in, sizeof(llm_settle_in_t));
 
     in.prompt_estimate = f->prompt_estimate;
+    in.prompt_bound = f->prompt_bound;
     in.max_tokens = f->max_tokens;
 
     /* no response yet: the prompt may have gone up, and owes */

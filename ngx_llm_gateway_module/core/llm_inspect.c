@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
@@ -16,28 +17,65 @@
 /* integers above 2^53 are not exact in cJSON's double */
 #define LLM_INSPECT_INT_MAX       9007199254740992.0
 
+/* an object with more members is checked for repeats by sorting */
+#define LLM_INSPECT_PAIRWISE      16
+
+
+/* what a walk over the prompt finds */
+typedef struct {
+    llm_api_e           api;
+    llm_request_t      *req;
+    int64_t             text;        /* tokens: ceil(bytes / 4) a text */
+    int64_t             json;        /* bytes of structured parts */
+    int64_t             predicted;   /* bytes of a predicted output */
+} llm_inspect_walk_t;
+
 
 /*
- * The members the gateway reads.  cJSON keeps the first of repeated names,
- * most upstreams the last: a body that repeats one could be admitted for one
- * thing and served as another, so it is refused.
+ * Members of the other dialects that change what is generated or billed:
+ * an upstream refuses them, or worse, obeys one the gateway did not read.
  */
-static const char  *llm_inspect_members[] = {
-    "model", "max_tokens", "max_completion_tokens", "max_output_tokens",
-    "stream", "stream_options", "messages", "system", "input",
-    "instructions", NULL
+static const char  *llm_inspect_foreign_openai[] = {
+    "max_output_tokens", "max_tokens_to_sample", "system", "stop_sequences",
+    "top_k", "thinking", "input", "instructions", "previous_response_id",
+    NULL
 };
 
-/* and inside stream_options */
-static const char  *llm_inspect_options[] = { "include_usage", NULL };
+static const char  *llm_inspect_foreign_anthropic[] = {
+    "n", "max_completion_tokens", "max_output_tokens", "max_tokens_to_sample",
+    "stream_options", "input", "instructions", "previous_response_id",
+    "functions", NULL
+};
+
+static const char  *llm_inspect_foreign_responses[] = {
+    "max_tokens", "max_completion_tokens", "max_tokens_to_sample", "n",
+    "messages", "system", "stop_sequences", "top_k", "functions", NULL
+};
 
 
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
-static const char *llm_inspect_repeated(const cJSON *obj,
-    const char **members);
+static const char *llm_inspect_repeated(const cJSON *v);
+static int llm_inspect_name_cmp(const void *a, const void *b);
+static int llm_inspect_limit(llm_api_e api, const cJSON *root,
+    const llm_inspect_conf_t *cf, llm_request_t *req);
+static int llm_inspect_n(const cJSON *root, llm_request_t *req);
+static int llm_inspect_integer(const cJSON *v, double *d);
+static int llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root);
+static int llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m);
+static int llm_inspect_content(llm_inspect_walk_t *w, const cJSON *content,
+    const char *param);
+static int llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part,
+    const char *param);
+static int llm_inspect_tools(llm_inspect_walk_t *w, const cJSON *tools,
+    const char *param);
+static void llm_inspect_ref(llm_inspect_walk_t *w, const cJSON *v,
+    const char *name);
+static void llm_inspect_unbounded(llm_request_t *req, const char *what);
 static int64_t llm_inspect_text(const cJSON *v);
-static int64_t llm_inspect_messages(const cJSON *messages);
+static int64_t llm_inspect_string(const cJSON *v);
+static int64_t llm_inspect_json_bytes(const cJSON *v);
+static int llm_inspect_is(const cJSON *v, const char *s);
 static const char *llm_inspect_max_name(const llm_request_t *req);
 
 
@@ -45,14 +83,17 @@ int
 llm_inspect(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req)
 {
-    int            rc;
-    double         d;
-    const char    *name;
-    const cJSON   *v, *model, *opts, *usage;
-    cJSON         *root;
+    int                  rc;
+    size_t               i;
+    int64_t              fixed;
+    const char          *name, **foreign;
+    const cJSON         *v, *model, *opts, *usage;
+    cJSON               *root;
+    llm_inspect_walk_t   w;
 
     memset(req, 0, sizeof(llm_request_t));
     req->api = api;
+    req->n = 1;
 
     if (llm_inspect_scan(body, len, cf->max_depth, cf->max_string, &name)
         != 0)
@@ -73,11 +114,34 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
-    name = llm_inspect_repeated(root, llm_inspect_members);
+    name = llm_inspect_repeated(root);
 
     if (name != NULL) {
-        llm_inspect_fail(req, name, "a member appears more than once");
+        /* the name lives in the tree, which goes */
+        for (i = 0; name[i] && i < LLM_INSPECT_NAME_MAX - 1; i++) {
+            req->name[i] = (name[i] > 0x20 && name[i] < 0x7f) ? name[i] : '?';
+        }
+
+        req->name[i] = '\0';
+
+        llm_inspect_fail(req, req->name, "a member appears more than once "
+                         "in an object of the request body");
         goto done;
+    }
+
+    foreign = (api == LLM_API_ANTHROPIC) ? llm_inspect_foreign_anthropic
+              : (api == LLM_API_RESPONSES) ? llm_inspect_foreign_responses
+              : llm_inspect_foreign_openai;
+
+    for (i = 0; foreign[i]; i++) {
+        v = cJSON_GetObjectItemCaseSensitive(root, foreign[i]);
+
+        if (v != NULL && !cJSON_IsNull(v)) {
+            llm_inspect_fail(req, foreign[i], "this member is not part of "
+                             "this API: it would not be read as it was "
+                             "meant");
+            goto done;
+        }
     }
 
     model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -94,50 +158,25 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
-    memcpy(req->model, model->valuestring, req->model_len + 1);
-
-    if (api == LLM_API_RESPONSES) {
-        name = "max_output_tokens";
-        v = cJSON_GetObjectItemCaseSensitive(root, name);
-
-    } else {
-        name = "max_completion_tokens";
-        v = cJSON_GetObjectItemCaseSensitive(root, name);
-
-        if (v == NULL || cJSON_IsNull(v)) {
-            name = "max_tokens";
-            v = cJSON_GetObjectItemCaseSensitive(root, name);
+    /* it is written into headers, log lines and the ledger */
+    for (i = 0; i < req->model_len; i++) {
+        if ((unsigned char) model->valuestring[i] < 0x20
+            || model->valuestring[i] == 0x7f)
+        {
+            llm_inspect_fail(req, "model",
+                             "model must not contain control characters");
+            goto done;
         }
     }
 
-    if (v == NULL || cJSON_IsNull(v)) {
-        req->max_tokens = cf->default_max_tokens;
-        req->max_tokens_missing = 1;
+    memcpy(req->model, model->valuestring, req->model_len + 1);
 
-        /* a "max_tokens": null must be replaced, not followed by another */
-        req->rebuild = (v != NULL);
+    if (llm_inspect_limit(api, root, cf, req) != 0) {
+        goto done;
+    }
 
-    } else {
-        if (!cJSON_IsNumber(v)) {
-            llm_inspect_fail(req, name, "max_tokens must be an integer");
-            goto done;
-        }
-
-        d = v->valuedouble;
-
-        if (d != floor(d) || d < 1 || d > LLM_INSPECT_INT_MAX) {
-            llm_inspect_fail(req, name,
-                             "max_tokens must be a positive integer");
-            goto done;
-        }
-
-        if (d > (double) cf->max_tokens_limit) {
-            llm_inspect_fail(req, name,
-                             "max_tokens is above this tier's maximum");
-            goto done;
-        }
-
-        req->max_tokens = (int64_t) d;
+    if (api == LLM_API_OPENAI && llm_inspect_n(root, req) != 0) {
+        goto done;
     }
 
     v = cJSON_GetObjectItemCaseSensitive(root, "stream");
@@ -151,40 +190,36 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         req->stream = cJSON_IsTrue(v);
     }
 
-    if (api == LLM_API_RESPONSES) {
-        /* a string is one user message; an array holds items */
-        v = cJSON_GetObjectItemCaseSensitive(root, "input");
+    memset(&w, 0, sizeof(llm_inspect_walk_t));
+    w.api = api;
+    w.req = req;
 
-        if (cJSON_IsString(v)) {
-            req->prompt_tokens = 3 + llm_inspect_text(v) + 3;
-
-        } else if (cJSON_IsArray(v)) {
-            req->prompt_tokens = llm_inspect_messages(v) + 3;
-
-        } else {
-            llm_inspect_fail(req, "input",
-                             "input must be a string or an array");
-            goto done;
-        }
-
-        req->prompt_tokens += llm_inspect_text(
-                   cJSON_GetObjectItemCaseSensitive(root, "instructions"));
-
-    } else {
-        v = cJSON_GetObjectItemCaseSensitive(root, "messages");
-
-        if (!cJSON_IsArray(v)) {
-            llm_inspect_fail(req, "messages", "messages must be an array");
-            goto done;
-        }
-
-        req->prompt_tokens = llm_inspect_messages(v) + 3;
-
-        if (api == LLM_API_ANTHROPIC) {
-            req->prompt_tokens += llm_inspect_text(
-                         cJSON_GetObjectItemCaseSensitive(root, "system"));
-        }
+    if (llm_inspect_prompt(&w, root) != 0) {
+        goto done;
     }
+
+    req->prompt_tokens = w.text + (w.json + 3) / 4
+                         + (int64_t) req->parts.images * cf->image_tokens;
+
+    fixed = (int64_t) len + 4 * (int64_t) req->parts.messages + 16
+            + (req->parts.tools ? LLM_INSPECT_TOOLS_PROMPT : 0)
+            + (int64_t) req->parts.images * cf->image_tokens;
+
+    if (req->unbounded) {
+        /* nothing smaller is an upper bound */
+        req->prompt_tokens = cf->context_tokens > req->prompt_tokens
+                             ? cf->context_tokens : req->prompt_tokens;
+        fixed += cf->context_tokens;
+    }
+
+    req->prompt_bound = fixed;
+
+    /* a prompt never costs less than the estimate reserved for it */
+    if (req->prompt_bound < req->prompt_tokens) {
+        req->prompt_bound = req->prompt_tokens;
+    }
+
+    req->output_bound = req->n * req->max_tokens + w.predicted;
 
     /*
      * Anthropic streams always carry usage; an OpenAI stream carries it only
@@ -196,14 +231,6 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         if (opts != NULL && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) {
             llm_inspect_fail(req, "stream_options",
                              "stream_options must be an object");
-            goto done;
-        }
-
-        if (cJSON_IsObject(opts)
-            && llm_inspect_repeated(opts, llm_inspect_options) != NULL)
-        {
-            llm_inspect_fail(req, "stream_options",
-                             "a member appears more than once");
             goto done;
         }
 
@@ -239,6 +266,669 @@ llm_inspect_fail(llm_request_t *req, const char *param, const char *message)
 }
 
 
+/*
+ * The output limit, under the one name the dialect has.  Chat has two for
+ * one limit: a body that names both could be read by one name here and
+ * by the other upstream, so it is refused.
+ */
+
+static int
+llm_inspect_limit(llm_api_e api, const cJSON *root,
+    const llm_inspect_conf_t *cf, llm_request_t *req)
+{
+    double         d;
+    const char    *name;
+    const cJSON   *v, *other;
+
+    if (api == LLM_API_RESPONSES) {
+        name = "max_output_tokens";
+
+    } else {
+        name = "max_tokens";
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, name);
+
+    if (api == LLM_API_OPENAI) {
+        other = cJSON_GetObjectItemCaseSensitive(root,
+                                                 "max_completion_tokens");
+
+        if (other != NULL && !cJSON_IsNull(other)) {
+            if (v != NULL && !cJSON_IsNull(v)) {
+                return llm_inspect_fail(req, "max_tokens",
+                                        "max_tokens and max_completion_tokens "
+                                        "name the same limit: send one of "
+                                        "them");
+            }
+
+            name = "max_completion_tokens";
+            v = other;
+        }
+    }
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        req->max_tokens = cf->default_max_tokens;
+        req->max_tokens_missing = 1;
+
+        /* a "max_tokens": null must be replaced, not followed by another */
+        req->rebuild = (cJSON_GetObjectItemCaseSensitive(root,
+                                                 llm_inspect_max_name(req))
+                        != NULL);
+        return 0;
+    }
+
+    if (!cJSON_IsNumber(v)) {
+        return llm_inspect_fail(req, name, "the output limit must be an "
+                                "integer");
+    }
+
+    if (llm_inspect_integer(v, &d) != 0 || d < 1) {
+        return llm_inspect_fail(req, name, "the output limit must be a "
+                                "positive integer");
+    }
+
+    if (d > (double) cf->max_tokens_limit) {
+        return llm_inspect_fail(req, name, "the output limit is above this "
+                                "tier's maximum");
+    }
+
+    req->max_tokens = (int64_t) d;
+
+    return 0;
+}
+
+
+/* Chat's n: every choice is generated, and billed */
+
+static int
+llm_inspect_n(const cJSON *root, llm_request_t *req)
+{
+    double         d;
+    const cJSON   *v;
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "n");
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return 0;
+    }
+
+    if (!cJSON_IsNumber(v) || llm_inspect_integer(v, &d) != 0
+        || d < 1 || d > LLM_INSPECT_N_MAX)
+    {
+        return llm_inspect_fail(req, "n", "n must be an integer from 1 "
+                                "to 128");
+    }
+
+    req->n = (int64_t) d;
+
+    return 0;
+}
+
+
+static int
+llm_inspect_integer(const cJSON *v, double *d)
+{
+    *d = v->valuedouble;
+
+    if (*d != floor(*d) || *d < -LLM_INSPECT_INT_MAX
+        || *d > LLM_INSPECT_INT_MAX)
+    {
+        return -1;
+    }
+
+    return 0;
+}
+
+
+/* the messages or input items, the system prompt, tools and references */
+
+static int
+llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
+{
+    const cJSON    *v, *m;
+    llm_request_t  *req;
+
+    req = w->req;
+
+    if (w->api == LLM_API_RESPONSES) {
+        v = cJSON_GetObjectItemCaseSensitive(root, "input");
+
+        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
+                                                    "previous_response_id"),
+                        "previous_response_id");
+        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
+                                                            "conversation"),
+                        "conversation");
+        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root, "prompt"),
+                        "prompt");
+
+        if (cJSON_IsString(v)) {
+            /* one user message */
+            req->parts.messages = 1;
+            w->text += 3 + llm_inspect_string(v);
+
+        } else if (cJSON_IsArray(v)) {
+            cJSON_ArrayForEach(m, v) {
+                if (llm_inspect_item(w, m) != 0) {
+                    return -1;
+                }
+            }
+
+        } else if (v != NULL && !cJSON_IsNull(v)) {
+            return llm_inspect_fail(req, "input",
+                                    "input must be a string or an array");
+
+        } else if (req->parts.refs == 0) {
+            return llm_inspect_fail(req, "input", "input is required "
+                                    "without previous_response_id, "
+                                    "conversation or prompt");
+        }
+
+        w->text += llm_inspect_text(cJSON_GetObjectItemCaseSensitive(root,
+                                                             "instructions"));
+
+    } else {
+        v = cJSON_GetObjectItemCaseSensitive(root, "messages");
+
+        if (!cJSON_IsArray(v)) {
+            return llm_inspect_fail(req, "messages",
+                                    "messages must be an array");
+        }
+
+        cJSON_ArrayForEach(m, v) {
+            if (llm_inspect_item(w, m) != 0) {
+                return -1;
+            }
+        }
+
+        if (w->api == LLM_API_ANTHROPIC) {
+            v = cJSON_GetObjectItemCaseSensitive(root, "system");
+
+            if (cJSON_IsArray(v)) {
+                if (llm_inspect_content(w, v, "system") != 0) {
+                    return -1;
+                }
+
+            } else {
+                w->text += llm_inspect_text(v);
+            }
+
+            v = cJSON_GetObjectItemCaseSensitive(root, "mcp_servers");
+
+            if (cJSON_IsArray(v)) {
+                cJSON_ArrayForEach(m, v) {
+                    llm_inspect_ref(w, m, "mcp_servers");
+                }
+            }
+
+            llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
+                                                                "container"),
+                            "container");
+
+        } else {
+            if (llm_inspect_tools(w, cJSON_GetObjectItemCaseSensitive(root,
+                                                                "functions"),
+                                  "functions")
+                != 0)
+            {
+                return -1;
+            }
+
+            v = cJSON_GetObjectItemCaseSensitive(root, "web_search_options");
+
+            if (v != NULL && !cJSON_IsNull(v)) {
+                llm_inspect_unbounded(req, "web_search_options");
+            }
+
+            /* predicted output that is not used is billed as output */
+            v = cJSON_GetObjectItemCaseSensitive(root, "prediction");
+            v = cJSON_GetObjectItemCaseSensitive(v, "content");
+            w->predicted = llm_inspect_json_bytes(v);
+        }
+    }
+
+    if (llm_inspect_tools(w, cJSON_GetObjectItemCaseSensitive(root, "tools"),
+                          "tools")
+        != 0)
+    {
+        return -1;
+    }
+
+    w->text += 3;
+
+    return 0;
+}
+
+
+/* a message, or a Responses input item */
+
+static int
+llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
+{
+    const char     *param;
+    const cJSON    *v, *call;
+    llm_request_t  *req;
+
+    req = w->req;
+    param = (w->api == LLM_API_RESPONSES) ? "input" : "messages";
+
+    if (!cJSON_IsObject(m)) {
+        return llm_inspect_fail(req, param, "each message must be an object");
+    }
+
+    req->parts.messages++;
+    w->text += 3;
+
+    v = cJSON_GetObjectItemCaseSensitive(m, "type");
+
+    if (w->api == LLM_API_RESPONSES && v != NULL && !cJSON_IsNull(v)
+        && !llm_inspect_is(v, "message"))
+    {
+        if (llm_inspect_is(v, "item_reference")) {
+            llm_inspect_ref(w, m, "item_reference");
+            return 0;
+        }
+
+        if (llm_inspect_is(v, "function_call")
+            || llm_inspect_is(v, "custom_tool_call"))
+        {
+            w->text += llm_inspect_text(
+                           cJSON_GetObjectItemCaseSensitive(m, "arguments"));
+            w->text += llm_inspect_text(
+                           cJSON_GetObjectItemCaseSensitive(m, "input"));
+            w->text += llm_inspect_text(
+                           cJSON_GetObjectItemCaseSensitive(m, "name"));
+            return 0;
+        }
+
+        if (llm_inspect_is(v, "function_call_output")
+            || llm_inspect_is(v, "custom_tool_call_output"))
+        {
+            v = cJSON_GetObjectItemCaseSensitive(m, "output");
+
+            if (cJSON_IsArray(v)) {
+                return llm_inspect_content(w, v, param);
+            }
+
+            w->text += llm_inspect_text(v);
+            return 0;
+        }
+
+        if (llm_inspect_is(v, "computer_call_output")) {
+            /* a screenshot */
+            req->parts.images++;
+            w->json += llm_inspect_json_bytes(m);
+            return 0;
+        }
+
+        if (llm_inspect_is(v, "reasoning")
+            || llm_inspect_is(v, "file_search_call")
+            || llm_inspect_is(v, "web_search_call")
+            || llm_inspect_is(v, "computer_call")
+            || llm_inspect_is(v, "local_shell_call")
+            || llm_inspect_is(v, "local_shell_call_output")
+            || llm_inspect_is(v, "mcp_call")
+            || llm_inspect_is(v, "mcp_list_tools")
+            || llm_inspect_is(v, "mcp_approval_request")
+            || llm_inspect_is(v, "mcp_approval_response")
+            || llm_inspect_is(v, "image_generation_call")
+            || llm_inspect_is(v, "code_interpreter_call"))
+        {
+            w->json += llm_inspect_json_bytes(m);
+            return 0;
+        }
+
+        return llm_inspect_fail(req, param, "an input item of a type this "
+                                "API does not have");
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(m, "content");
+
+    if (cJSON_IsArray(v)) {
+        if (llm_inspect_content(w, v, param) != 0) {
+            return -1;
+        }
+
+    } else {
+        w->text += llm_inspect_text(v);
+    }
+
+    if (w->api == LLM_API_OPENAI) {
+        v = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+
+        if (cJSON_IsArray(v)) {
+            cJSON_ArrayForEach(call, v) {
+                w->json += llm_inspect_json_bytes(call);
+            }
+        }
+
+        w->json += llm_inspect_json_bytes(
+                       cJSON_GetObjectItemCaseSensitive(m, "function_call"));
+        w->text += llm_inspect_text(
+                       cJSON_GetObjectItemCaseSensitive(m, "refusal"));
+
+        /* an earlier answer's audio, by its id */
+        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(m, "audio"),
+                        "audio");
+    }
+
+    return 0;
+}
+
+
+/* an array of content parts or blocks */
+
+static int
+llm_inspect_content(llm_inspect_walk_t *w, const cJSON *content,
+    const char *param)
+{
+    const cJSON  *part;
+
+    cJSON_ArrayForEach(part, content) {
+        if (llm_inspect_part(w, part, param) != 0) {
+            return -1;
+        }
+    }
+
+    return 0;
+}
+
+
+static int
+llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
+{
+    const cJSON    *type, *v;
+    llm_request_t  *req;
+
+    req = w->req;
+
+    if (!cJSON_IsObject(part)) {
+        return llm_inspect_fail(req, param, "each content part must be an "
+                                "object");
+    }
+
+    type = cJSON_GetObjectItemCaseSensitive(part, "type");
+
+    if (!cJSON_IsString(type)) {
+        return llm_inspect_fail(req, param, "each content part must have a "
+                                "type");
+    }
+
+    if (llm_inspect_is(type, "text")
+        || (w->api == LLM_API_RESPONSES
+            && (llm_inspect_is(type, "input_text")
+                || llm_inspect_is(type, "output_text"))))
+    {
+        w->text += llm_inspect_text(
+                       cJSON_GetObjectItemCaseSensitive(part, "text"));
+        return 0;
+    }
+
+    if (llm_inspect_is(type, "refusal") && w->api != LLM_API_ANTHROPIC) {
+        w->text += llm_inspect_text(
+                       cJSON_GetObjectItemCaseSensitive(part, "refusal"));
+        return 0;
+    }
+
+    switch (w->api) {
+
+    case LLM_API_OPENAI:
+        if (llm_inspect_is(type, "image_url")) {
+            req->parts.images++;
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "input_audio")) {
+            req->parts.audio++;
+            llm_inspect_unbounded(req, "input_audio");
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "file")) {
+            req->parts.files++;
+            llm_inspect_unbounded(req, "file");
+            return 0;
+        }
+
+        break;
+
+    case LLM_API_ANTHROPIC:
+        if (llm_inspect_is(type, "image")) {
+            req->parts.images++;
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "document")) {
+            req->parts.files++;
+            llm_inspect_unbounded(req, "document");
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "tool_result")) {
+            v = cJSON_GetObjectItemCaseSensitive(part, "content");
+
+            if (cJSON_IsArray(v)) {
+                return llm_inspect_content(w, v, param);
+            }
+
+            w->text += llm_inspect_text(v);
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "tool_use")
+            || llm_inspect_is(type, "server_tool_use")
+            || llm_inspect_is(type, "thinking")
+            || llm_inspect_is(type, "redacted_thinking")
+            || llm_inspect_is(type, "search_result")
+            || llm_inspect_is(type, "web_search_tool_result")
+            || llm_inspect_is(type, "web_fetch_tool_result")
+            || llm_inspect_is(type, "code_execution_tool_result"))
+        {
+            w->json += llm_inspect_json_bytes(part);
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "container_upload")) {
+            req->parts.files++;
+            llm_inspect_unbounded(req, "container_upload");
+            return 0;
+        }
+
+        break;
+
+    default: /* LLM_API_RESPONSES */
+        if (llm_inspect_is(type, "input_image")) {
+            req->parts.images++;
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "input_file")) {
+            req->parts.files++;
+            llm_inspect_unbounded(req, "input_file");
+            return 0;
+        }
+
+        if (llm_inspect_is(type, "input_audio")) {
+            req->parts.audio++;
+            llm_inspect_unbounded(req, "input_audio");
+            return 0;
+        }
+
+        break;
+    }
+
+    return llm_inspect_fail(req, param, "a content part of a type this API "
+                            "does not have");
+}
+
+
+/*
+ * Tool definitions are prompt.  A tool the provider runs itself (search,
+ * code, a remote server) adds what it found to the prompt: unbounded.
+ */
+
+static int
+llm_inspect_tools(llm_inspect_walk_t *w, const cJSON *tools,
+    const char *param)
+{
+    const cJSON    *t, *type;
+    llm_request_t  *req;
+
+    req = w->req;
+
+    if (tools == NULL || cJSON_IsNull(tools)) {
+        return 0;
+    }
+
+    if (!cJSON_IsArray(tools)) {
+        return llm_inspect_fail(req, param, "tools must be an array");
+    }
+
+    cJSON_ArrayForEach(t, tools) {
+        if (!cJSON_IsObject(t)) {
+            return llm_inspect_fail(req, param, "each tool must be an "
+                                    "object");
+        }
+
+        req->parts.tools++;
+        w->json += llm_inspect_json_bytes(t);
+
+        type = cJSON_GetObjectItemCaseSensitive(t, "type");
+
+        if (type == NULL || cJSON_IsNull(type)
+            || llm_inspect_is(type, "function")
+            || llm_inspect_is(type, "custom"))
+        {
+            continue;
+        }
+
+        if (!cJSON_IsString(type)) {
+            return llm_inspect_fail(req, param, "a tool's type must be a "
+                                    "string");
+        }
+
+        /* the client runs these: what they return comes in the next call */
+        if (strncmp(type->valuestring, "bash_", 5) == 0
+            || strncmp(type->valuestring, "text_editor_", 12) == 0
+            || strncmp(type->valuestring, "computer_", 9) == 0
+            || llm_inspect_is(type, "local_shell"))
+        {
+            continue;
+        }
+
+        llm_inspect_unbounded(req, param);
+    }
+
+    return 0;
+}
+
+
+/* a reference to stored context: its size is not in the body */
+
+static void
+llm_inspect_ref(llm_inspect_walk_t *w, const cJSON *v, const char *name)
+{
+    if (v == NULL || cJSON_IsNull(v)) {
+        return;
+    }
+
+    w->req->parts.refs++;
+    llm_inspect_unbounded(w->req, name);
+}
+
+
+static void
+llm_inspect_unbounded(llm_request_t *req, const char *what)
+{
+    if (req->unbounded == NULL) {
+        req->unbounded = what;
+    }
+}
+
+
+/*
+ * The name of a member that appears twice in any object of v, or NULL.
+ * Small objects are compared pairwise; larger ones sorted, so that a body
+ * of many members costs n log n, not n squared.
+ */
+
+static const char *
+llm_inspect_repeated(const cJSON *v)
+{
+    size_t         i, j, n;
+    const char    *name, **names;
+    const cJSON   *m, *c;
+
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) {
+        return NULL;
+    }
+
+    if (cJSON_IsObject(v)) {
+        n = 0;
+
+        for (m = v->child; m; m = m->next) {
+            n++;
+        }
+
+        if (n <= LLM_INSPECT_PAIRWISE) {
+            for (m = v->child; m; m = m->next) {
+                for (c = m->next; c; c = c->next) {
+                    if (strcmp(m->string, c->string) == 0) {
+                        return m->string;
+                    }
+                }
+            }
+
+        } else {
+            names = cJSON_malloc(n * sizeof(char *));
+            if (names == NULL) {
+                return "";
+            }
+
+            i = 0;
+
+            for (m = v->child; m; m = m->next) {
+                names[i++] = m->string;
+            }
+
+            qsort(names, n, sizeof(char *), llm_inspect_name_cmp);
+
+            name = NULL;
+
+            for (j = 1; j < n; j++) {
+                if (strcmp(names[j - 1], names[j]) == 0) {
+                    name = names[j];
+                    break;
+                }
+            }
+
+            cJSON_free(names);
+
+            if (name != NULL) {
+                return name;
+            }
+        }
+    }
+
+    for (c = v->child; c; c = c->next) {
+        name = llm_inspect_repeated(c);
+
+        if (name != NULL) {
+            return name;
+        }
+    }
+
+    return NULL;
+}
+
+
+static int
+llm_inspect_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char **) a, *(const char **) b);
+}
+
+
 int
 llm_inspect_scan(const char *body, size_t len, size_t max_depth,
     size_t max_string, const char **what)
@@ -258,6 +948,12 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
     for (p = (const unsigned char *) body; p < last; p++) {
 
         if (in_string) {
+            if (*p < 0x20) {
+                /* JSON has no raw control bytes in strings; cJSON reads them */
+                *what = "a control character in a string of the request body";
+                return -1;
+            }
+
             if (escaped) {
                 escaped = 0;
 
@@ -329,54 +1025,23 @@ llm_inspect_scan(const char *body, size_t len, size_t max_depth,
 }
 
 
-static const char *
-llm_inspect_repeated(const cJSON *obj, const char **members)
-{
-    size_t         i;
-    unsigned       seen;
-    const cJSON   *m;
-
-    seen = 0;
-
-    for (m = obj->child; m; m = m->next) {
-        for (i = 0; members[i]; i++) {
-            if (strcmp(m->string, members[i]) != 0) {
-                continue;
-            }
-
-            if (seen & (1u << i)) {
-                return members[i];
-            }
-
-            seen |= 1u << i;
-            break;
-        }
-    }
-
-    return NULL;
-}
-
-
 /* ceil(bytes / 4) of a string, or of the "text" of each part of an array */
 static int64_t
 llm_inspect_text(const cJSON *v)
 {
     int64_t        n;
-    const cJSON   *part, *text;
+    const cJSON   *part;
 
     if (cJSON_IsString(v)) {
-        return ((int64_t) strlen(v->valuestring) + 3) / 4;
+        return llm_inspect_string(v);
     }
 
     n = 0;
 
     if (cJSON_IsArray(v)) {
         cJSON_ArrayForEach(part, v) {
-            text = cJSON_GetObjectItemCaseSensitive(part, "text");
-
-            if (cJSON_IsString(text)) {
-                n += ((int64_t) strlen(text->valuestring) + 3) / 4;
-            }
+            n += llm_inspect_string(cJSON_GetObjectItemCaseSensitive(part,
+                                                                     "text"));
         }
     }
 
@@ -385,19 +1050,62 @@ llm_inspect_text(const cJSON *v)
 
 
 static int64_t
-llm_inspect_messages(const cJSON *messages)
+llm_inspect_string(const cJSON *v)
+{
+    if (!cJSON_IsString(v)) {
+        return 0;
+    }
+
+    return ((int64_t) strlen(v->valuestring) + 3) / 4;
+}
+
+
+/*
+ * About the bytes of v as compact JSON: names and strings as decoded, two
+ * quotes each, a colon or comma each, a number as 8.  The tree is as deep
+ * as the scan allowed.
+ */
+
+static int64_t
+llm_inspect_json_bytes(const cJSON *v)
 {
     int64_t        n;
-    const cJSON   *m;
+    const cJSON   *c;
 
-    n = 0;
+    if (v == NULL) {
+        return 0;
+    }
 
-    cJSON_ArrayForEach(m, messages) {
-        n += 3 + llm_inspect_text(cJSON_GetObjectItemCaseSensitive(m,
-                                                                  "content"));
+    if (cJSON_IsString(v)) {
+        return (int64_t) strlen(v->valuestring) + 2;
+    }
+
+    if (cJSON_IsNumber(v)) {
+        return 8;
+    }
+
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) {
+        return 5;
+    }
+
+    n = 2;
+
+    for (c = v->child; c; c = c->next) {
+        n += 1 + llm_inspect_json_bytes(c);
+
+        if (c->string != NULL) {
+            n += (int64_t) strlen(c->string) + 3;
+        }
     }
 
     return n;
+}
+
+
+static int
+llm_inspect_is(const cJSON *v, const char *s)
+{
+    return cJSON_IsString(v) && strcmp(v->valuestring, s) == 0;
 }
 
 

@@ -1,18 +1,28 @@
 
 /*
  * Request-body inspection: what the gateway must know before it admits a
- * request (model, max_tokens, stream, a prompt-token estimate), the 400s
- * for bodies it must refuse, and the splice that adds what the upstream
- * request needs (stream_options.include_usage, a default max_tokens, or
+ * request, read exactly as the upstream of its dialect reads it (model,
+ * output limit, n, stream, the prompt's parts), a prompt-token estimate
+ * and an upper bound of what the request can cost, the 400s for bodies it
+ * must refuse, and the splice that adds what the upstream request needs
+ * (stream_options.include_usage, a default max_tokens, or
  * max_output_tokens for the Responses API).
  * Plain C with cJSON, no nginx types; cJSON allocates through its hooks.
  *
  * The prompt estimate: for every message, ceil(bytes / 4) of each text it
- * carries (a string content, or the "text" of each content part) plus 3;
+ * carries (a string content, or the "text" of each text part) plus 3;
  * plus ceil(bytes / 4) of a system prompt (Anthropic "system", Responses
  * "instructions"); plus 3.  A Responses "input" string is one message.
- * It is an upper-leaning guess for English, corrected at settlement by the
- * upstream's own count.
+ * Structured parts (tool definitions, tool calls' arguments, tool results)
+ * add ceil(bytes / 4) of their JSON; each image adds the configured worst
+ * case of one image; a prompt with parts whose tokens its bytes do not
+ * bound (files, audio, stored context, server tools) is reserved as the
+ * configured context.
+ *
+ * The bound: a tokenizer makes at most one token of a byte, so the prompt
+ * is at most the body's length, plus 4 a message, 16, 1024 for the
+ * providers' tool prompt, the images' worst case and the context where
+ * its parts are unbounded; the output is at most n times the limit.
  */
 
 #ifndef _LLM_INSPECT_H_INCLUDED_
@@ -29,12 +39,35 @@
 #define LLM_INSPECT_SPLICE_MAX    96
 
 
+/* the most of a member's name a refusal gives back */
+#define LLM_INSPECT_NAME_MAX      64
+
+/* choices a Chat Completions request may ask for, as OpenAI allows */
+#define LLM_INSPECT_N_MAX         128
+
+/* what the providers add to the prompt of a request with tools */
+#define LLM_INSPECT_TOOLS_PROMPT  1024
+
+
 typedef struct {
     int64_t    default_max_tokens;   /* used when the body has none */
     int64_t    max_tokens_limit;     /* the largest accepted */
     size_t     max_depth;            /* of nested objects and arrays */
     size_t     max_string;           /* bytes of one string, as sent */
+    int64_t    image_tokens;         /* the most one image costs */
+    int64_t    context_tokens;       /* the most a prompt can hold */
 } llm_inspect_conf_t;
+
+
+/* the prompt's parts, as its upstream counts them */
+typedef struct {
+    uint32_t   messages;             /* Responses: input items */
+    uint32_t   images;
+    uint32_t   files;
+    uint32_t   audio;
+    uint32_t   tools;
+    uint32_t   refs;                 /* references to stored context */
+} llm_parts_t;
 
 
 typedef struct {
@@ -43,8 +76,16 @@ typedef struct {
     char       model[LLM_RECORD_MODEL_MAX];
     size_t     model_len;
 
-    int64_t    max_tokens;
+    int64_t    max_tokens;           /* the output limit of a choice */
+    int64_t    n;                    /* choices: 1 but in Chat */
+    int64_t    output_bound;         /* the most it can produce */
     int64_t    prompt_tokens;        /* the estimate */
+    int64_t    prompt_bound;         /* the most its prompt can be */
+
+    llm_parts_t  parts;
+
+    /* the first part whose tokens its bytes do not bound, or NULL */
+    const char  *unbounded;
 
     unsigned   stream:1;
     unsigned   max_tokens_missing:1; /* the default must be written in */
@@ -59,12 +100,16 @@ typedef struct {
     /* on refusal: the offending field and a message */
     const char *param;
     const char *message;
+    char        name[LLM_INSPECT_NAME_MAX];  /* a repeated member's, for
+                                                param: printable ASCII */
 } llm_request_t;
 
 
 /*
  * A look at the raw bytes before any parse: the deepest nesting and the
- * longest string, so that a hostile body costs no more than its length.
+ * longest string, so that a hostile body costs no more than its length;
+ * and what JSON does not allow but cJSON reads (a raw control byte in a
+ * string, \u0000, text after the value).
  * 0 if within the limits, else -1 and *what says which.
  */
 int llm_inspect_scan(const char *body, size_t len, size_t max_depth,
@@ -72,8 +117,11 @@ int llm_inspect_scan(const char *body, size_t len, size_t max_depth,
 
 /*
  * 0 if the body is acceptable, -1 with req->param and req->message if not.
- * It is scanned first (llm_inspect_scan).
- * A body that repeats a member the gateway reads is refused.
+ * It is scanned first (llm_inspect_scan).  Refused: an object that names a
+ * member twice (cJSON keeps the first, most upstreams the last), a member
+ * of another dialect that would change what is generated or billed, both
+ * names of Chat's output limit, a part of a type the dialect does not have,
+ * a model name with a control character.
  */
 int llm_inspect(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req);

@@ -95,6 +95,8 @@ typedef enum {
 #define LLM_REC_F_REPEATED        0x0008
 /* an event was larger than the parser's buffer and was skipped */
 #define LLM_REC_F_OVERSIZE        0x0010
+/* the upstream reported more than the request could cost: held to it */
+#define LLM_REC_F_BOUND           0x0020
 
 
 typedef struct {

@@ -107,6 +107,8 @@ static void llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
     llm_usage_t *u);
 static void llm_sse_final(llm_usage_t *u, uint64_t in, uint64_t out,
     uint64_t cached, uint64_t reasoning);
+static void llm_usage_figures(const llm_usage_t *u,
+    const llm_settle_in_t *in, llm_settle_t *out);
 static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
     uint64_t dflt, llm_usage_t *u);
 static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
@@ -627,9 +629,44 @@ void
 llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out)
 {
+    llm_usage_figures(u, in, out);
+
+    if (in->max_tokens > 0 && out->output_tokens > in->max_tokens) {
+        out->output_tokens = in->max_tokens;
+        out->flags |= LLM_REC_F_BOUND;
+    }
+
+    if (out->reasoning_tokens > out->output_tokens) {
+        out->reasoning_tokens = out->output_tokens;
+    }
+
+    if (in->prompt_bound > 0 && out->input_tokens > in->prompt_bound) {
+        out->input_tokens = in->prompt_bound;
+        out->flags |= LLM_REC_F_BOUND;
+    }
+
+    if (out->cached_input_tokens > out->input_tokens) {
+        out->cached_input_tokens = out->input_tokens;
+    }
+
+    if (out->cache_write_tokens > out->input_tokens - out->cached_input_tokens)
+    {
+        out->cache_write_tokens = out->input_tokens - out->cached_input_tokens;
+    }
+}
+
+
+static void
+llm_usage_figures(const llm_usage_t *u, const llm_settle_in_t *in,
+    llm_settle_t *out)
+{
+    unsigned   whole;
     llm_end_e  end;
 
     memset(out, 0, sizeof(llm_settle_t));
+
+    /* the upstream's own figures, whole: it reported the prompt too */
+    whole = u->have_usage && u->have_input && !u->malformed;
 
     out->finish_reason = u->finish_reason;
 
@@ -645,8 +682,7 @@ llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
         out->flags |= LLM_REC_F_OVERSIZE;
     }
 
-    /* the upstream's own figures, whole: it reported the prompt too */
-    if (u->have_usage && u->have_input) {
+    if (whole) {
         out->input_tokens = u->input_tokens;
         out->output_tokens = u->output_tokens;
         out->cached_input_tokens = u->cached_input_tokens;
@@ -669,7 +705,7 @@ llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
         out->flags |= LLM_REC_F_PARTIAL;
     }
 
-    if (u->have_usage && u->have_input) {
+    if (whole) {
         return;
     }
 
@@ -678,13 +714,15 @@ llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     if (end == LLM_END_UNREADABLE) {
         /* nothing the gateway cannot prove is refunded */
         out->input_tokens = llm_sse_max(in->prompt_estimate,
-                                        u->have_input ? u->input_tokens : 0);
+                                        u->have_input && !u->malformed
+                                        ? u->input_tokens : 0);
         out->output_tokens = llm_sse_max(in->max_tokens,
                                          llm_usage_output_bound(u, in));
         return;
     }
 
-    out->input_tokens = u->have_input ? u->input_tokens : in->prompt_estimate;
+    out->input_tokens = (u->have_input && !u->malformed) ? u->input_tokens
+                                                         : in->prompt_estimate;
     out->cached_input_tokens = u->cached_input_tokens;
     out->cache_write_tokens = u->cache_write_tokens;
     out->output_tokens = llm_usage_output_bound(u, in);
@@ -1273,6 +1311,7 @@ llm_sse_tokens(const cJSON *obj, const char *name, uint64_t dflt,
 
     if (!cJSON_IsNumber(item)) {
         u->clamped = 1;
+        u->malformed = 1;
         return dflt;
     }
 
@@ -1280,6 +1319,7 @@ llm_sse_tokens(const cJSON *obj, const char *name, uint64_t dflt,
 
     if (!(d >= 0)) {
         u->clamped = 1;
+        u->malformed = 1;
         return 0;
     }
 

@@ -54,6 +54,8 @@ typedef struct {
                                     Anthropic message_start) */
     unsigned   done:1;           /* the stream's terminal event was seen */
     unsigned   clamped:1;        /* a figure was out of range */
+    unsigned   malformed:1;      /* a figure was not a number, or below 0:
+                                    the gateway's own count stands in */
     unsigned   repeated:1;       /* the final usage came more than once */
     unsigned   truncated:1;      /* an event exceeded the buffer */
     unsigned   error:1;          /* an in-band error event was seen */
@@ -206,7 +208,10 @@ typedef enum {
 
 typedef struct {
     uint64_t      prompt_estimate;   /* the admission estimate */
-    uint64_t      max_tokens;
+    uint64_t      max_tokens;        /* the most it can produce: n times
+                                        its output limit */
+    uint64_t      prompt_bound;      /* the most its prompt can be; 0: no
+                                        bound */
     unsigned      upstream_ok:1;     /* the upstream answered 2xx */
     llm_end_e     end;
 } llm_settle_in_t;
@@ -236,6 +241,10 @@ typedef struct {
  *
  * A response that did not end cleanly is flagged partial, and its finish
  * reason is client_closed or upstream_error unless the final usage came.
+ * A figure that is not a number counts as no usage.  Whatever the upstream
+ * said, the output is held to max_tokens and the prompt to prompt_bound,
+ * flagged LLM_REC_F_BOUND: a request is never charged more than it could
+ * cost.
  */
 void llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out);

@@ -77,6 +77,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cf.default_max_tokens = fuzz_defaults[(data[0] >> 5) & 0x03];
     cf.max_depth = fuzz_depths[data[1] & 0x0f];
     cf.max_string = fuzz_strings[(data[1] >> 4) & 0x03];
+    cf.image_tokens = 1000;
+    cf.context_tokens = 50000;
 
     /* as nginx -t insists */
     if (cf.default_max_tokens > cf.max_tokens_limit) {
@@ -120,6 +122,8 @@ static void
 fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
     const llm_request_t *req)
 {
+    size_t  i;
+
     if (req->param != NULL || req->message != NULL) {
         fuzz_fail("accepted", "with a refusal's message");
     }
@@ -146,9 +150,45 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
      * text of b bytes takes at least b + 2 and counts (b + 3) / 4.
      */
     if (req->prompt_tokens < 3
-        || (uint64_t) req->prompt_tokens > 6 + 2 * (uint64_t) len)
+        || (uint64_t) req->prompt_tokens
+           > 6 + 2 * (uint64_t) len
+             + (uint64_t) req->parts.images * cf->image_tokens
+             + (req->unbounded ? (uint64_t) cf->context_tokens : 0))
     {
         fuzz_fail("accepted", "the prompt estimate is out of range");
+    }
+
+    /* the bound is one: never below the bytes, nor below the estimate */
+    if (req->prompt_bound < (int64_t) len
+        || req->prompt_bound < req->prompt_tokens
+        || (req->unbounded && req->prompt_bound < cf->context_tokens))
+    {
+        fuzz_fail("accepted", "the prompt's bound is not one");
+    }
+
+    if (req->n < 1 || req->n > LLM_INSPECT_N_MAX
+        || (req->api != LLM_API_OPENAI && req->n != 1)
+        || req->output_bound < req->n * req->max_tokens)
+    {
+        fuzz_fail("accepted", "n or the output bound is wrong");
+    }
+
+    if ((uint64_t) req->parts.messages + req->parts.images + req->parts.files
+        + req->parts.audio + req->parts.tools > len)
+    {
+        fuzz_fail("accepted", "more parts than bytes");
+    }
+
+    if ((req->parts.files || req->parts.audio || req->parts.refs)
+        && req->unbounded == NULL)
+    {
+        fuzz_fail("accepted", "a file, audio or reference counted bounded");
+    }
+
+    for (i = 0; i < req->model_len; i++) {
+        if ((unsigned char) req->model[i] < 0x20 || req->model[i] == 0x7f) {
+            fuzz_fail("accepted", "a control character in the model");
+        }
     }
 
     if (req->add_include_usage
@@ -176,7 +216,11 @@ fuzz_same(const llm_request_t *a, const llm_request_t *b, const char *how)
         || a->model_len != b->model_len
         || strcmp(a->model, b->model) != 0
         || a->max_tokens != b->max_tokens
+        || a->n != b->n
+        || a->output_bound != b->output_bound
         || a->prompt_tokens != b->prompt_tokens
+        || a->prompt_bound != b->prompt_bound
+        || memcmp(&a->parts, &b->parts, sizeof(llm_parts_t)) != 0
         || a->stream != b->stream
         || a->max_tokens_missing != b->max_tokens_missing
         || a->add_include_usage != b->add_include_usage
@@ -226,8 +270,8 @@ fuzz_alias(llm_request_t *req, unsigned n)
         break;
 
     default:
-        len = sizeof("q\"b\\s/\xc3\xa9\x01\x7f") - 1;
-        memcpy(name, "q\"b\\s/\xc3\xa9\x01\x7f", len);
+        len = sizeof("q\"b\\s/\xc3\xa9") - 1;
+        memcpy(name, "q\"b\\s/\xc3\xa9", len);
         break;
     }
 
@@ -300,6 +344,9 @@ fuzz_rewrite(const llm_inspect_conf_t *cf, const char *body, size_t len,
 
     if (up.model_len != req->model_len || strcmp(up.model, req->model) != 0
         || up.max_tokens != req->max_tokens
+        || up.n != req->n
+        || up.output_bound != req->output_bound
+        || memcmp(&up.parts, &req->parts, sizeof(llm_parts_t)) != 0
         || up.stream != req->stream
         || up.prompt_tokens != req->prompt_tokens)
     {

@@ -120,6 +120,49 @@ static const seed_inspect_t  seed_inspect[] = {
     { "openai-repeated", { SEED_OPENAI, SEED_LIMITS },
       "{\"model\":\"cheap\",\"messages\":[],\"model\":\"dear\"}" },
 
+    /* one limit under two names; n choices; another dialect's member */
+    { "openai-two-limits", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":1,"
+      "\"max_tokens\":9000}" },
+
+    { "openai-n", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+      "\"x\"}],\"max_tokens\":100,\"n\":8}" },
+
+    { "anthropic-foreign", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":1,"
+      "\"max_tokens\":9000}" },
+
+    /* tools, tool calls, files and stored context */
+    { "openai-tools", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":["
+      "{\"type\":\"file\",\"file\":{\"file_id\":\"f\"}},"
+      "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"AA\"}}]},"
+      "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":"
+      "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}"
+      ",{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"ok\"}],"
+      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+      "\"parameters\":{\"type\":\"object\"}}}],\"prediction\":{\"type\":"
+      "\"content\",\"content\":\"abc\"}}" },
+
+    { "anthropic-parts", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"m\",\"max_tokens\":50,\"system\":[{\"type\":\"text\","
+      "\"text\":\"s\"}],\"messages\":[{\"role\":\"assistant\",\"content\""
+      ":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":"
+      "{\"q\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":"
+      "\"tool_result\",\"tool_use_id\":\"t\",\"content\":[{\"type\":"
+      "\"image\",\"source\":{\"type\":\"url\",\"url\":\"u\"}}]}]}],"
+      "\"tools\":[{\"name\":\"f\",\"input_schema\":{}},{\"type\":"
+      "\"web_search_20250305\",\"name\":\"web_search\"}],"
+      "\"mcp_servers\":[{\"type\":\"url\",\"url\":\"u\"}]}" },
+
+    { "responses-refs", { SEED_RESPONSES, SEED_LIMITS },
+      "{\"model\":\"m\",\"previous_response_id\":\"resp_1\",\"input\":["
+      "{\"type\":\"item_reference\",\"id\":\"i\"},{\"type\":"
+      "\"function_call_output\",\"call_id\":\"c\",\"output\":\"ok\"},"
+      "{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
+      "\"image_url\":\"u\"}]}],\"tools\":[{\"type\":\"file_search\"}]}" },
+
     /* most upstreams read the last include_usage: refused */
     { "openai-repeated-usage", { SEED_OPENAI, SEED_LIMITS },
       "{\"model\":\"m\",\"messages\":[],\"stream\":true,"

@@ -13,7 +13,8 @@
 #include "tap.h"
 
 
-static const llm_inspect_conf_t  conf = { 256, 4096, 8, 64 };
+/* default 256, at most 4096, depth 8, strings of 64, images 1000 */
+static const llm_inspect_conf_t  conf = { 256, 4096, 8, 64, 1000, 100000 };
 
 
 static const struct {
@@ -50,8 +51,72 @@ static const struct {
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4097}",
       "max_tokens" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
-                      "\"max_completion_tokens\":0,\"max_tokens\":5}",
+                      "\"max_completion_tokens\":0}",
       "max_completion_tokens" },
+
+    /* one limit under two names: each side could read another */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_completion_tokens\":1,\"max_tokens\":9000}",
+      "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_completion_tokens\":1,\"max_tokens\":null}",
+      NULL },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max\\u005ftokens\":9000,"
+                      "\"max_completion_tokens\":1}", "max_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_tokens\":8.0}", NULL },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"max_output_tokens\":5}", "max_output_tokens" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"system\":\"x\"}", "system" },
+
+    /* Anthropic obeys max_tokens, and has no n */
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],"
+                         "\"max_completion_tokens\":1,\"max_tokens\":9000}",
+      "max_completion_tokens" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],"
+                         "\"max_tokens\":10,\"n\":4}", "n" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],"
+                         "\"max_tokens\":10,\"n\":null}", NULL },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],"
+                         "\"max_tokens\":10,\"max_output_tokens\":1}",
+      "max_output_tokens" },
+
+    /* n */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"n\":0}", "n" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"n\":129}", "n" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"n\":2.5}", "n" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"n\":\"2\"}",
+      "n" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"n\":128}",
+      NULL },
+
+    /* what is echoed must be safe to echo */
+    { LLM_API_OPENAI, "{\"model\":\"m\\r\\nSet-Cookie: a=1\","
+                      "\"messages\":[]}", "model" },
+    { LLM_API_OPENAI, "{\"model\":\"m\\u001b[31m\",\"messages\":[]}",
+      "model" },
+    { LLM_API_OPENAI, "{\"model\":\"m\\u007f\",\"messages\":[]}",
+      "model" },
+    { LLM_API_OPENAI, "{\"model\":\"caf\\u00e9\",\"messages\":[]}",
+      NULL },
+
+    /* parts of types the API does not have: not read as meant */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":[{\"type\":\"video\"}]}]}",
+      "messages" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":[{\"type\":\"image\"}]}]}",
+      "messages" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":1,"
+                         "\"messages\":[{\"role\":\"user\",\"content\":"
+                         "[{\"type\":\"image_url\"}]}]}", "messages" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[7]}", "messages" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"tools\":{}}",
+      "tools" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":[{\"type\":"
+                         "\"telepathy\"}]}", "input" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":1}",
       "stream" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
@@ -69,18 +134,32 @@ static const struct {
                       "\"stream_options\":{}}", "stream_options" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
                       "\"stream_options\":{\"include_usage\":true,"
-                      "\"include_usage\":false}}", "stream_options" },
+                      "\"include_usage\":false}}", "include_usage" },
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"system\":\"a\","
                          "\"max_tokens\":1,\"system\":\"b\"}", "system" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"temperature\":1,"
-                      "\"temperature\":2}", NULL },
+                      "\"temperature\":2}", "temperature" },
+
+    /* anywhere: a part read as text here and as an image there */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":[{\"type\":\"text\",\"text\":\"a\","
+                      "\"type\":\"image_url\"}]}]}", "type" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":\"a\",\"content\":\"b\"}]}", "content" },
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],\"max_tokens\":1}",
       NULL },
 
     /* Responses: input, not messages; max_output_tokens */
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\"}", NULL },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":[]}", NULL },
-    { LLM_API_RESPONSES, "{\"model\":\"m\",\"messages\":[]}", "input" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"messages\":[]}", "messages" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\"}", "input" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"previous_response_id\":"
+                         "\"resp_1\"}", NULL },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"max_tokens\":5}", "max_tokens" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\",\"n\":2}",
+      "n" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":7}", "input" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\","
                          "\"max_output_tokens\":0}", "max_output_tokens" },
@@ -137,8 +216,16 @@ test_estimate(void)
 
     tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
            "accepted");
-    tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 3, "estimate");
+    tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 3 + 1000,
+           "estimate: the image at its worst case");
     tap_is(req.max_tokens, 100, "max_tokens");
+    tap_is(req.n, 1, "n is 1");
+    tap_is(req.output_bound, 100, "output bound");
+    tap_is(req.parts.messages, 2, "2 messages");
+    tap_is(req.parts.images, 1, "1 image");
+    tap_ok(req.unbounded == NULL, "bounded");
+    tap_ok(req.prompt_bound >= (int64_t) strlen(b) + 1000,
+           "prompt bound: the bytes and the image");
     tap_is_str(req.model, "gpt", "model");
     tap_ok(!llm_inspect_needs_rewrite(&req), "nothing to rewrite");
 
@@ -152,19 +239,18 @@ test_estimate(void)
     tap_ok(req.stream && !llm_inspect_needs_rewrite(&req),
            "anthropic streams are not rewritten");
 
-    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":7,"
-        "\"max_tokens\":5000}";
+    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":7}";
     llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
-    tap_is(req.max_tokens, 7, "max_completion_tokens wins");
+    tap_is(req.max_tokens, 7, "max_completion_tokens read");
 
     /* a string input is one message: 3 + ceil(10 / 4), plus 3 */
     b = "{\"model\":\"m\",\"input\":\"Say hello.\",\"stream\":true,"
-        "\"max_output_tokens\":30,\"max_tokens\":5000}";
+        "\"max_output_tokens\":30}";
 
     tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req), 0,
            "responses accepted");
     tap_is(req.prompt_tokens, 3 + 3 + 3, "responses: a string input");
-    tap_is(req.max_tokens, 30, "responses: max_output_tokens, not max_tokens");
+    tap_is(req.max_tokens, 30, "responses: max_output_tokens");
     tap_ok(req.stream && !llm_inspect_needs_rewrite(&req),
            "responses streams carry their usage: not rewritten");
 
@@ -176,6 +262,106 @@ test_estimate(void)
     llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
     tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 2 + 3,
            "responses: input items and instructions");
+}
+
+
+static void
+test_bounds(void)
+{
+    int             i;
+    char            big[2048];
+    const char     *b;
+    llm_request_t   req;
+
+    /* every choice is generated and billed */
+    b = "{\"model\":\"m\",\"messages\":[],\"max_tokens\":100,\"n\":5}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
+           "n=5 accepted");
+    tap_is(req.n, 5, "n read");
+    tap_is(req.output_bound, 500, "output bound: n x max_tokens");
+
+    b = "{\"model\":\"m\",\"messages\":[],\"n\":2.0}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is(req.output_bound, 2 * 256, "n=2.0 with the default limit");
+
+    /* tool definitions are prompt */
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[],\"tools\":"
+        "[{\"type\":\"function\",\"function\":{\"name\":\"lookup\","
+        "\"description\":\"0123456789012345678901234567890123456789\"}}]}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
+           "tools accepted");
+    tap_is(req.parts.tools, 1, "1 tool");
+    tap_ok(req.prompt_tokens >= 3 + 40 / 4 + 6 / 4,
+           "the tool's text is in the estimate (%lld)",
+           (long long) req.prompt_tokens);
+    tap_ok(req.prompt_bound >= (int64_t) strlen(b) + LLM_INSPECT_TOOLS_PROMPT,
+           "and the providers' tool prompt in the bound");
+    tap_ok(req.unbounded == NULL, "a function tool is bounded");
+
+    /* a tool the provider runs brings what it found */
+    b = "{\"model\":\"m\",\"input\":\"x\",\"tools\":"
+        "[{\"type\":\"web_search\"}]}";
+    llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
+    tap_ok(req.unbounded != NULL, "web_search: unbounded");
+    tap_ok(req.prompt_tokens >= 100000, "reserved as the context");
+
+    /* files, audio and stored context: not bounded by their bytes */
+    b = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+        "[{\"type\":\"file\",\"file\":{\"file_id\":\"f\"}},"
+        "{\"type\":\"input_audio\",\"input_audio\":{}},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"u\"}},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"v\"}}]}]}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
+           "chat parts accepted");
+    tap_ok(req.parts.files == 1 && req.parts.audio == 1
+           && req.parts.images == 2, "1 file, 1 audio, 2 images");
+    tap_is_str(req.unbounded ? req.unbounded : "", "file",
+               "the file makes it unbounded");
+    tap_ok(req.prompt_tokens >= 100000 && req.prompt_bound >= 100000 + 2000,
+           "the context and the images reserved");
+
+    b = "{\"model\":\"m\",\"previous_response_id\":\"resp_1\",\"input\":"
+        "[{\"type\":\"item_reference\",\"id\":\"msg_1\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
+        "\"image_url\":\"u\"},{\"type\":\"input_file\","
+        "\"file_id\":\"f\"}]}]}";
+    tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req), 0,
+           "responses parts accepted");
+    tap_ok(req.parts.refs == 2 && req.parts.messages == 2
+           && req.parts.images == 1 && req.parts.files == 1,
+           "2 references, 2 items, 1 image, 1 file");
+    tap_is_str(req.unbounded ? req.unbounded : "", "previous_response_id",
+               "previous_response_id makes it unbounded");
+
+    b = "{\"model\":\"m\",\"max_tokens\":5,\"system\":[{\"type\":\"text\","
+        "\"text\":\"12345678\"}],\"messages\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t\","
+        "\"content\":[{\"type\":\"image\",\"source\":{}},"
+        "{\"type\":\"document\",\"source\":{}}]}]}],"
+        "\"mcp_servers\":[{\"url\":\"u\"},{\"url\":\"v\"}]}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req), 0,
+           "anthropic parts accepted");
+    tap_ok(req.parts.images == 1 && req.parts.files == 1
+           && req.parts.refs == 2, "tool_result's image and document, 2 "
+           "mcp servers");
+
+    /* a repeat in an object of many members is found as in a small one */
+    strcpy(big, "{\"model\":\"m\",\"messages\":[],\"metadata\":{");
+
+    for (i = 0; i < 40; i++) {
+        sprintf(big + strlen(big), "\"k%d\":1,", i);
+    }
+
+    strcat(big, "\"k7\":2}}");
+    tap_is(llm_inspect(LLM_API_OPENAI, big, strlen(big), &conf, &req), -1,
+           "a repeat among 41 members: refused");
+    tap_is_str(req.param ? req.param : "", "k7", "  names it");
+
+    /* raw control bytes are not JSON */
+    b = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        "\"content\":\"a\001b\"}]}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), -1,
+           "a raw control byte in a string: refused");
 }
 
 
@@ -334,6 +520,7 @@ main(void)
     test_scan();
     test_refusals();
     test_estimate();
+    test_bounds();
     test_rewrite();
 
     return tap_done();

@@ -2476,6 +2476,7 @@ static const llm_usage_t  settle_over = {
 #define CLAMP   LLM_REC_F_CLAMPED
 #define REP     LLM_REC_F_REPEATED
 #define OVER    LLM_REC_F_OVERSIZE
+#define BOUND   LLM_REC_F_BOUND
 
 #define CLEAN   LLM_END_CLEAN
 #define CLOSED  LLM_END_CLIENT_CLOSED
@@ -2609,10 +2610,11 @@ static const struct {
     { "long", &settle_long, 1, UNREAD, 100, 50, 0, 0, 0,
       EST, "" },
 
-    { "over", &settle_over, 1, CLOSED, 100, 60, 0, 0, 0,
-      EST | PART, "client_closed" },
-    { "over", &settle_over, 1, UNREAD, 100, 60, 0, 0, 0,
-      EST, "" },
+    /* but never above what the request could produce */
+    { "over", &settle_over, 1, CLOSED, 100, 50, 0, 0, 0,
+      EST | PART | BOUND, "client_closed" },
+    { "over", &settle_over, 1, UNREAD, 100, 50, 0, 0, 0,
+      EST | BOUND, "" },
 };
 
 
@@ -2672,6 +2674,91 @@ test_settle(void)
                    settle_cases[i].finish);
         }
     }
+}
+
+
+/*
+ * What a hostile or broken upstream reports: figures above what the
+ * request could cost are held to it, and flagged; figures that are not
+ * numbers are no usage at all.
+ */
+
+static void
+test_settle_bounds(void)
+{
+    llm_usage_t       u;
+    llm_settle_t      s;
+    llm_settle_in_t   in;
+
+    memset(&in, 0, sizeof(llm_settle_in_t));
+    in.prompt_estimate = 100;
+    in.max_tokens = 3 * 50;
+    in.prompt_bound = 400;
+    in.upstream_ok = 1;
+    in.end = LLM_END_CLEAN;
+
+    memset(&u, 0, sizeof(llm_usage_t));
+    u.input_tokens = 100000000;
+    u.output_tokens = 100000000;
+    u.cached_input_tokens = 100000000;
+    u.reasoning_tokens = 99999999;
+    u.have_usage = 1;
+    u.have_input = 1;
+    u.done = 1;
+    u.clamped = 1;
+
+    llm_usage_settle(&u, &in, &s);
+
+    tap_is(s.output_tokens, 150, "output above n x max_tokens: held to it");
+    tap_is(s.input_tokens, 400, "prompt above its bound: held to it");
+    tap_ok(s.cached_input_tokens <= s.input_tokens
+           && s.reasoning_tokens <= s.output_tokens,
+           "parts never above their whole");
+    tap_ok(s.flags & LLM_REC_F_BOUND, "flagged bound");
+
+    u.input_tokens = 300;
+    u.output_tokens = 150;
+    u.cached_input_tokens = 0;
+    u.reasoning_tokens = 0;
+    u.clamped = 0;
+
+    llm_usage_settle(&u, &in, &s);
+
+    tap_ok(s.input_tokens == 300 && s.output_tokens == 150
+           && !(s.flags & LLM_REC_F_BOUND), "at the bound: as reported");
+
+    /* "completion_tokens": "9000" counted 0 once */
+    memset(&u, 0, sizeof(llm_usage_t));
+    u.input_tokens = 120;
+    u.output_tokens = 0;
+    u.delta_events = 40;
+    u.delta_bytes = 240;
+    u.have_usage = 1;
+    u.have_input = 1;
+    u.done = 1;
+    u.clamped = 1;
+    u.malformed = 1;
+
+    llm_usage_settle(&u, &in, &s);
+
+    tap_is(s.output_tokens, 60, "a malformed figure: the gateway's count");
+    tap_is(s.input_tokens, 100, "and the prompt's estimate");
+    tap_ok((s.flags & LLM_REC_F_ESTIMATED) && (s.flags & LLM_REC_F_CLAMPED),
+           "flagged estimated and clamped");
+
+    /* as the reader of a body finds it */
+    memset(&u, 0, sizeof(llm_usage_t));
+    llm_usage_from_json(LLM_API_OPENAI,
+        "{\"choices\":[{\"message\":{\"content\":\"tok1 tok2 tok3 tok4 \"},"
+        "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":10,"
+        "\"completion_tokens\":\"9000\"}}", 139, &u);
+    tap_ok(u.malformed, "a string figure in a body: malformed");
+
+    llm_usage_settle(&u, &in, &s);
+    tap_ok(s.output_tokens >= 4 && s.output_tokens <= 150
+           && (s.flags & LLM_REC_F_ESTIMATED),
+           "  settled at the gateway's count (%llu)",
+           (unsigned long long) s.output_tokens);
 }
 
 
@@ -2806,6 +2893,7 @@ main(int argc, char **argv)
     test_error_event();
     test_estimate();
     test_settle();
+    test_settle_bounds();
 
     return tap_done();
 }
