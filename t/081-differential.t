@@ -491,7 +491,7 @@ for my $k (1 .. 60) {
         push @set, previous_response_id => '"resp_1"' if rand() < 0.3;
     }
 
-    my @others = map { @{ $foreign{$_} } } grep { $_ ne $api } keys %foreign;
+    my @others = map { @{ $foreign{$_} } } grep { $_ ne $api } sort keys %foreign;
     push @set, @{ pick(@others) } if rand() < 0.2;
 
     add($api, "random $k", with($api, @set));
