@@ -47,12 +47,12 @@
  *                   Chat Completions add completion_tokens_details only
  *                   when the header is given.
  *
- * The body is read as each provider reads it (mockllm_read.c, after
- * /work/dialect-spec.md), and what the providers refuse is a 400 in the
- * provider's own format, OpenAI's {"error":{"message","type":
- * "invalid_request_error","param","code"}} with param the member, or
- * Anthropic's {"type":"error","error":{"type":"invalid_request_error",
- * "message"}}:
+ * The body is read as each provider reads it (mockllm_read.c, by the
+ * dialect rules the gateway follows too, written apart), and what the
+ * providers refuse is a 400 in the provider's own format, OpenAI's
+ * {"error":{"message","type":"invalid_request_error","param","code"}}
+ * with param the member, or Anthropic's {"type":"error","error":{"type":
+ * "invalid_request_error","message"}}:
  *
  *   JSON            one object, RFC 8259 strictly (no raw control byte in
  *                   a string, nothing after the value, valid UTF-8, 1000
@@ -492,7 +492,8 @@ static void
 mockllm_usage(void)
 {
     fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS] [-r RPM "
-                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N] [-d MS]\n"
+                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N] "
+                    "[-d MS]\n"
                     "  ADDR is a loopback address: 127.0.0.1, [::1]\n"
                     "  -r, -T: requests, tokens a minute (sliding)\n"
                     "  -s: RPM also in any MS, pro rata\n"

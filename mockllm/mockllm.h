@@ -25,6 +25,7 @@
 #define MOCKLLM_BUF_KEEP        (256 * 1024)
 
 #define MOCKLLM_TOKENS_MAX      1000000
+#define MOCKLLM_MAX_DEFAULT     64
 #define MOCKLLM_DELAY_MAX       3600000
 #define MOCKLLM_LINGER_MS       2000
 #define MOCKLLM_PUMP_SIZE       (64 * 1024)

@@ -66,7 +66,6 @@ static const char  *mockllm_llm_usage_keys[] = {
 
 
 #define MOCKLLM_DEFAULT_TOKENS      16
-#define MOCKLLM_DEFAULT_MAX_TOKENS  64
 
 #define MOCKLLM_OPENAI_ERROR                                                  \
     "The server had an error while processing your request."
@@ -739,7 +738,7 @@ mockllm_llm_limit(mockllm_conn_t *c)
     q = &c->lim;
 
     max = r->max_out != MOCKLLM_NONE ? r->max_out
-                                     : MOCKLLM_DEFAULT_MAX_TOKENS;
+                                     : MOCKLLM_MAX_DEFAULT;
 
     reason = mockllm_limits_admit(c, r->prompt + max * r->choices);
 

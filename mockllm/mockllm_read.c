@@ -1,9 +1,9 @@
 
 /*
  * The body of an LLM request, read as each provider reads it: strict JSON
- * (RFC 8259), then the members of the dialect of the endpoint, as
- * /work/dialect-spec.md, the mockllm README and the head comment of
- * mockllm.c say.  What it read is reported in x-mock-read, refused or not,
+ * (RFC 8259), then the members of the dialect of the endpoint, as the
+ * head comment of mockllm.c says, apart from the gateway's own reading of
+ * the same rules.  What it read is reported in x-mock-read, refused or not,
  * so that a test can put it beside the gateway's own reading.
  */
 
@@ -13,9 +13,6 @@
 #include <cJSON.h>
 
 #include "mockllm.h"
-
-
-#define MOCKLLM_READ_DEFAULT_MAX  64
 
 
 typedef struct {
@@ -97,7 +94,7 @@ mockllm_read(mockllm_conn_t *c, int api)
 
     memset(rd, 0, sizeof(mockllm_read_t));
 
-    rd->max = MOCKLLM_READ_DEFAULT_MAX;
+    rd->max = MOCKLLM_MAX_DEFAULT;
     rd->n = 1;
 
     c->model.len = 0;
@@ -303,6 +300,7 @@ mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root)
     cJSON           *system, *msgs, *msg, *content, *block, *thinking;
     cJSON           *list;
     int64_t          budget;
+    const char      *type;
     mockllm_read_t  *rd;
 
     rd = &c->rd;
@@ -330,10 +328,9 @@ mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root)
         i = 0;
 
         cJSON_ArrayForEach(block, system) {
-            if (!cJSON_IsObject(block)
-                || mockllm_read_type(block) == NULL
-                || strcmp(mockllm_read_type(block), "text") != 0)
-            {
+            type = mockllm_read_type(block);
+
+            if (type == NULL || strcmp(type, "text") != 0) {
                 snprintf(where, sizeof(where), "system.%d.type", i);
                 mockllm_read_bad(rd, MOCKLLM_API_ANTHROPIC, where, "'text'");
             }
@@ -1139,14 +1136,32 @@ mockllm_json_string(mockllm_json_t *j, char *name, size_t *len, int *nul,
             }
 
             switch (*j->p++) {
-            case '"':  cp = '"';  break;
-            case '\\': cp = '\\'; break;
-            case '/':  cp = '/';  break;
-            case 'b':  cp = '\b'; break;
-            case 'f':  cp = '\f'; break;
-            case 'n':  cp = '\n'; break;
-            case 'r':  cp = '\r'; break;
-            case 't':  cp = '\t'; break;
+
+            case '"':
+            case '\\':
+            case '/':
+                cp = j->p[-1];
+                break;
+
+            case 'b':
+                cp = '\b';
+                break;
+
+            case 'f':
+                cp = '\f';
+                break;
+
+            case 'n':
+                cp = '\n';
+                break;
+
+            case 'r':
+                cp = '\r';
+                break;
+
+            case 't':
+                cp = '\t';
+                break;
 
             case 'u':
                 if (mockllm_json_hex4(j, &cp) != MOCKLLM_OK

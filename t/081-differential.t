@@ -430,6 +430,50 @@ add('responses', 'an unknown part', with('responses',
     input => '[{"role":"user","content":[{"type":"text","text":"a"}]}]'),
     400, rd('responses'));
 
+# --- honest bodies, escaped names in the parts ----------------------------------------
+
+add('openai', 'honest', with('openai', max_completion_tokens => 50,
+    messages => '[{"role":"system","content":"You are terse."},'
+    . '{"role":"user","content":"Name three rivers."}]', temperature => 0.2),
+    200, rd('openai', max => 50, m => 2));
+add('openai', 'honest stream', with('openai', max_tokens => 10,
+    stream => 'true', stream_options => '{"include_usage":true}'),
+    200, rd('openai', max => 10, stream => 1));
+add('anthropic', 'honest', with('anthropic', max_tokens => 1024,
+    system => '"You are terse."', temperature => 0.2,
+    messages => '[{"role":"user","content":"Name three rivers."},'
+    . '{"role":"assistant","content":"Nile,"}]'),
+    200, rd('anthropic', max => 1024, m => 2));
+add('anthropic', 'honest stream', with('anthropic', stream => 'true'),
+    200, rd('anthropic', stream => 1));
+add('responses', 'honest', with('responses', max_output_tokens => 64,
+    instructions => '"You are terse."', input => '"Name three rivers."'),
+    200, rd('responses'));
+add('responses', 'honest stream', with('responses', stream => 'true',
+    store => 'false'), 200, rd('responses', stream => 1));
+
+add('openai', 'an image part, its type escaped', with('openai',
+    messages => chat_parts('{"typ\\u0065":"image_\\u0075rl",'
+                           . '"image_url":{"url":"https://x/a.png"}}')),
+    200, rd('openai', i => 1));
+add('anthropic', 'an image block, its type escaped', with('anthropic',
+    messages => ant_parts('{"\\u0074ype":"\\u0069mage","source":{}}')),
+    200, rd('anthropic', i => 1));
+add('responses', 'an image part, its type escaped', with('responses',
+    input => '[{"role":"user","content":[{"type":"input\\u005fimage",'
+    . '"image_url":"u"}]}]'), 200, rd('responses', i => 1));
+add('openai', 'a part with its type twice', with('openai',
+    messages => chat_parts('{"type":"text","type":"image_url",'
+                           . '"image_url":{"url":"u"}}')),
+    200, rd('openai', i => 1));
+
+# --- nesting near the gateway's limit (64 deep, the body included) ------------------
+
+for my $d (62, 63, 64, 65, 200) {
+    add('openai', "nested $d deep", with('openai',
+        metadata => ('[' x ($d - 1)) . (']' x ($d - 1))), 200, rd('openai'));
+}
+
 # --- sizes near the gateway's limits (1m a body) ------------------------------------
 
 for my $api (qw(openai anthropic responses)) {
@@ -741,7 +785,8 @@ sub provider_error {
 sub gw_read {
     my ($h) = @_;
     return undef unless defined $h;
-    my ($model, $rest) = $h =~ /^model=(.*) (max=\S* n=\S* stream=\S* m=\S* i=\S* f=\S* a=\S* t=\S* r=\S*)$/s
+    my $fields = join ' ', map { "$_=\\S*" } qw(max n stream m i f a t r);
+    my ($model, $rest) = $h =~ /^model=(.*) ($fields)$/s
         or return $h;
     $model =~ s/([^\x21-\x7e])/sprintf('%%%02X', ord $1)/ge;
     return "model=$model $rest";
