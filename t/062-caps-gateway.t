@@ -27,7 +27,9 @@ db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
            ON CONFLICT DO NOTHING});
 
 # a request: 9 prompt tokens and 5 out, 19,000,000 p$; reserved at its
-# worst, the body's bytes at the input price and max_tokens at the output
+# worst, the prompt's bound (the body's bytes, 4 a message and 16) at the
+# input price and max_tokens at the output: the last worst case the cap
+# cannot pay for is refused, a few requests short of the cap
 my $cost = 9 * 1_000_000 + 5 * 2_000_000;
 
 # a cap that pays for about 100 of them
@@ -128,7 +130,7 @@ ok(($r->{headers}{'retry-after'} // 0) > 0,
 
 my $sum = settled($single, $ok);
 ok($sum <= $cap_pusd, "spent $sum p\$ of $cap_pusd");
-ok($ok >= 90 && $ok <= 100, "about what the cap pays for: $ok of 100");
+ok($ok >= 85 && $ok <= 100, "about what the cap pays for: $ok of 100");
 
 $r = ask($g1, $free);
 is($r->{status}, 200, 'a tenant without a cap is served');

@@ -179,6 +179,16 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
+    /* answered later, elsewhere: its usage never passes the gateway */
+    if (api == LLM_API_RESPONSES
+        && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "background")))
+    {
+        llm_inspect_fail(req, "background", "background responses are not "
+                         "served through this gateway: it meters a response "
+                         "as it passes");
+        goto done;
+    }
+
     v = cJSON_GetObjectItemCaseSensitive(root, "stream");
 
     if (v != NULL && !cJSON_IsNull(v)) {

@@ -160,6 +160,10 @@ static const struct {
                          "\"max_tokens\":5}", "max_tokens" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\",\"n\":2}",
       "n" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"background\":true}", "background" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"background\":false}", NULL },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":7}", "input" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\","
                          "\"max_output_tokens\":0}", "max_output_tokens" },
