@@ -422,6 +422,8 @@ add('responses', 'no input, no reference', with('responses', input => undef),
     400, rd('responses', m => 0));
 add('responses', 'input null', with('responses', input => 'null'), 400,
     rd('responses', m => 0));
+add('responses', 'in the background', with('responses',
+    background => 'true'), 200, rd('responses'));
 add('responses', 'instructions', with('responses',
     instructions => '"be brief"'), 200, rd('responses'));
 add('responses', 'an unknown item', with('responses',
