@@ -3,7 +3,7 @@
  * mockllm: a mock LLM upstream for the gateway's tests and benchmarks.
  *
  *     mockllm -l 127.0.0.1:PORT [-t THREADS] [-r RPM [-s MS]] [-T TPM]
- *             [-D TOKENS [-P SECONDS]]
+ *             [-D TOKENS [-P SECONDS]] [-c N] [-d MS]
  *
  * POST /v1/chat/completions (OpenAI Chat Completions), POST /v1/responses
  * (OpenAI Responses), POST /v1/messages (Anthropic), GET /health.
@@ -21,9 +21,10 @@
  *                   decoded UTF-8 string.  "x-mock-prompt-tokens: N"
  *                   replaces P by N.
  *
- *   output tokens   C = "x-mock-tokens: N" or 16, capped at max_tokens
- *                   (OpenAI: max_completion_tokens first; Responses:
- *                   max_output_tokens), itself 64 when absent.  When
+ *   output tokens   C = "x-mock-tokens: N" or 16, capped at the output
+ *                   limit it read (below), 64 when the body has none.
+ *                   Chat Completions with n > 1: n choices, each its own
+ *                   "tok1 ... tokC", completion_tokens n x C.  When
  *                   capped, the finish reason is "length" (OpenAI),
  *                   "max_tokens" (Anthropic), or the Responses status is
  *                   "incomplete" with incomplete_details.reason
@@ -46,6 +47,58 @@
  *                   Chat Completions add completion_tokens_details only
  *                   when the header is given.
  *
+ * The body is read as each provider reads it (mockllm_read.c, by the
+ * dialect rules the gateway follows too, written apart), and what the
+ * providers refuse is a 400 in the provider's own format, OpenAI's
+ * {"error":{"message","type":"invalid_request_error","param","code"}}
+ * with param the member, or Anthropic's {"type":"error","error":{"type":
+ * "invalid_request_error","message"}}:
+ *
+ *   JSON            one object, RFC 8259 strictly (no raw control byte in
+ *                   a string, nothing after the value, valid UTF-8, 1000
+ *                   levels at most); names compared unescaped; of a
+ *                   repeated name the last is read; null is absent;
+ *                   a member name with U+0000 is refused
+ *   model           required, a non-empty string, no control character
+ *                   but \t \n \r
+ *   integers        a number of an integral value (8, 8.0, 8e0), a
+ *                   limit 1 to 2147483647, n 1 to 128
+ *   Chat            max_completion_tokens or max_tokens, not both; n;
+ *                   stream a boolean; messages required, an array of
+ *                   objects; content a string or parts text, image_url,
+ *                   input_audio, file; refused: max_output_tokens,
+ *                   max_tokens_to_sample, system, stop_sequences, top_k,
+ *                   thinking, input, instructions, previous_response_id
+ *   Anthropic       max_tokens required; messages required; system a
+ *                   string or text blocks; blocks text, image, document,
+ *                   tool_use, tool_result (its content: text, image,
+ *                   document); thinking.budget_tokens below max_tokens;
+ *                   refused: n, max_completion_tokens, max_output_tokens,
+ *                   max_tokens_to_sample, stream_options, input,
+ *                   instructions, previous_response_id, functions
+ *   Responses       max_output_tokens; input a string or items (message,
+ *                   with a role or "type":"message"; function_call,
+ *                   function_call_output, item_reference, reasoning),
+ *                   required unless previous_response_id, conversation or
+ *                   prompt is given; parts input_text, output_text,
+ *                   input_image, input_file, input_audio; refused:
+ *                   max_tokens, max_completion_tokens,
+ *                   max_tokens_to_sample, n, messages, system,
+ *                   stop_sequences, top_k, functions
+ *
+ * Every response to an LLM endpoint whose body is a JSON object, refused
+ * or not, carries what was read:
+ *
+ *   x-mock-read: model=M max=L n=N stream=0|1 m=N i=N f=N a=N t=N r=N
+ *
+ * M the model, any byte outside 0x21-0x7e written %XX; L the output limit
+ * (64 when none is given); n 1 but for Chat; "?" for a value refused;
+ * m the messages (Responses: the items, a string input is one), i the
+ * images, f the files, a the audio parts, t the tools (Chat: tools and
+ * functions), r the references to stored context (Anthropic: mcp_servers
+ * entries and a container; Responses: previous_response_id, conversation,
+ * prompt and each item_reference).
+ *
  * A Responses stream is the real event sequence, each event "event: TYPE"
  * and a data line with its type and sequence_number: response.created,
  * response.in_progress, response.output_item.added,
@@ -58,6 +111,7 @@
  *
  *   x-mock-ttfb-ms: N        wait N ms before the response headers
  *   x-mock-delay-ms: N       wait N ms before each streamed token
+ *                            (default: -d MS, or 0)
  *   x-mock-die-after: N      cut the response after min(N, C) tokens,
  *                            before the finishing events; a whole response
  *                            is cut there, short of its Content-Length
@@ -87,6 +141,20 @@
  *                            JSON cut in half
  *   x-mock-status: N         N in 400-599: the provider's error body for N,
  *                            with Retry-After: 1 on 429, 503 and 529
+ *
+ * A header's error is a 400 before the body's, x-mock-status comes
+ * before the body's refusals, and the body is read all the same.
+ *
+ * A Chat stream with n > 1 sends each choice's chunks, with its index,
+ * one chunk each: the role chunks, then each token of every choice in
+ * turn, then the finishing chunks.
+ *
+ * Options but the limits:
+ *
+ *   -t THREADS               event loops, 1 by default
+ *   -d MS                    wait MS ms before each streamed token of a
+ *                            request without x-mock-delay-ms, as a model
+ *                            streams (a demo stack); 0 by default
  *
  * Every response carries x-mock-request-id, the number also in the ids,
  * and x-mock-saw-request-id, the x-request-id of the request, if any.
@@ -196,6 +264,7 @@ static void mockllm_usage(void);
 
 
 volatile int  mockllm_failed;
+int64_t       mockllm_delay;
 
 static char   mockllm_wake_tag;
 
@@ -221,7 +290,7 @@ main(int argc, char **argv)
     quota = 0;
     period = 86400;
 
-    while ((ch = getopt(argc, argv, "l:t:r:s:c:T:D:P:h")) != -1) {
+    while ((ch = getopt(argc, argv, "l:t:r:s:c:T:D:P:d:h")) != -1) {
         switch (ch) {
 
         case 'l':
@@ -296,6 +365,18 @@ main(int argc, char **argv)
 
             if (period < 1) {
                 mockllm_log("invalid quota period \"%s\"", optarg);
+                return 2;
+            }
+
+            break;
+
+        case 'd':
+            /* 0 is the default, and may be given */
+            mockllm_delay = strcmp(optarg, "0") == 0
+                            ? 0 : mockllm_parse_num(optarg, MOCKLLM_DELAY_MAX);
+
+            if (mockllm_delay < 0) {
+                mockllm_log("invalid token delay \"%s\"", optarg);
                 return 2;
             }
 
@@ -411,12 +492,15 @@ static void
 mockllm_usage(void)
 {
     fprintf(stderr, "usage: mockllm -l ADDR:PORT [-t THREADS] [-r RPM "
-                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N]\n"
+                    "[-s MS]] [-T TPM] [-D TOKENS [-P SECONDS]] [-c N] "
+                    "[-d MS]\n"
                     "  ADDR is a loopback address: 127.0.0.1, [::1]\n"
                     "  -r, -T: requests, tokens a minute (sliding)\n"
                     "  -s: RPM also in any MS, pro rata\n"
                     "  -c: requests in flight at most (503 beyond)\n"
-                    "  -D, -P: a quota of TOKENS each SECONDS (86400)\n");
+                    "  -D, -P: a quota of TOKENS each SECONDS (86400)\n"
+                    "  -d: ms before each streamed token (x-mock-delay-ms "
+                    "wins)\n");
 }
 
 
@@ -869,7 +953,7 @@ mockllm_conn_run(mockllm_conn_t *c)
 
     for ( ;; ) {
         if (c->in.oom || c->out.oom || c->tmp.oom || c->prefix.oom
-            || c->model.oom || c->instr.oom)
+            || c->model.oom || c->instr.oom || c->readout.oom)
         {
             mockllm_log("out of memory");
             return MOCKLLM_CLOSE;
@@ -1146,6 +1230,7 @@ mockllm_conn_close(mockllm_conn_t *c)
     mockllm_buf_free(&c->prefix);
     mockllm_buf_free(&c->model);
     mockllm_buf_free(&c->instr);
+    mockllm_buf_free(&c->readout);
 
     free(c);
 }

@@ -25,6 +25,7 @@
 #define MOCKLLM_BUF_KEEP        (256 * 1024)
 
 #define MOCKLLM_TOKENS_MAX      1000000
+#define MOCKLLM_MAX_DEFAULT     64
 #define MOCKLLM_DELAY_MAX       3600000
 #define MOCKLLM_LINGER_MS       2000
 #define MOCKLLM_PUMP_SIZE       (64 * 1024)
@@ -33,6 +34,11 @@
 #define MOCKLLM_REPEAT_MAX      1000
 #define MOCKLLM_RESET_POLL_MS   5
 #define MOCKLLM_LIMIT_MSG_LEN   256
+#define MOCKLLM_READ_MSG_LEN    256
+#define MOCKLLM_READ_PARAM_LEN  96
+#define MOCKLLM_N_MAX           128
+#define MOCKLLM_INT_MAX         2147483647
+#define MOCKLLM_DEPTH_MAX       1000
 
 #define MOCKLLM_NONE           -1
 
@@ -165,6 +171,36 @@ typedef struct {
 } mockllm_limit_t;
 
 
+/*
+ * What the body of an LLM request says, read as the provider reads it
+ * (mockllm_read.c): what x-mock-read reports, the prompt, and the first
+ * reason to refuse it, if any.  MOCKLLM_NONE in max, n or stream: the
+ * member's value is refused, and written "?".
+ */
+typedef struct {
+    int64_t              max;
+    int64_t              n;
+    int64_t              stream;
+    int64_t              messages;
+    int64_t              images;
+    int64_t              files;
+    int64_t              audio;
+    int64_t              tools;
+    int64_t              refs;
+    int64_t              prompt;         /* P, before x-mock-prompt-tokens */
+
+    int                  status;         /* 400, or 0: nothing refused */
+
+    unsigned             object:1;       /* the body is an object: a reading */
+    unsigned             max_given:1;
+    unsigned             usage_chunk:1;  /* OpenAI include_usage */
+    unsigned             instructions:1; /* Responses: instr is set */
+
+    char                 msg[MOCKLLM_READ_MSG_LEN];
+    char                 param[MOCKLLM_READ_PARAM_LEN];  /* "": null */
+} mockllm_read_t;
+
+
 /* the response being produced, possibly over several timer ticks */
 typedef struct {
     int                  kind;
@@ -175,6 +211,7 @@ typedef struct {
     const char          *err_type;
     const char          *err_code;       /* NULL is JSON null */
     const char          *err_msg;
+    const char          *err_param;      /* OpenAI: "param", if param */
 
     uint64_t             id;
     int64_t              created;
@@ -182,7 +219,8 @@ typedef struct {
     int64_t              cached;
     int64_t              cache_creation;
     int64_t              reasoning;
-    int64_t              n_out;
+    int64_t              n_out;          /* of each choice */
+    int64_t              choices;        /* OpenAI Chat: n */
     int64_t              max_out;        /* Responses: echoed, or NONE */
     int64_t              sent;           /* content tokens emitted */
     int64_t              die_after;      /* MOCKLLM_NONE: never */
@@ -205,7 +243,8 @@ typedef struct {
     unsigned             chunked:1;      /* chunked framing of the stream */
     unsigned             details:1;      /* OpenAI completion_tokens_details */
     unsigned             instructions:1; /* Responses: instr is set */
-    unsigned             param:1;        /* OpenAI error: "param":null */
+    unsigned             param:1;        /* OpenAI error: "param" */
+    unsigned             read:1;         /* x-mock-read is sent */
 } mockllm_resp_t;
 
 
@@ -230,8 +269,10 @@ struct mockllm_conn_s {
     mockllm_buf_t        prefix;         /* the constant start of an event */
     mockllm_buf_t        model;          /* JSON-escaped */
     mockllm_buf_t        instr;          /* Responses instructions, too */
+    mockllm_buf_t        readout;        /* the x-mock-read value */
 
     mockllm_req_t        req;
+    mockllm_read_t       rd;
     mockllm_resp_t       resp;
 
     int                  err_status;     /* set when the request is bad */
@@ -257,6 +298,7 @@ struct mockllm_conn_s {
 
 /* mockllm.c */
 extern volatile int  mockllm_failed;
+extern int64_t       mockllm_delay;
 
 mockllm_tenant_t *mockllm_tenant(const char *name, size_t len);
 void mockllm_tenant_end(mockllm_conn_t *c);
@@ -296,6 +338,9 @@ void mockllm_limits_head(mockllm_conn_t *c, mockllm_buf_t *b);
 void mockllm_limits_json(mockllm_buf_t *b, int reset);
 void mockllm_limits_set_inflight(int64_t n);
 size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
+
+/* mockllm_read.c */
+void mockllm_read(mockllm_conn_t *c, int api);
 
 /* mockllm_llm.c */
 void mockllm_handle(mockllm_conn_t *c);

@@ -237,7 +237,7 @@ mockllm_http_parse_head(mockllm_conn_t *c)
     c->req.cache_creation_tokens = 0;
     c->req.reasoning_tokens = MOCKLLM_NONE;
     c->req.ttfb = 0;
-    c->req.delay = 0;
+    c->req.delay = mockllm_delay;
     c->req.die_after = MOCKLLM_NONE;
     c->req.error_after = MOCKLLM_NONE;
     c->req.usage_repeat = 1;
@@ -810,6 +810,11 @@ mockllm_http_head(mockllm_conn_t *c, int status, const char *content_type,
 
     if (c->lim.arrived) {
         mockllm_limits_head(c, b);
+    }
+
+    if (c->resp.read) {
+        mockllm_buf_adds(b, "\r\nx-mock-read: ");
+        mockllm_buf_add(b, c->readout.data, c->readout.len);
     }
 
     mockllm_buf_adds(b, "\r\nx-mock-request-id: ");

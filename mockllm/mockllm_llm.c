@@ -66,7 +66,6 @@ static const char  *mockllm_llm_usage_keys[] = {
 
 
 #define MOCKLLM_DEFAULT_TOKENS      16
-#define MOCKLLM_DEFAULT_MAX_TOKENS  64
 
 #define MOCKLLM_OPENAI_ERROR                                                  \
     "The server had an error while processing your request."
@@ -86,7 +85,6 @@ static void mockllm_llm_count(mockllm_conn_t *c);
 static void mockllm_llm_route(mockllm_conn_t *c);
 static int mockllm_llm_usage_header(mockllm_conn_t *c);
 static void mockllm_llm_parse(mockllm_conn_t *c);
-static int64_t mockllm_llm_text_tokens(cJSON *item);
 static void mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
     const char *code, const char *msg);
 static void mockllm_llm_status(mockllm_conn_t *c, int status);
@@ -158,6 +156,9 @@ mockllm_handle(mockllm_conn_t *c)
     }
 
     if (r->kind == MOCKLLM_R_COMPLETION) {
+        /* read first, for x-mock-read; the headers' errors come before */
+        mockllm_llm_parse(c);
+
         if (q->bad_header) {
             mockllm_llm_error(c, 400, "invalid_request_error", NULL,
                               "invalid value in an x-mock- header");
@@ -168,9 +169,6 @@ mockllm_handle(mockllm_conn_t *c)
 
         } else if (q->status >= 400) {
             mockllm_llm_status(c, (int) q->status);
-
-        } else {
-            mockllm_llm_parse(c);
         }
     }
 
@@ -421,152 +419,35 @@ mockllm_llm_usage_header(mockllm_conn_t *c)
 static void
 mockllm_llm_parse(mockllm_conn_t *c)
 {
-    cJSON           *root, *item, *msg;
-    int64_t          max, n;
-    const char      *max_err;
+    int64_t          max;
     mockllm_req_t   *q;
+    mockllm_read_t  *rd;
     mockllm_resp_t  *r;
 
     q = &c->req;
     r = &c->resp;
+    rd = &c->rd;
 
-    root = cJSON_ParseWithLength(c->in.data + c->body_start, c->body_len);
+    mockllm_read(c, r->api);
 
-    if (!cJSON_IsObject(root)) {
-        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                          "We could not parse the JSON body of your "
-                          "request.");
-        goto done;
+    r->read = rd->object;
+
+    if (rd->status) {
+        mockllm_llm_error(c, rd->status, "invalid_request_error", NULL,
+                          rd->msg);
+        r->param = 1;
+        r->err_param = rd->param[0] ? rd->param : NULL;
+        return;
     }
 
-    item = cJSON_GetObjectItemCaseSensitive(root, "model");
+    max = rd->max;
+    r->max_out = rd->max_given ? rd->max : MOCKLLM_NONE;
+    r->choices = rd->n;
+    r->stream = (rd->stream == 1);
+    r->usage_chunk = rd->usage_chunk;
+    r->instructions = rd->instructions;
 
-    if (!cJSON_IsString(item)) {
-        mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                          "you must provide a model parameter");
-        goto done;
-    }
-
-    c->model.len = 0;
-    mockllm_buf_add_json(&c->model, item->valuestring,
-                         strlen(item->valuestring));
-
-    if (r->api == MOCKLLM_API_RESPONSES) {
-        item = cJSON_GetObjectItemCaseSensitive(root, "max_output_tokens");
-        max_err = "max_output_tokens must be a positive integer";
-
-    } else {
-        item = NULL;
-
-        if (r->api == MOCKLLM_API_OPENAI) {
-            item = cJSON_GetObjectItemCaseSensitive(root,
-                                                    "max_completion_tokens");
-        }
-
-        if (item == NULL || cJSON_IsNull(item)) {
-            item = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
-        }
-
-        max_err = "max_tokens must be a positive integer";
-    }
-
-    max = MOCKLLM_DEFAULT_MAX_TOKENS;
-    r->max_out = MOCKLLM_NONE;
-
-    if (item != NULL && !cJSON_IsNull(item)) {
-        if (!cJSON_IsNumber(item) || !(item->valuedouble >= 1)) {
-            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              max_err);
-            goto done;
-        }
-
-        max = item->valuedouble < MOCKLLM_TOKENS_MAX
-              ? (int64_t) item->valuedouble : MOCKLLM_TOKENS_MAX;
-        r->max_out = max;
-    }
-
-    item = cJSON_GetObjectItemCaseSensitive(root, "stream");
-
-    if (item != NULL && !cJSON_IsNull(item)) {
-        if (!cJSON_IsBool(item)) {
-            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              "stream must be a boolean");
-            goto done;
-        }
-
-        r->stream = cJSON_IsTrue(item);
-    }
-
-    if (r->api == MOCKLLM_API_OPENAI) {
-        item = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-        item = cJSON_GetObjectItemCaseSensitive(item, "include_usage");
-        r->usage_chunk = cJSON_IsTrue(item);
-    }
-
-    n = 3;
-
-    if (r->api == MOCKLLM_API_RESPONSES) {
-        item = cJSON_GetObjectItemCaseSensitive(root, "input");
-
-        if (cJSON_IsString(item)) {
-            /* a string input is one user message */
-            n += 3 + mockllm_llm_text_tokens(item);
-            item = NULL;
-
-        } else if (item != NULL && !cJSON_IsArray(item)
-                   && !cJSON_IsNull(item))
-        {
-            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              "input must be a string or an array");
-            goto done;
-        }
-
-    } else {
-        item = cJSON_GetObjectItemCaseSensitive(root, "messages");
-
-        if (item != NULL && !cJSON_IsArray(item) && !cJSON_IsNull(item)) {
-            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              "messages must be an array");
-            goto done;
-        }
-    }
-
-    cJSON_ArrayForEach(msg, item) {
-        n += 3;
-
-        if (cJSON_IsObject(msg)) {
-            n += mockllm_llm_text_tokens(
-                     cJSON_GetObjectItemCaseSensitive(msg, "content"));
-        }
-    }
-
-    if (r->api == MOCKLLM_API_ANTHROPIC) {
-        n += mockllm_llm_text_tokens(
-                 cJSON_GetObjectItemCaseSensitive(root, "system"));
-    }
-
-    if (r->api == MOCKLLM_API_RESPONSES) {
-        item = cJSON_GetObjectItemCaseSensitive(root, "instructions");
-
-        if (item != NULL && !cJSON_IsString(item) && !cJSON_IsNull(item)) {
-            mockllm_llm_error(c, 400, "invalid_request_error", NULL,
-                              "instructions must be a string");
-            goto done;
-        }
-
-        c->instr.len = 0;
-
-        if (cJSON_IsString(item)) {
-            /* counted as Anthropic's system is, and echoed */
-            n += mockllm_llm_text_tokens(item);
-
-            mockllm_buf_add_json(&c->instr, item->valuestring,
-                                 strlen(item->valuestring));
-            r->instructions = 1;
-        }
-    }
-
-    r->prompt = q->prompt_tokens >= 0 ? q->prompt_tokens : n;
+    r->prompt = q->prompt_tokens >= 0 ? q->prompt_tokens : rd->prompt;
 
     /* cached tokens are part of the prompt, as with the real providers */
     r->cached = q->cached_tokens < r->prompt ? q->cached_tokens : r->prompt;
@@ -613,36 +494,6 @@ mockllm_llm_parse(mockllm_conn_t *c)
         /* no chunked encoding for HTTP/1.0: the close ends the stream */
         c->close = 1;
     }
-
-done:
-
-    cJSON_Delete(root);
-}
-
-
-static int64_t
-mockllm_llm_text_tokens(cJSON *item)
-{
-    cJSON    *part, *text;
-    int64_t   n;
-
-    if (cJSON_IsString(item)) {
-        return (strlen(item->valuestring) + 3) / 4;
-    }
-
-    n = 0;
-
-    if (cJSON_IsArray(item)) {
-        cJSON_ArrayForEach(part, item) {
-            text = cJSON_GetObjectItemCaseSensitive(part, "text");
-
-            if (cJSON_IsObject(part) && cJSON_IsString(text)) {
-                n += (strlen(text->valuestring) + 3) / 4;
-            }
-        }
-    }
-
-    return n;
 }
 
 
@@ -659,6 +510,8 @@ mockllm_llm_error(mockllm_conn_t *c, int status, const char *type,
     r->err_type = type;
     r->err_code = code;
     r->err_msg = msg;
+    r->err_param = NULL;
+    r->param = 0;
 }
 
 
@@ -843,7 +696,12 @@ mockllm_llm_error_body(mockllm_conn_t *c)
     mockllm_buf_adds(b, "\",\"type\":\"");
     mockllm_buf_addz(b, r->err_type);
 
-    if (r->param) {
+    if (r->param && r->err_param) {
+        mockllm_buf_adds(b, "\",\"param\":\"");
+        mockllm_buf_add_json(b, r->err_param, strlen(r->err_param));
+        mockllm_buf_adds(b, "\"");
+
+    } else if (r->param) {
         mockllm_buf_adds(b, "\",\"param\":null");
 
     } else {
@@ -880,9 +738,9 @@ mockllm_llm_limit(mockllm_conn_t *c)
     q = &c->lim;
 
     max = r->max_out != MOCKLLM_NONE ? r->max_out
-                                     : MOCKLLM_DEFAULT_MAX_TOKENS;
+                                     : MOCKLLM_MAX_DEFAULT;
 
-    reason = mockllm_limits_admit(c, r->prompt + max);
+    reason = mockllm_limits_admit(c, r->prompt + max * r->choices);
 
     if (reason == MOCKLLM_LIMIT_OK) {
         return;
@@ -966,7 +824,7 @@ mockllm_llm_spent(mockllm_conn_t *c)
     r = &c->resp;
 
     if (r->stream) {
-        return r->prompt + r->sent;
+        return r->prompt + r->sent * r->choices;
     }
 
     if (r->phase != MOCKLLM_P_DONE) {
@@ -974,7 +832,8 @@ mockllm_llm_spent(mockllm_conn_t *c)
         return r->prompt;
     }
 
-    return r->prompt + (r->die_after >= 0 ? r->die_after : r->n_out);
+    return r->prompt + (r->die_after >= 0 ? r->die_after
+                                          : r->n_out * r->choices);
 }
 
 
@@ -984,6 +843,7 @@ static void
 mockllm_llm_complete(mockllm_conn_t *c)
 {
     size_t           cut;
+    int64_t          k;
     mockllm_buf_t   *b;
     mockllm_resp_t  *r;
 
@@ -999,17 +859,37 @@ mockllm_llm_complete(mockllm_conn_t *c)
         mockllm_buf_add_num(b, r->created);
         mockllm_buf_adds(b, ",\"model\":\"");
         mockllm_buf_add(b, c->model.data, c->model.len);
-        mockllm_buf_adds(b, "\",\"choices\":[{\"index\":0,\"message\":"
-                            "{\"role\":\"assistant\",\"content\":\"");
+        mockllm_buf_adds(b, "\",\"choices\":[");
 
-        cut = mockllm_llm_content(c, b);
+        /* x-mock-die-after cuts the first choice */
+        cut = b->len;
 
-        if (r->capped) {
-            mockllm_buf_adds(b, "\"},\"finish_reason\":\"length\"}]");
+        for (k = 0; k < r->choices; k++) {
+            mockllm_buf_adds(b, "{\"index\":");
+            mockllm_buf_add_num(b, k);
+            mockllm_buf_adds(b, ",\"message\":{\"role\":\"assistant\","
+                                "\"content\":\"");
 
-        } else {
-            mockllm_buf_adds(b, "\"},\"finish_reason\":\"stop\"}]");
+            if (k == 0) {
+                cut = mockllm_llm_content(c, b);
+
+            } else {
+                mockllm_llm_content(c, b);
+            }
+
+            if (r->capped) {
+                mockllm_buf_adds(b, "\"},\"finish_reason\":\"length\"}");
+
+            } else {
+                mockllm_buf_adds(b, "\"},\"finish_reason\":\"stop\"}");
+            }
+
+            if (k + 1 < r->choices) {
+                mockllm_buf_adds(b, ",");
+            }
         }
+
+        mockllm_buf_adds(b, "]");
 
         if (r->usage) {
             mockllm_buf_adds(b, ",\"usage\":");
@@ -1114,9 +994,10 @@ mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b)
     mockllm_buf_adds(b, "{");
 
     mockllm_llm_usage_num(c, b, MOCKLLM_U_PROMPT_TOKENS, r->prompt, &n);
-    mockllm_llm_usage_num(c, b, MOCKLLM_U_COMPLETION_TOKENS, r->n_out, &n);
-    mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS, r->prompt + r->n_out,
-                          &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_COMPLETION_TOKENS,
+                          r->n_out * r->choices, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS,
+                          r->prompt + r->n_out * r->choices, &n);
 
     if (mockllm_llm_usage_key(c, b, MOCKLLM_U_PROMPT_TOKENS_DETAILS, &n)) {
         mockllm_buf_adds(b, "{\"cached_tokens\":");
@@ -1430,6 +1311,7 @@ mockllm_llm_resp_item_id(mockllm_conn_t *c, mockllm_buf_t *b)
 static void
 mockllm_llm_stream_start(mockllm_conn_t *c)
 {
+    int64_t          k;
     mockllm_buf_t   *b, *p;
     mockllm_resp_t  *r;
 
@@ -1453,11 +1335,15 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
         mockllm_buf_add(p, c->model.data, c->model.len);
         mockllm_buf_adds(p, "\",\"choices\":[");
 
-        mockllm_buf_add(b, p->data, p->len);
-        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"role\":\"assistant\","
-                            "\"content\":\"\"},\"finish_reason\":null}]}"
-                            "\n\n");
-        mockllm_llm_event(c);
+        for (k = 0; k < r->choices; k++) {
+            mockllm_buf_add(b, p->data, p->len);
+            mockllm_buf_adds(b, "{\"index\":");
+            mockllm_buf_add_num(b, k);
+            mockllm_buf_adds(b, ",\"delta\":{\"role\":\"assistant\","
+                                "\"content\":\"\"},\"finish_reason\":null}]}"
+                                "\n\n");
+            mockllm_llm_event(c);
+        }
 
     } else if (r->api == MOCKLLM_API_RESPONSES) {
         mockllm_llm_resp_event(c, "response.created");
@@ -1601,6 +1487,7 @@ mockllm_llm_stream_run(mockllm_conn_t *c, int64_t budget)
 static void
 mockllm_llm_stream_token(mockllm_conn_t *c)
 {
+    int64_t          k;
     mockllm_buf_t   *b;
     mockllm_resp_t  *r;
 
@@ -1608,10 +1495,19 @@ mockllm_llm_stream_token(mockllm_conn_t *c)
     b = &c->tmp;
 
     if (r->api == MOCKLLM_API_OPENAI) {
-        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
-        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"content\":\"tok");
-        mockllm_buf_add_num(b, r->sent);
-        mockllm_buf_adds(b, " \"},\"finish_reason\":null}]}\n\n");
+        /* the token of each choice, a chunk each, as OpenAI sends them */
+        for (k = 0; k < r->choices; k++) {
+            mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+            mockllm_buf_adds(b, "{\"index\":");
+            mockllm_buf_add_num(b, k);
+            mockllm_buf_adds(b, ",\"delta\":{\"content\":\"tok");
+            mockllm_buf_add_num(b, r->sent);
+            mockllm_buf_adds(b, " \"},\"finish_reason\":null}]}\n\n");
+
+            if (k + 1 < r->choices) {
+                mockllm_llm_event(c);
+            }
+        }
 
     } else if (r->api == MOCKLLM_API_RESPONSES) {
         mockllm_llm_resp_event(c, "response.output_text.delta");
@@ -1636,6 +1532,7 @@ static void
 mockllm_llm_stream_end(mockllm_conn_t *c)
 {
     int              n;
+    int64_t          k;
     mockllm_buf_t   *b;
     mockllm_resp_t  *r;
 
@@ -1650,18 +1547,22 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
             mockllm_llm_event(c);
         }
 
-        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+        for (k = 0; k < r->choices; k++) {
+            mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+            mockllm_buf_adds(b, "{\"index\":");
+            mockllm_buf_add_num(b, k);
 
-        if (r->capped) {
-            mockllm_buf_adds(b, "{\"index\":0,\"delta\":{},"
-                                "\"finish_reason\":\"length\"}]}\n\n");
+            if (r->capped) {
+                mockllm_buf_adds(b, ",\"delta\":{},"
+                                    "\"finish_reason\":\"length\"}]}\n\n");
 
-        } else {
-            mockllm_buf_adds(b, "{\"index\":0,\"delta\":{},"
-                                "\"finish_reason\":\"stop\"}]}\n\n");
+            } else {
+                mockllm_buf_adds(b, ",\"delta\":{},"
+                                    "\"finish_reason\":\"stop\"}]}\n\n");
+            }
+
+            mockllm_llm_event(c);
         }
-
-        mockllm_llm_event(c);
 
         if (r->usage_chunk) {
             mockllm_buf_add(b, c->prefix.data, c->prefix.len);

@@ -132,7 +132,7 @@ my @cases = (
         name => 'openai: capped by max_completion_tokens -> length',
         path => $OAI,
         headers => { 'x-mock-tokens' => 50, 'x-mock-prompt-tokens' => 1000 },
-        body => { model => 'gpt-mock', max_tokens => 40,
+        body => { model => 'gpt-mock', max_tokens => undef,
                   max_completion_tokens => 7, messages => $hello },
         status => 200,
         json => {
@@ -300,7 +300,8 @@ my @cases = (
         name => 'anthropic: x-mock-malformed',
         path => $ANT,
         headers => { 'x-mock-tokens' => 1, 'x-mock-malformed' => 1 },
-        body => { model => 'claude-mock', stream => $T, messages => $hello },
+        body => { model => 'claude-mock', stream => $T, max_tokens => 64,
+                  messages => $hello },
         status => 200,
         sse => [
             ant_head(),
@@ -327,7 +328,8 @@ my @cases = (
         name => 'anthropic: x-mock-die-after 0: only the preamble',
         path => $ANT,
         headers => { 'x-mock-die-after' => 0 },
-        body => { model => 'claude-mock', stream => $T, messages => $hello },
+        body => { model => 'claude-mock', stream => $T, max_tokens => 64,
+                  messages => $hello },
         status => 200,
         terminated => 0,
         closed => 1,
@@ -535,6 +537,349 @@ for my $case (@cases) {
     my $t = time - $t0;
     ok($res->{status} == 200 && $t >= 0.29 && $t < 3,
        sprintf('x-mock-ttfb-ms: 300 took %.3f s', $t));
+}
+
+###############################################################################
+# The reading: each body is read as its provider reads it, what the
+# provider refuses is a 400 in its own format, and x-mock-read says what was
+# read, refused or not.  [ path, body, status, x-mock-read, and the error:
+# OpenAI's param (undef: null), Anthropic's message ].
+
+my $RSP = '/v1/responses';
+my $msgs = '"messages":[{"role":"user","content":"hi"}]';
+
+sub rd {
+    my %r = (model => 'm', max => 64, n => 1, stream => 0, m => 1, i => 0,
+             f => 0, a => 0, t => 0, r => 0, @_);
+    return join ' ', "model=$r{model}",
+           map { "$_=$r{$_}" } qw(max n stream m i f a t r);
+}
+
+my @reads = (
+    # the limit: one name, integral values, the older name
+    [ $OAI, qq({"model":"m",$msgs}), 200, rd() ],
+    [ $OAI, qq({"model":"m",$msgs,"max_tokens":9}), 200, rd(max => 9) ],
+    [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":8.0}), 200,
+      rd(max => 8) ],
+    [ $OAI, qq({"model":"m",$msgs,"max\\u005ftokens":8e0}), 200,
+      rd(max => 8) ],
+    [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":1,
+                "max_tokens":9000}), 400, rd(max => '?'), 'max_tokens' ],
+    [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":null,
+                "max_tokens":9000}), 200, rd(max => 9000) ],
+    [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":1,
+                "max\\u005ftokens":9000}), 400, rd(max => '?'),
+      'max_tokens' ],
+    (map { [ $OAI, qq({"model":"m",$msgs,"max_tokens":$_}), 400,
+             rd(max => '?'), 'max_tokens' ] }
+         '"8"', '2.5', '0', '-1', '1e20', 'true', '[8]'),
+    [ $OAI, qq({"model":"m",$msgs,"max_tokens":5,"max_tokens":7}), 200,
+      rd(max => 7) ],
+    [ $OAI, qq({"model":"m",$msgs,"max_tokens":2147483647}), 200,
+      rd(max => 2147483647) ],
+    [ $OAI, qq({"model":"m",$msgs,"max_tokens":2147483648}), 400,
+      rd(max => '?'), 'max_tokens' ],
+
+    # n, stream
+    [ $OAI, qq({"model":"m",$msgs,"n":2.0}), 200, rd(n => 2) ],
+    [ $OAI, qq({"model":"m",$msgs,"n":128}), 200, rd(n => 128) ],
+    [ $OAI, qq({"model":"m",$msgs,"n":null}), 200, rd() ],
+    (map { [ $OAI, qq({"model":"m",$msgs,"n":$_}), 400, rd(n => '?'), 'n' ] }
+         '0', '129', '"2"', '2.5', '-1'),
+    [ $OAI, qq({"model":"m",$msgs,"stream":null}), 200, rd() ],
+    (map { [ $OAI, qq({"model":"m",$msgs,"stream":$_}), 400,
+             rd(stream => '?'), 'stream' ] } '"true"', '1', '{}'),
+
+    # members of the other dialects
+    (map { [ $OAI, qq({"model":"m",$msgs,"$_":1}), 400, rd(), $_ ] }
+         qw(max_output_tokens max_tokens_to_sample system stop_sequences
+            top_k thinking input instructions previous_response_id)),
+    [ $OAI, qq({"model":"m",$msgs,"system":null,"top_k":null}), 200, rd() ],
+
+    # the model
+    [ $OAI, qq({$msgs}), 400, rd(model => ''), 'model' ],
+    [ $OAI, qq({"model":"",$msgs}), 400, rd(model => ''), 'model' ],
+    [ $OAI, qq({"model":5,$msgs}), 400, rd(model => ''), 'model' ],
+    [ $OAI, qq({"model":"a\\u0001b",$msgs}), 400, rd(model => 'a%01b'),
+      'model' ],
+    [ $OAI, qq({"model":"a\\u0000b",$msgs}), 400, rd(model => 'a'),
+      'model' ],
+    [ $OAI, qq({"model":"a\\tb c%",$msgs}), 200, rd(model => 'a%09b%20c%') ],
+    [ $OAI, qq({"model":"\xc3\xa9",$msgs}), 200, rd(model => '%C3%A9') ],
+
+    # the prompt's parts, tools
+    [ $OAI, qq({"model":"m"}), 400, rd(m => 0), 'messages' ],
+    [ $OAI, qq({"model":"m","messages":{}}), 400, rd(m => 0), 'messages' ],
+    [ $OAI, qq({"model":"m","messages":[1]}), 400, rd(), 'messages[0]' ],
+    [ $OAI, qq({"model":"m","messages":[{"role":"user","content":[
+                {"type":"text","text":"a"},
+                {"type":"image_url","image_url":{"url":"http://x/a.png"}},
+                {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+                {"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},
+                {"type":"file","file":{"file_id":"f1"}}]},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1",
+                 "type":"function","function":{"name":"f","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"ok"}],
+                "tools":[{"type":"function","function":{"name":"f"}},
+                         {"type":"function","function":{"name":"g"}}],
+                "functions":[{"name":"h"}]}), 200,
+      rd(m => 3, i => 2, a => 1, f => 1, t => 3) ],
+    [ $OAI, qq({"model":"m","messages":[{"role":"user","content":[
+                {"type":"video","video":{}}]}]}), 400, rd(),
+      'messages[0].content[0].type' ],
+    [ $OAI, qq({"model":"m","messages":[{"role":"user","content":[
+                {"text":"no type"}]}]}), 400, rd(),
+      'messages[0].content[0].type' ],
+    [ $OAI, qq({"model":"m",$msgs,"tools":{}}), 400, rd(), 'tools' ],
+
+    # JSON, strictly
+    # 1000 levels, the body's own object included
+    [ $OAI, qq({"model":"m",$msgs,"metadata":) . ('[' x 999) . (']' x 999)
+      . '}', 200, rd() ],
+    [ $OAI, qq({"model":"m",$msgs,"metadata":) . ('[' x 1000) . (']' x 1000)
+      . '}', 400, undef, undef ],
+
+    # what cJSON reads of it, which is laxer, is reported
+    [ $OAI, qq({"model":"m",$msgs,"max_tokens":01}), 400, rd(max => 1),
+      undef ],
+    (map { [ $OAI, $_, 400, rd(), undef ] }
+         qq({"model":"m",$msgs} x),
+         qq({"model":"m",$msgs,"user":"a\x01b"}),
+         qq({"model":"m",$msgs,"user":"\xff"}),
+         qq({"model":"m",$msgs,"max_tokens\\u0000x":9})),
+
+    # Anthropic
+    [ $ANT, qq({"model":"m",$msgs}), 400, rd(max => '?'),
+      qr/^max_tokens: Field required$/ ],
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":null}), 400, rd(max => '?'),
+      qr/^max_tokens: Field required$/ ],
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":"8"}), 400, rd(max => '?'),
+      qr/^max_tokens: Input should be/ ],
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":8,"max_completion_tokens":1}),
+      400, rd(max => 8), qr/^max_completion_tokens: Extra inputs/ ],
+    (map { [ $ANT, qq({"model":"m",$msgs,"max_tokens":8,"$_":1}), 400,
+             rd(max => 8), qr/^\Q$_\E: Extra inputs are not permitted$/ ] }
+         qw(n max_output_tokens max_tokens_to_sample stream_options input
+            instructions previous_response_id functions)),
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":8,"stream":"yes"}), 400,
+      rd(max => 8, stream => '?'), qr/^stream: / ],
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":100,
+                "thinking":{"type":"enabled","budget_tokens":100}}), 400,
+      rd(max => 100), qr/budget_tokens/ ],
+    [ $ANT, qq({"model":"m",$msgs,"max_tokens":100,
+                "thinking":{"type":"enabled","budget_tokens":99}}), 200,
+      rd(max => 100) ],
+    [ $ANT, qq({"model":"m","max_tokens":8,"system":"be brief",
+                "messages":[{"role":"user","content":[
+                {"type":"text","text":"a"},
+                {"type":"image","source":{"type":"url","url":"http://x/a.png"}},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},
+                {"type":"document","source":{"type":"text","data":"x"}}]},
+                {"role":"assistant","content":[{"type":"tool_use","id":"t1",
+                 "name":"f","input":{"q":1}}]},
+                {"role":"user","content":[{"type":"tool_result",
+                 "tool_use_id":"t1","content":[{"type":"text","text":"r"},
+                 {"type":"image","source":{"type":"base64","data":"AA"}},
+                 {"type":"document","source":{"type":"text","data":"y"}}]}]}],
+                "tools":[{"name":"f","input_schema":{}},
+                         {"type":"web_search_20250305","name":"web_search"}],
+                "mcp_servers":[{"type":"url","url":"https://x","name":"a"},
+                               {"type":"url","url":"https://y","name":"b"}],
+                "container":"c1"}), 200,
+      rd(max => 8, m => 3, i => 3, f => 2, t => 2, r => 3) ],
+    [ $ANT, qq({"model":"m","max_tokens":8,"messages":[{"role":"user",
+                "content":[{"type":"video"}]}]}), 400, rd(max => 8),
+      qr/^messages\.0\.content\.0\.type: / ],
+    [ $ANT, qq({"model":"m","max_tokens":8,"system":[{"type":"image"}],
+                $msgs}), 400, rd(max => 8), qr/^system\.0\.type: / ],
+    [ $ANT, qq({"model":"m","max_tokens":8,"system":[{"type":"text",
+                "text":"a"}],$msgs}), 200, rd(max => 8) ],
+    [ $ANT, qq({"model":"m","max_tokens":8}), 400, rd(max => 8, m => 0),
+      qr/^messages: Field required$/ ],
+
+    # Responses
+    [ $RSP, qq({"model":"m","input":"hi"}), 200, rd() ],
+    [ $RSP, qq({"model":"m"}), 400, rd(m => 0), 'input' ],
+    [ $RSP, qq({"model":"m","input":null}), 400, rd(m => 0), 'input' ],
+    [ $RSP, qq({"model":"m","input":5}), 400, rd(m => 0), 'input' ],
+    (map { [ $RSP, qq({"model":"m","$_":"x"}), 200, rd(m => 0, r => 1) ] }
+         qw(previous_response_id conversation prompt)),
+    (map { [ $RSP, qq({"model":"m","input":"hi","$_":1}), 400, rd(), $_ ] }
+         qw(max_tokens max_completion_tokens max_tokens_to_sample n messages
+            system stop_sequences top_k functions)),
+    [ $RSP, qq({"model":"m","input":"hi","max_output_tokens":2.0,
+                "stream":false}), 200, rd(max => 2) ],
+    [ $RSP, qq({"model":"m","input":"hi","max_output_tokens":2.5}), 400,
+      rd(max => '?'), 'max_output_tokens' ],
+    [ $RSP, qq({"model":"m","instructions":"be brief","input":[
+                {"role":"user","content":[{"type":"input_text","text":"a"},
+                 {"type":"input_image","image_url":"http://x/a.png"},
+                 {"type":"input_file","file_id":"f1"},
+                 {"type":"input_audio","input_audio":{"data":"AA"}}]},
+                {"type":"message","role":"assistant","content":[
+                 {"type":"output_text","text":"b"}]},
+                {"type":"function_call","call_id":"c","name":"f",
+                 "arguments":"{}"},
+                {"type":"function_call_output","call_id":"c","output":[
+                 {"type":"input_image","image_url":"data:image/png;base64,AA"}]},
+                {"type":"item_reference","id":"msg_1"},
+                {"type":"reasoning","id":"rs_1","encrypted_content":"xx"}],
+                "tools":[{"type":"web_search"}],
+                "previous_response_id":"resp_1"}), 200,
+      rd(m => 6, i => 2, f => 1, a => 1, t => 1, r => 2) ],
+    [ $RSP, qq({"model":"m","input":[{"type":"computer_call"}]}), 400, rd(),
+      'input[0]' ],
+    [ $RSP, qq({"model":"m","input":[{"role":"user","content":[
+                {"type":"text","text":"a"}]}]}), 400, rd(),
+      'input[0].content[0].type' ],
+);
+
+for my $c (@reads) {
+    my ($path, $body, $status, $read, $err) = @$c;
+    my $s = connect_mockllm($m);
+
+    send_request($s, 'POST', $path, { 'x-mock-tokens' => 1 }, $body);
+    my $res = read_response($s);
+    close $s;
+
+    my $name = "$path $body";
+    $name =~ s/\s+/ /g;
+    $name = substr($name, 0, 150);
+
+    subtest "read: $name" => sub {
+        is($res->{status}, $status, 'status');
+        is($res->{headers}{'x-mock-read'}, $read, 'x-mock-read')
+            if defined $read;
+
+        return if $status == 200;
+
+        if ($path eq $ANT) {
+            match(decode($res->{body}),
+                  { type => 'error',
+                    error => { type => 'invalid_request_error',
+                               message => $err } }, 'Anthropic error');
+        } else {
+            match(decode($res->{body}),
+                  { error => { type => 'invalid_request_error',
+                               message => qr/./, param => $err,
+                               code => undef } }, 'OpenAI error');
+        }
+    };
+}
+
+{
+    # what a request asks of the mock comes before its body's refusal,
+    # and the body is read all the same
+    my $s = connect_mockllm($m);
+    send_request($s, 'POST', $ANT, { 'x-mock-status' => 429 },
+                 qq({"model":"m",$msgs}));
+    my $res = read_response($s);
+    is($res->{status}, 429, 'x-mock-status before the body: 429');
+    is($res->{headers}{'x-mock-read'}, rd(max => '?'),
+       '... and x-mock-read is sent with it');
+
+    send_request($s, 'POST', $OAI, {}, '[1,2]');
+    $res = read_response($s);
+    is($res->{status}, 400, 'a body that is not an object: 400');
+    ok(!exists $res->{headers}{'x-mock-read'}, '... without x-mock-read');
+
+    send_request($s, 'GET', '/health');
+    $res = read_response($s);
+    ok(!exists $res->{headers}{'x-mock-read'}, '/health: no x-mock-read');
+}
+
+
+###############################################################################
+# n choices: each its own text, C tokens each, usage n x C; a stream
+# carries each choice's index.
+
+{
+    my $s = connect_mockllm($m);
+    send_request($s, 'POST', $OAI, { 'x-mock-tokens' => 50 },
+                 qq({"model":"gpt-mock",$msgs,"n":3,"max_tokens":4}));
+    my $res = read_response($s);
+    is($res->{headers}{'x-mock-read'}, rd(model => 'gpt-mock', max => 4,
+                                          n => 3), 'n=3: x-mock-read');
+    match(decode($res->{body}), {
+        choices => [ map { { index => $_,
+                             message => { role => 'assistant',
+                                          content => tokens(4) },
+                             finish_reason => 'length' } } 0 .. 2 ],
+        usage => { prompt_tokens => 7, completion_tokens => 12,
+                   total_tokens => 19 } }, 'n=3: three choices of 4 tokens');
+
+    send_request($s, 'POST', $OAI, { 'x-mock-tokens' => 2 },
+                 qq({"model":"gpt-mock",$msgs,"n":2,"stream":true,
+                     "stream_options":{"include_usage":true}}));
+    $res = read_response($s);
+
+    my @events = map { /^data: (.*)$/m ? $1 : '' } @{ $res->{chunks} };
+    my $done = pop @events;
+    my $usage = decode(pop @events);
+    my %text;
+    my @order;
+
+    for my $e (map { decode($_) } @events) {
+        my $ch = $e->{choices}[0];
+        push @order, $ch->{index};
+        $text{ $ch->{index} } .= $ch->{delta}{content} // '';
+        $text{"finish$ch->{index}"} = $ch->{finish_reason}
+            if $ch->{finish_reason};
+    }
+
+    is("@order", '0 1 0 1 0 1 0 1',
+       'n=2 stream: role, 2 tokens, finish, each choice in turn');
+    is_deeply(\%text, { 0 => tokens(2), 1 => tokens(2), finish0 => 'stop',
+                        finish1 => 'stop' }, 'n=2 stream: each its text');
+    is($usage->{usage}{completion_tokens}, 4, 'n=2 stream: usage 2 x 2');
+    is($done, '[DONE]', 'n=2 stream: [DONE]');
+}
+
+{
+    # the provider's limit charges n x the limit: -T 1000 takes one
+    # request of 7 + 2 x 400 and not one of 7 + 3 x 400
+    my $lm = start_mockllm('-T', 1000);
+    my $s = connect_mockllm($lm);
+    send_request($s, 'POST', $OAI, {},
+                 qq({"model":"m",$msgs,"n":3,"max_tokens":400}));
+    is(read_response($s)->{status}, 429, '-T: n=3 x 400 is more than TPM');
+    send_request($s, 'POST', $OAI, {},
+                 qq({"model":"m",$msgs,"n":2,"max_tokens":400}));
+    is(read_response($s)->{status}, 200, '-T: n=2 x 400 is not');
+}
+
+
+###############################################################################
+# -d MS: the default delay of each streamed token; x-mock-delay-ms wins.
+
+{
+    my $dm = start_mockllm('-d', 300);
+    my $body = qq({"model":"m",$msgs,"stream":true});
+
+    my $slow = connect_mockllm($dm);
+    my $t0 = time;
+    send_request($slow, 'POST', $OAI, { 'x-mock-tokens' => 3 }, $body);
+
+    my $fast = connect_mockllm($dm);
+    send_request($fast, 'POST', $OAI,
+                 { 'x-mock-tokens' => 3, 'x-mock-delay-ms' => 0 }, $body);
+    my $res = read_response($fast);
+
+    # the paced stream has not sent its last token yet
+    my $early = '';
+    $early .= $_ while IO::Select->new($slow)->can_read(0)
+                       && sysread($slow, $_, 65536);
+    my $res_slow = read_response($slow, $early);
+
+    ok($res->{terminated}, '-d 300, x-mock-delay-ms 0: a stream at once');
+    unlike($early, qr/tok3 /, '... while the paced one has not sent tok3');
+    ok($res_slow->{terminated}, '-d 300: the paced stream ends');
+    cmp_ok(time - $t0, '>=', 0.9, '-d 300: 3 tokens take 0.9 s at least');
+
+    for my $bad ('x', '-1', '3600001', '') {
+        my $rc = system("$MOCKLLM -l 127.0.0.1:1 -d '$bad' 2>/dev/null");
+        is($rc >> 8, 2, "-d '$bad' is refused");
+    }
 }
 
 {

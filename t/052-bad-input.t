@@ -109,7 +109,9 @@ sub outcome {
              (($r->{headers}{'content-type'} // '') =~ m{^application/json}
               ? 'json' : 'not json'),
              ($id =~ /^[0-9a-f]{32}$/ ? 'x-request-id' : 'no x-request-id'),
-             scalar(@{ usage_rows($id, 0) }) ];
+             # the upstream's refusal has its row, which comes after it
+             scalar(@{ usage_rows($id, $r->{headers}{'x-mock-request-id'}
+                                       ? 5 : 0) }) ];
 }
 
 sub refused {
@@ -171,6 +173,11 @@ my $JSON = refused(400, 'invalid_json', undef);
 
 sub value { refused(400, 'invalid_value', $_[0]) }
 
+# passed on, and refused by the upstream (mockllm reads as the providers
+# do): its 400, with the member in param (OpenAI), and the gateway's row
+sub upstream { [ 400, 'invalid_request_error', undef, $_[0], 'message',
+                 'json', 'x-request-id', 1 ] }
+
 my @shapes = (
     # not JSON, or more than one value
     [ 'an empty body', '', [], $JSON ],
@@ -216,7 +223,10 @@ my @shapes = (
       [qw(openai anthropic)], value('messages') ],
     [ 'content that is a number',
       '{MODEL,"messages":[{"role":"user","content":5}]}',
-      [qw(openai anthropic)], passes(6) ],
+      [qw(openai)], upstream('messages[0].content') ],
+    [ 'content that is a number',
+      '{MODEL,"messages":[{"role":"user","content":5}]}',
+      [qw(anthropic)], upstream(undef) ],
 
     # stream, and stream_options (the gateway reads it for OpenAI streams)
     [ 'stream "yes"', '{MODEL,PROMPT,"stream":"yes"}', [], value('stream') ],
@@ -249,9 +259,10 @@ my @shapes = (
 
     # the text's encoding is the upstream's to judge
     [ 'invalid UTF-8 in a message', "{MODEL,\"messages\":[{\"role\":\"user\","
-      . "\"content\":\"a\xff\xfe\xc3\"}]}", [qw(openai anthropic)], $PASS ],
+      . "\"content\":\"a\xff\xfe\xc3\"}]}", [qw(openai anthropic)],
+      upstream(undef) ],
     [ 'invalid UTF-8 in the input', "{MODEL,\"input\":\"\xff\"}",
-      [qw(responses)], $PASS ],
+      [qw(responses)], upstream(undef) ],
 );
 
 for my $a (@api) {
@@ -289,14 +300,14 @@ for my $m ('mock-chaos\r\nSet-Cookie: a=1', 'mock\u001b[31mchaos',
     ok(!defined $r->{headers}{'set-cookie'}, '  and no header of it');
 }
 
-# Invalid UTF-8 in the model passes to the upstream; accountd writes each
-# byte that is not printable ASCII as "?" (on a tenant of its own: that
-# model has no price).
+# Invalid UTF-8 in the model passes to the upstream (which refuses the
+# body); accountd writes each byte that is not printable ASCII as "?" (on
+# a tenant of its own: that model has no price).
 {
     my $r = post('/v1/chat/completions', body("{\"model\":\"mock\xffchaos\","
                  . 'PROMPT}', $api[0]), $odd);
     my $u = usage_row($r->{headers}{'x-request-id'} // '') // {};
-    is_deeply([ $r->{status}, $u->{model} ], [ 200, 'mock?chaos' ],
+    is_deeply([ $r->{status}, $u->{model} ], [ 400, 'mock?chaos' ],
               'invalid UTF-8 in the model: passed on, "?" in the ledger');
 }
 
