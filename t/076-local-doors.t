@@ -50,8 +50,8 @@ my @nobody = getpwnam('nobody') or BAIL_OUT('no user nobody');
 my @www = getpwnam('www-data') or BAIL_OUT('no user www-data');
 
 # the client the other users run: connects to the socket, sends a frame
-# (hex) n times, and reads until the ACK of its record, the end of the
-# connection or 10 s; says what it got
+# (hex) n times, and reads until the ACK of its record and a key set with
+# keys, the end of the connection or 10 s; says what it got
 my $dir = tempdir("$s->{LLMGW_DIR}/t076.XXXXXX", CLEANUP => 1);
 chmod(0755, $dir);
 open(my $fh, '>', "$dir/client.pl") or die "$dir: $!";
@@ -73,7 +73,7 @@ unless ($s) {
 }
 
 my $sent = syswrite($s, pack('H*', $hex) x $times) // 0;
-my ($in, $keys, $ack, $eof, $end, $types) = ('', 0, '', 0, 0, '');
+my ($in, $keys, $ack, $eof, $types) = ('', 0, '', 0, '');
 my $sel = IO::Select->new($s);
 my $deadline = time() + $wait;
 
@@ -85,19 +85,22 @@ for ( ;; ) {
         $eof = 1;
         last;
     }
-    ($keys, $end, $types) = (0, 0, '');
+    # keys: those of the last whole set (a newer one follows the first)
+    my $cur = 0;
+    ($keys, $types) = (0, '');
     for (my $p = 0; $p + 4 <= length $in; ) {
         my $len = unpack('N', substr($in, $p, 4));
         last if $p + 4 + $len > length $in;
         my $type = unpack('C', substr($in, $p + 5, 1));
         $types .= ($types eq '' ? '' : ',') . $type;
-        $keys++ if $type == 4;
-        $end = 1 if $type == 5;
+        $cur = 0 if $type == 3;
+        $cur++ if $type == 4;
+        $keys = $cur if $type == 5;
         $ack = unpack('C/a', substr($in, $p + 4 + 81))
             if $type < 3 || $type > 5;
         $p += 4 + $len;
     }
-    last if $ack ne '' && $end;
+    last if $ack ne '' && $keys;
 }
 
 print "connect=ok sent=$sent bytes=", length($in), " keys=$keys",
@@ -283,6 +286,12 @@ my @workers = grep { ((slurp_status("/proc/$_/status") =~ /^PPid:\s+(\d+)$/m)[0]
                       // -1) == $master }
               map { m{^/proc/(\d+)$} ? $1 : () } glob('/proc/[0-9]*');
 ok(@workers, 'the nginx of the harness has workers: ' . scalar(@workers));
+# a worker just forked may not have changed its user yet
+for (1 .. 100 * time_scale()) {
+    last unless grep { slurp_status("/proc/$_/status") =~ /^Uid:\s+0\s/m }
+                     @workers;
+    sleep(0.05);
+}
 my %uids;
 for (@workers) {
     my ($uid) = slurp_status("/proc/$_/status") =~ /^Uid:\s+(\d+)/m;
