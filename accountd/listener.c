@@ -193,7 +193,7 @@ listener_init(void)
 
     umask(old);
 
-    /* before listen(): nobody of the new group connects any earlier */
+    /* the group, then the mode, both before listen() */
     if (gid != (gid_t) -1 && chown(acd_cf.listen, (uid_t) -1, gid) == -1) {
         log_error("chown() of \"%s\" to group \"%s\" failed: %s",
                   acd_cf.listen, acd_cf.listen_group, strerror(errno));

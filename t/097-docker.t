@@ -578,7 +578,9 @@ SKIP: {
         [ 'mockllm:8090'               => "127.0.0.1:$s->{LLMGW_MOCK_PORT}" ],
         [ 'listen  8080;'              => "listen  127.0.0.1:$http;" ],
         [ 'listen  8081;'              => "listen  127.0.0.1:$admin;" ],
-        [ 'daemon            off;'     => 'daemon on;' ],
+        # here the master is root, whose workers would be nobody's; in
+        # the container it is www-data, and so are they
+        [ 'daemon            off;'     => "daemon on;\nuser www-data;" ],
         [ 'error_log         stderr info;' => "error_log $dir/error.log info;" ],
         [ 'access_log  /dev/stdout;'   => "access_log $dir/access.log;\n"
               . join('', map { "    ${_}_temp_path $dir/tmp/$_;\n" }
