@@ -117,7 +117,8 @@ fi
 # a password made for a cluster that had none (read from standard input,
 # never on a command line)
 if [ -n "$new_password" ]; then
-    printf "ALTER ROLE llmgw PASSWORD '%s'\n" "$(cat "$pwfile")" | pg -d postgres
+    printf "ALTER ROLE llmgw PASSWORD '%s'\n" "$(cat "$pwfile")" \
+        | pg -d postgres
 fi
 
 pg -d llmgw -c "CREATE TABLE IF NOT EXISTS public.llmgw_migrations (

@@ -459,8 +459,8 @@ SKIP: {
               'every migration applied, in order') or diag($out);
 
     my @pw = stat("$dir/password");
-    like(-f "$dir/password" ? slurp("$dir/password") : '', qr/^[0-9a-f]{48}\n\z/,
-         "llmgw's password made at random");
+    like(-f "$dir/password" ? slurp("$dir/password") : '',
+         qr/^[0-9a-f]{48}\n\z/, "llmgw's password made at random");
     is(@pw ? sprintf('%04o', $pw[2] & 07777) : '', '0640', 'mode 0640');
     my $hba = slurp("$dir/data/pg_hba.conf");
     unlike($hba, qr/^[^#]*\btrust\b/m, 'pg_hba.conf trusts no one');
@@ -498,10 +498,13 @@ SKIP: {
         is(`$psql 'SELECT count(*) FROM llm.usage'`, "0\n", 'the ledger is there');
         is(`$psql 'SHOW listen_addresses'`, "\n", 'and no TCP here');
 
-        my $o = `psql -X -w -h $dir/sock -p $port -U llmgw -d llmgw -Atc 'SELECT 1' 2>&1`;
+        my $root = "psql -X -w -h $dir/sock -p $port -U llmgw -d llmgw"
+                 . " -Atc 'SELECT 1'";
+        my $o = `$root 2>&1`;
         like($o, qr/Peer authentication failed/,
              'root on the socket as llmgw: refused (peer, postgres only)');
-        is(`$psql "SELECT rolpassword LIKE 'SCRAM-SHA-256\$%' FROM pg_authid WHERE rolname = 'llmgw'"`,
+        is(`$psql "SELECT rolpassword LIKE 'SCRAM-SHA-256\$%'
+                   FROM pg_authid WHERE rolname = 'llmgw'"`,
            "t\n", 'llmgw has a password, SCRAM');
         1;
     } or diag("the entrypoint's test died: $@");

@@ -43,7 +43,7 @@ my $sock = $s->{LLMGW_ACCOUNTD_SOCKET};
 my $log = accountd_log($s->{LLMGW_ACCOUNTD_CONF});
 my $pg_port = $s->{LLMGW_PG_PORT};
 my $pg_sock = "$s->{LLMGW_DIR}/pg";
-my $tag = sprintf('t076-%d-%d', $$, time() % 1000000);
+my $tag = sprintf('t077-%d-%d', $$, time() % 1000000);
 my $t = new_tenant();
 
 my @nobody = getpwnam('nobody') or BAIL_OUT('no user nobody');
@@ -52,7 +52,7 @@ my @www = getpwnam('www-data') or BAIL_OUT('no user www-data');
 # the client the other users run: connects to the socket, sends a frame
 # (hex) n times, and reads until the ACK of its record and a key set with
 # keys, the end of the connection or 10 s; says what it got
-my $dir = tempdir("$s->{LLMGW_DIR}/t076.XXXXXX", CLEANUP => 1);
+my $dir = tempdir("$s->{LLMGW_DIR}/t077.XXXXXX", CLEANUP => 1);
 chmod(0755, $dir);
 open(my $fh, '>', "$dir/client.pl") or die "$dir: $!";
 print $fh <<'EOF';
@@ -150,11 +150,12 @@ sub rows {
         'SELECT count(*) FROM llm.usage WHERE request_id = ?', undef, $_[0]);
 }
 
-# --- accountd's socket ---------------------------------------------------------
+# --- accountd's socket --------------------------------------------------------
 
 my @st = stat($sock);
 is(sprintf('%04o', $st[2] & 07777), '0660', 'the socket is mode 0660');
-is(scalar(getgrgid($st[5])), 'www-data', 'of group www-data, nginx\'s workers\'');
+is(scalar(getgrgid($st[5])), 'www-data',
+   'of group www-data, nginx\'s workers\'');
 
 my $log_start = -s $log // 0;
 my $refused0 = refused_total();
@@ -173,7 +174,8 @@ my $out;
                          600) } // "died: $@";
     chmod($st[2] & 07777, $sock);
 }
-like($out, qr/^connect=ok /, "the socket 0666: nobody's connect() passes ($out)");
+like($out, qr/^connect=ok /,
+     "the socket 0666: nobody's connect() passes ($out)");
 like($out, qr/ bytes=0 keys=0 ack=- eof=1 types=-$/,
      'but accountd closes the connection at once: not a byte of the key set,'
      . ' no ACK');
@@ -200,7 +202,7 @@ is(scalar(@warn), 1, 'one warning for it, whatever nobody sent')
     or diag(join("\n", @warn[0 .. 4]));
 like($warn[0] // '', qr/WARNING/, 'at warning: ' . ($warn[0] // 'none'));
 
-# --- the files -------------------------------------------------------------------
+# --- the files ----------------------------------------------------------------
 
 for my $f ($s->{LLMGW_KEY_SNAPSHOT}, $s->{LLMGW_KEY_SECRET},
            $s->{LLMGW_PGPASSFILE} // "$s->{LLMGW_DIR}/pgpass")
@@ -214,7 +216,7 @@ my $pgpass = $s->{LLMGW_PGPASSFILE} // '';
 ok(@st && ($st[2] & 07777) == 0600 && $st[4] == 0,
    "the PostgreSQL password file $pgpass: root's, mode 0600");
 
-# --- PostgreSQL --------------------------------------------------------------------
+# --- PostgreSQL ---------------------------------------------------------------
 
 my $auth = qr/password authentication failed|no password supplied/;
 my $psql = 'psql -X -w -At -c "SELECT 1"';
@@ -235,7 +237,8 @@ for my $host ('127.0.0.1', $pg_sock) {
 
 # not even root without the password, on either way in
 for my $host ('127.0.0.1', $pg_sock) {
-    my $o = `env -u PGPASSFILE $psql -h $host -p $pg_port -U llmgw -d llmgw 2>&1`;
+    my $cmd = "env -u PGPASSFILE $psql -h $host -p $pg_port -U llmgw -d llmgw";
+    my $o = `$cmd 2>&1`;
     ok($? != 0 && $o =~ $auth, "root without the password: psql -h $host"
        . ' refused on authentication') or diag($o);
 }
@@ -246,7 +249,7 @@ ok($rc != 0 && $o =~ /password authentication failed for user "llmgw"/,
    'a wrong password for llmgw fails') or diag($o);
 
 # a reporting role's password now guards it
-my $role = "t076_reader_$$";
+my $role = "t077_reader_$$";
 my $pw = "pw-$$-" . int(rand(1e9));
 db()->do("CREATE ROLE $role LOGIN PASSWORD '$pw' IN ROLE llmgw_reporting");
 ($o, $rc) = as('nobody', "env PGPASSWORD=wrong-$$ $psql -h 127.0.0.1"
@@ -264,7 +267,7 @@ is(`psql -X -w -At -c 'SELECT 1' '$s->{LLMGW_DATABASE_URL}' 2>&1`, "1\n",
 like(accountd('tenant', 'list'), qr/\Q$t->{name}\E/,
      'root: accountd\'s CLI reaches the database');
 
-# --- the positive side: nginx's workers ------------------------------------------
+# --- the positive side: nginx's workers ---------------------------------------
 
 my $ngx = nginx(http => <<'EOF')->run();
 %%GATEWAY%%
@@ -298,7 +301,8 @@ for (@workers) {
     $uids{$uid // -1} = 1;
 }
 is_deeply([sort { $a <=> $b } keys %uids], [$www[2]],
-          'all of them www-data\'s') or diag(`ps -o pid,ppid,user,args --ppid $master`);
+          'all of them www-data\'s')
+    or diag(`ps -o pid,ppid,user,args --ppid $master`);
 
 my $r = http_post($ngx->url('/v1/chat/completions'),
                   { model => 'mock-gpt-4o-mini', max_tokens => 20,
@@ -309,18 +313,18 @@ my $row = usage_row($r->{headers}{'x-request-id'} // '');
 is($row && $row->{tenant_id}, $t->{id},
    'its record reached accountd from a worker: the row is in the ledger');
 
-# --- the settings ----------------------------------------------------------------
+# --- the settings -------------------------------------------------------------
 
-my $bad = accountd_conf("$dir/bad", 'allow_users = www-data no-such-user-076');
+my $bad = accountd_conf("$dir/bad", 'allow_users = www-data no-such-user-077');
 my $b = `$s->{LLMGW_BUILD}/accountd -c $bad tenant list 2>&1`;
-ok($? != 0 && $b =~ /unknown user "no-such-user-076" in "allow_users"/,
+ok($? != 0 && $b =~ /unknown user "no-such-user-077" in "allow_users"/,
    'an unknown user in allow_users is an error') or diag($b);
 
-$bad = accountd_conf("$dir/bad", 'listen_group = no-such-group-076');
+$bad = accountd_conf("$dir/bad", 'listen_group = no-such-group-077');
 system("$s->{LLMGW_BUILD}/accountd -c $bad >/dev/null 2>&1");
 isnt($? >> 8, 0, 'an unknown listen_group keeps the daemon from starting');
 like(log_since("$dir/bad/accountd.log", 0),
-     qr/unknown group "no-such-group-076" in "listen_group"/, 'and says why');
+     qr/unknown group "no-such-group-077" in "listen_group"/, 'and says why');
 ok(!-e "$dir/bad/accountd.sock", 'no socket left behind');
 
 $ngx->no_alerts();
