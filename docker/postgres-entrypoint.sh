@@ -53,6 +53,11 @@ if [ ! -s "$pwfile" ]; then
         umask 027
         od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$pwfile.tmp"
         echo >>"$pwfile.tmp"
+        # the directory's setgid gives it the group; the image's postgres
+        # is in it too, should a volume have lost that bit
+        if getent group llmgw >/dev/null; then
+            chgrp llmgw "$pwfile.tmp"
+        fi
         mv -f "$pwfile.tmp" "$pwfile"
     )
     new_password=1

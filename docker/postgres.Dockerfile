@@ -30,6 +30,7 @@ RUN apt-get update \
  && install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data \
  && install -d -o postgres -g postgres -m 2775 /var/run/postgresql \
  && groupadd --gid "$LLMGW_GID" llmgw \
+ && usermod --append --groups llmgw postgres \
  && install -d -o postgres -g "$LLMGW_GID" -m 2750 /run/llmgw-db
 
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH \
