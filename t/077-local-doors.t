@@ -17,6 +17,8 @@
 #                      itself, over TCP and the Unix socket, with the
 #                      stack's PGPASSFILE named or not; a wrong password
 #                      fails, a reporting role's right one passes
+#   allow_users        read again on SIGHUP: an accountd of its own refuses
+#                      www-data by its uid, then serves it once it is listed
 #
 # and the side that must be served is: www-data (nginx's workers) gets
 # the key set and its record's ACK, and a request through an nginx of the
@@ -118,9 +120,9 @@ sub as {
 }
 
 sub client {
-    my ($user, $hex, $times) = @_;
-    my ($out) = as($user, 'perl', "$dir/client.pl", $sock, $hex, $times // 1,
-                   10 * time_scale());
+    my ($user, $hex, $times, $path) = @_;
+    my ($out) = as($user, 'perl', "$dir/client.pl", $path // $sock, $hex,
+                   $times // 1, 10 * time_scale());
     chomp($out);
     return $out;
 }
@@ -326,6 +328,47 @@ isnt($? >> 8, 0, 'an unknown listen_group keeps the daemon from starting');
 like(log_since("$dir/bad/accountd.log", 0),
      qr/unknown group "no-such-group-077" in "listen_group"/, 'and says why');
 ok(!-e "$dir/bad/accountd.sock", 'no socket left behind');
+
+# an accountd of its own that serves no one but its own user (allow_users
+# empty): www-data, whom the socket's mode and group let connect, is
+# refused by its uid; after a SIGHUP with www-data in the list, served
+my $own = "$dir/own";
+my $oconf = accountd_conf($own, 'allow_users =');
+system("$s->{LLMGW_BUILD}/accountd -c $oconf -d") == 0
+    or BAIL_OUT('accountd did not start');
+for (1 .. 100 * time_scale()) {
+    last if -S "$own/accountd.sock" && -f "$own/keys.snapshot";
+    sleep(0.05);
+}
+
+$out = client('www-data', unpack('H*', frame(request_id => "$tag-o1")), 1,
+              "$own/accountd.sock");
+like($out, qr/^connect=ok .* bytes=0 keys=0 ack=- eof=1 /,
+     "allow_users empty: www-data connects, and is closed unserved ($out)");
+like(log_since("$own/accountd.log", 0),
+     qr/refused: uid \Q$www[2]\E \(pid \d+\) is not in "allow_users"/,
+     'refused by its uid');
+
+accountd_conf($own, 'allow_users = www-data');
+my $opid = slurp_status("$own/accountd.pid") =~ s/\s+//gr;
+kill('HUP', $opid);
+for (1 .. 100 * time_scale()) {
+    last if log_since("$own/accountd.log", 0) =~ /configuration reloaded/;
+    sleep(0.05);
+}
+
+$out = client('www-data', unpack('H*', frame(request_id => "$tag-o2")), 1,
+              "$own/accountd.sock");
+like($out, qr/^connect=ok .* keys=[1-9]\d* ack=\Q$tag-o2\E /,
+     "SIGHUP, allow_users = www-data: served ($out)");
+is(rows("$tag-o2"), 1, 'its record is in the ledger');
+is(rows("$tag-o1"), 0, 'the refused one\'s is not');
+
+kill('TERM', $opid);
+for (1 .. 100 * time_scale()) {
+    last unless kill(0, $opid);
+    sleep(0.05);
+}
 
 $ngx->no_alerts();
 
