@@ -201,7 +201,7 @@ test-run:
 #             valgrind through the wrapper build/vg/accountd
 #
 # Sanitizers and valgrind write to files in a temporary directory, which
-# every process can write, nginx's workers (nobody) included; the target
+# every process can write, nginx's workers (www-data) included; the target
 # counts the reports at the end and fails on one, or on a failed test.
 # SAN_PASSES picks the passes, SAN_TESTS the tests.
 

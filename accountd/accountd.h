@@ -45,6 +45,10 @@ typedef struct {
     char      *database_url;
     char      *listen;
     int        listen_mode;
+    char      *listen_group;
+    char      *allow_users;
+    uid_t     *allow_uids;
+    unsigned   nallow_uids;
     char      *key_secret_file;
     char      *key_snapshot;
     char      *pidfile;
@@ -254,6 +258,7 @@ typedef struct {
     uint64_t   leases_refused;
     uint64_t   lease_pusd;
     uint64_t   keysets_pushed;
+    uint64_t   peers_refused;
 } acd_stats_t;
 
 extern acd_stats_t  acd_stats;

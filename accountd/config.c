@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ typedef enum {
     CONF_PATH,
     CONF_INT,
     CONF_MODE,
-    CONF_ADDR
+    CONF_ADDR,
+    CONF_USERS
 } conf_type_e;
 
 
@@ -50,6 +52,14 @@ static conf_entry_t  conf_table[] = {
 
     { "listen_mode", CONF_MODE,
       offsetof(acd_conf_t, listen_mode), "0660", 0, 0777 },
+
+    /* the socket's group, a name or a number; "": accountd's own */
+    { "listen_group", CONF_STR,
+      offsetof(acd_conf_t, listen_group), "", 0, 0 },
+
+    /* the peers served besides accountd's own user: names or numbers */
+    { "allow_users", CONF_USERS,
+      offsetof(acd_conf_t, allow_users), "", 0, 0 },
 
     { "key_secret_file", CONF_PATH,
       offsetof(acd_conf_t, key_secret_file), "", 0, 0 },
@@ -96,6 +106,8 @@ char        *acd_conf_file;
 static char *conf_trim(char *s);
 static int conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
     const char *value, const char *file, int line);
+static int conf_set_users(acd_conf_t *cf, const char *value,
+    const char *file, int line);
 
 
 int
@@ -249,6 +261,10 @@ conf_reload(void)
                     "needs a restart");
     }
 
+    if (strcmp(cf.listen_group, acd_cf.listen_group) != 0) {
+        log_warning("a change of \"listen_group\" needs a restart");
+    }
+
     if (strcmp(cf.pidfile, acd_cf.pidfile) != 0) {
         log_warning("a change of \"pidfile\" needs a restart");
     }
@@ -266,13 +282,15 @@ conf_reload(void)
     free(cf.listen);
     cf.listen = strdup(acd_cf.listen);
     cf.listen_mode = acd_cf.listen_mode;
+    free(cf.listen_group);
+    cf.listen_group = strdup(acd_cf.listen_group);
     free(cf.pidfile);
     cf.pidfile = strdup(acd_cf.pidfile);
     cf.queue_max = acd_cf.queue_max;
     free(cf.metrics_listen);
     cf.metrics_listen = strdup(acd_cf.metrics_listen);
 
-    if (cf.listen == NULL || cf.pidfile == NULL
+    if (cf.listen == NULL || cf.listen_group == NULL || cf.pidfile == NULL
         || cf.metrics_listen == NULL)
     {
         log_error("out of memory, configuration not reloaded");
@@ -311,6 +329,9 @@ conf_free(acd_conf_t *cf)
 {
     free(cf->database_url);
     free(cf->listen);
+    free(cf->listen_group);
+    free(cf->allow_users);
+    free(cf->allow_uids);
     free(cf->key_secret_file);
     free(cf->key_snapshot);
     free(cf->pidfile);
@@ -444,6 +465,18 @@ conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
 
         /* fall through */
 
+    case CONF_USERS:
+
+        /* the numbers for the peer check, the text as given for the rest */
+
+        if (e->type == CONF_USERS
+            && conf_set_users(cf, value, file, line) != 0)
+        {
+            return -1;
+        }
+
+        /* fall through */
+
     case CONF_STR:
     case CONF_PATH:
 
@@ -499,6 +532,77 @@ conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
 
         return 0;
     }
+
+    return -1;
+}
+
+
+/*
+ * "www-data root 33": user names or numbers, separated by blanks or commas.
+ * Names are looked up once, here: a peer is then checked by its number.
+ */
+
+static int
+conf_set_users(acd_conf_t *cf, const char *value, const char *file,
+    int line)
+{
+    char           *copy, *tok, *save, *end;
+    uid_t          *uids;
+    unsigned        n;
+    unsigned long   u;
+    struct passwd  *pw;
+
+    copy = strdup(value);
+    uids = malloc((strlen(value) / 2 + 1) * sizeof(uid_t));
+
+    if (copy == NULL || uids == NULL) {
+        log_error("out of memory");
+        free(copy);
+        free(uids);
+        return -1;
+    }
+
+    n = 0;
+
+    for (tok = strtok_r(copy, " \t,", &save); tok != NULL;
+         tok = strtok_r(NULL, " \t,", &save))
+    {
+        if (tok[0] >= '0' && tok[0] <= '9') {
+            errno = 0;
+            u = strtoul(tok, &end, 10);
+
+            if (*end != '\0' || errno != 0 || u >= (uid_t) -1) {
+                log_error("%s:%d: invalid user \"%s\" in \"allow_users\"",
+                          file, line, tok);
+                goto failed;
+            }
+
+            uids[n++] = (uid_t) u;
+            continue;
+        }
+
+        pw = getpwnam(tok);
+
+        if (pw == NULL) {
+            log_error("%s:%d: unknown user \"%s\" in \"allow_users\"",
+                      file, line, tok);
+            goto failed;
+        }
+
+        uids[n++] = pw->pw_uid;
+    }
+
+    free(copy);
+    free(cf->allow_uids);
+    cf->allow_uids = uids;
+    cf->nallow_uids = n;
+
+    return 0;
+
+failed:
+
+    free(copy);
+    free(uids);
 
     return -1;
 }

@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -81,6 +82,8 @@ struct acd_client_s {
 
 
 static void listener_accept(acd_event_t *ev, uint32_t events);
+static int listener_group(gid_t *gid);
+static int listener_peer_allowed(int fd, acd_client_t *c);
 static void client_handler(acd_event_t *ev, uint32_t events);
 static void client_read(acd_client_t *c);
 static void client_process(acd_client_t *c);
@@ -111,12 +114,17 @@ int
 listener_init(void)
 {
     int                 fd;
+    gid_t               gid;
     mode_t              old;
     struct stat         st;
     struct sockaddr_un  sa;
 
     if (acd_cf.listen[0] == '\0') {
         log_error("\"listen\" is not set");
+        return -1;
+    }
+
+    if (listener_group(&gid) != 0) {
         return -1;
     }
 
@@ -185,6 +193,14 @@ listener_init(void)
 
     umask(old);
 
+    /* the group, then the mode, both before listen() */
+    if (gid != (gid_t) -1 && chown(acd_cf.listen, (uid_t) -1, gid) == -1) {
+        log_error("chown() of \"%s\" to group \"%s\" failed: %s",
+                  acd_cf.listen, acd_cf.listen_group, strerror(errno));
+        unlink(acd_cf.listen);
+        goto failed;
+    }
+
     if (chmod(acd_cf.listen, acd_cf.listen_mode) == -1) {
         log_error("chmod() of \"%s\" failed: %s", acd_cf.listen,
                   strerror(errno));
@@ -213,8 +229,10 @@ listener_init(void)
         goto failed;
     }
 
-    log_info("listening on \"%s\", mode %04o", acd_cf.listen,
-             (unsigned) acd_cf.listen_mode);
+    log_info("listening on \"%s\", mode %04o%s%s", acd_cf.listen,
+             (unsigned) acd_cf.listen_mode,
+             gid != (gid_t) -1 ? ", group " : "",
+             gid != (gid_t) -1 ? acd_cf.listen_group : "");
 
     return 0;
 
@@ -504,9 +522,7 @@ static void
 listener_accept(acd_event_t *ev, uint32_t events)
 {
     int             fd;
-    socklen_t       len;
     acd_client_t   *c;
-    struct ucred    cred;
 
     for ( ;; ) {
         fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -538,15 +554,18 @@ listener_accept(acd_event_t *ev, uint32_t events)
         }
 
         c->id = listener_next_id++;
+
+        /* before a byte is read or the key set is sent */
+        if (!listener_peer_allowed(fd, c)) {
+            acd_stats.peers_refused++;
+            close(fd);
+            free(c);
+            continue;
+        }
+
         c->ev.fd = fd;
         c->ev.handler = client_handler;
         c->ev.data = c;
-
-        len = sizeof(cred);
-
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-            c->pid = cred.pid;
-        }
 
         c->next = clients;
         if (clients) {
@@ -570,6 +589,91 @@ listener_accept(acd_event_t *ev, uint32_t events)
         log_debug("client #%llu connected (pid %d)",
                   (unsigned long long) c->id, (int) c->pid);
     }
+}
+
+
+/* listen_group: (gid_t) -1 if "", the group of the process keeps it */
+
+static int
+listener_group(gid_t *gid)
+{
+    char           *end;
+    unsigned long   n;
+    struct group   *gr;
+
+    *gid = (gid_t) -1;
+
+    if (acd_cf.listen_group[0] == '\0') {
+        return 0;
+    }
+
+    if (acd_cf.listen_group[0] >= '0' && acd_cf.listen_group[0] <= '9') {
+        errno = 0;
+        n = strtoul(acd_cf.listen_group, &end, 10);
+
+        if (*end == '\0' && errno == 0 && n < (gid_t) -1) {
+            *gid = (gid_t) n;
+            return 0;
+        }
+
+        log_error("invalid \"listen_group\" \"%s\"", acd_cf.listen_group);
+        return -1;
+    }
+
+    gr = getgrnam(acd_cf.listen_group);
+
+    if (gr == NULL) {
+        log_error("unknown group \"%s\" in \"listen_group\"",
+                  acd_cf.listen_group);
+        return -1;
+    }
+
+    *gid = gr->gr_gid;
+
+    return 0;
+}
+
+
+/*
+ * The socket's mode keeps strangers out; the peer's user is checked as
+ * well, so that a socket made looser by hand, or a group with other
+ * members, does not let in who is not named: accountd's own user, and
+ * allow_users.
+ */
+
+static int
+listener_peer_allowed(int fd, acd_client_t *c)
+{
+    unsigned      i;
+    socklen_t     len;
+    struct ucred  cred;
+
+    len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+        log_warning("client #%llu refused: getsockopt(SO_PEERCRED) "
+                    "failed: %s", (unsigned long long) c->id,
+                    strerror(errno));
+        return 0;
+    }
+
+    c->pid = cred.pid;
+
+    if (cred.uid == geteuid()) {
+        return 1;
+    }
+
+    for (i = 0; i < acd_cf.nallow_uids; i++) {
+        if (cred.uid == acd_cf.allow_uids[i]) {
+            return 1;
+        }
+    }
+
+    log_warning("client #%llu refused: uid %u (pid %d) is not in "
+                "\"allow_users\"", (unsigned long long) c->id,
+                (unsigned) cred.uid, (int) cred.pid);
+
+    return 0;
 }
 
 

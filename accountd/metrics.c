@@ -814,6 +814,11 @@ metrics_body(metrics_buf_t *b)
                   "Key sets sent whole to an nginx worker.",
                   acd_stats.keysets_pushed);
 
+    metrics_value(b, "peers_refused_total", "counter",
+                  "Connections to the Unix socket closed at once: their "
+                  "user is not allowed.",
+                  acd_stats.peers_refused);
+
     metrics_head(b, "start_time_seconds", "gauge",
                  "When accountd started, seconds since the epoch.");
     metrics_printf(b, METRICS_PREFIX "start_time_seconds %.3f\n",

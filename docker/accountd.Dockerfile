@@ -6,6 +6,10 @@
 # LLMGW_GID), is the one nginx's www-data joins in nginx.Dockerfile: the
 # socket (listen_mode 0660), the key snapshot and the key secret are the
 # group's, as with systemd's Group=www-data (accountd/accountd.service).
+# accountd serves no other peer on its socket than www-data (allow_users).
+# PostgreSQL's password for llmgw is in the volume llmgw-db, of the same
+# group (postgres.Dockerfile); the entrypoints copy it into PGPASSFILE,
+# the container's own, mode 0600.
 #
 # Targets (the last is the default):
 #   demo-init  the same with psql: make run's demo tenants, once
@@ -53,6 +57,9 @@ RUN apt-get update \
 
 COPY --from=build /src/build/accountd /usr/sbin/accountd
 COPY docker/accountd.conf /etc/llmgw/accountd.conf
+
+# written by the entrypoints; `docker compose exec` finds it too
+ENV PGPASSFILE=/tmp/llmgw.pgpass
 
 USER accountd
 

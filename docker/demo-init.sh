@@ -22,6 +22,18 @@ acd() {
     accountd -c "$conf" "$@"
 }
 
+# llmgw's PostgreSQL password, which postgres-entrypoint.sh made, into a
+# libpq password file of this container's own (PGPASSFILE, the image's):
+# libpq reads only one that no other user may, mode 0600
+pgpw=${LLMGW_PG_PASSWORD_FILE:-/run/llmgw-db/password}
+if [ -n "${PGPASSFILE:-}" ] && [ -r "$pgpw" ]; then
+    (
+        umask 077
+        printf '*:*:*:llmgw:%s\n' "$(cat "$pgpw")" >"$PGPASSFILE.tmp"
+        mv -f "$PGPASSFILE.tmp" "$PGPASSFILE"
+    )
+fi
+
 # µ$ per million tokens, as for the models the mock's names stand for
 psql "$db_url" -X -q -v ON_ERROR_STOP=1 -c "INSERT INTO llm.prices (model,
         effective_from, input_per_mtok, output_per_mtok, cached_input_per_mtok)

@@ -2,7 +2,14 @@
 #
 # The PostgreSQL container's entrypoint (postgres.Dockerfile): what
 # scripts/stack does for make run.  On the first start, a cluster whose
-# superuser is llmgw and the database llmgw; on every start, sql/NNN_*.sql
+# superuser is llmgw and the database llmgw.  Every role logs in with its
+# password (scram-sha-256) over TCP; on the Unix socket, the OS user
+# postgres is llmgw without one (peer), so that the migrations and
+# `docker compose exec postgres psql -U llmgw llmgw` need none.  llmgw's
+# password is made at random once and kept in LLMGW_PG_PASSWORD_FILE, in a
+# volume that only accountd and demo-init mount besides (mode 0640, group
+# llmgw: their user's); each copies it into a libpq password file of its
+# own, mode 0600.  On every start, sql/NNN_*.sql
 # applied in order, each once, in one transaction with its row in
 # public.llmgw_migrations (the version is the file's name without .sql),
 # the table scripts/stack keeps.  The migrations run with the server on a
@@ -19,6 +26,9 @@
 #   LLMGW_PG_PORT        the server's port (5432)
 #   LLMGW_PG_LISTEN      its listen_addresses ('*': the compose network)
 #   LLMGW_PG_SOCKET_DIR  its socket directory (/var/run/postgresql)
+#   LLMGW_PG_PASSWORD_FILE
+#                        llmgw's password, made if missing
+#                        (/run/llmgw-db/password)
 #   LLMGW_PG_NO_SERVER   if set, exit after the migrations
 
 set -eu
@@ -28,6 +38,7 @@ sql=${LLMGW_SQL_DIR:-/usr/share/llmgw/sql}
 port=${LLMGW_PG_PORT:-5432}
 listen=${LLMGW_PG_LISTEN-*}
 sockdir=${LLMGW_PG_SOCKET_DIR:-/var/run/postgresql}
+pwfile=${LLMGW_PG_PASSWORD_FILE:-/run/llmgw-db/password}
 
 say() {
     echo "llmgw-postgres: $*"
@@ -35,23 +46,48 @@ say() {
 
 # --- the cluster, once --------------------------------------------------------
 
+# llmgw's password: hex, so that no character needs quoting anywhere
+new_password=
+if [ ! -s "$pwfile" ]; then
+    (
+        umask 027
+        od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$pwfile.tmp"
+        echo >>"$pwfile.tmp"
+        # the directory's setgid gives it the group; the image's postgres
+        # is in it too, should a volume have lost that bit
+        if getent group llmgw >/dev/null; then
+            chgrp llmgw "$pwfile.tmp"
+        fi
+        mv -f "$pwfile.tmp" "$pwfile"
+    )
+    new_password=1
+    say "made llmgw's password in $pwfile"
+fi
+
 if [ ! -s "$data/PG_VERSION" ]; then
     say "making the cluster in $data"
-    initdb -D "$data" -U llmgw --auth=trust -E UTF8 --locale=C.UTF-8 \
-        >/dev/null
+    initdb -D "$data" -U llmgw --auth-local=peer --auth-host=scram-sha-256 \
+        --pwfile="$pwfile" -E UTF8 --locale=C.UTF-8 >/dev/null
+    new_password=
+fi
 
-    # As make run's (initdb --auth=trust on 127.0.0.1): no password.  The
-    # compose network that reaches it (samenet) is internal, and holds
-    # only accountd and demo-init.
-    cat >"$data/pg_hba.conf" <<'HBA'
+# on every start, so that a cluster of an older image (trust) is closed
+# too: passwords over TCP, the compose network included; on the socket,
+# the OS user postgres as llmgw
+cat >"$data/pg_hba.conf" <<'HBA'
 # written by docker/postgres-entrypoint.sh
 # TYPE  DATABASE  USER  ADDRESS        METHOD
-local   all       all                  trust
-host    all       all   127.0.0.1/32   trust
-host    all       all   ::1/128        trust
-host    all       all   samenet        trust
+local   all       all                  peer map=owner
+host    all       all   127.0.0.1/32   scram-sha-256
+host    all       all   ::1/128        scram-sha-256
+host    all       all   samenet        scram-sha-256
 HBA
-fi
+
+cat >"$data/pg_ident.conf" <<'IDENT'
+# written by docker/postgres-entrypoint.sh
+# MAPNAME  SYSTEM-USERNAME  PG-USERNAME
+owner      postgres         llmgw
+IDENT
 
 # --- the schema: sql/NNN_*.sql in order, each once ----------------------------
 
@@ -81,6 +117,13 @@ if [ -z "$(pg -d postgres -Atc \
         "SELECT 1 FROM pg_database WHERE datname = 'llmgw'")" ]
 then
     pg -d postgres -c 'CREATE DATABASE llmgw'
+fi
+
+# a password made for a cluster that had none (read from standard input,
+# never on a command line)
+if [ -n "$new_password" ]; then
+    printf "ALTER ROLE llmgw PASSWORD '%s'\n" "$(cat "$pwfile")" \
+        | pg -d postgres
 fi
 
 pg -d llmgw -c "CREATE TABLE IF NOT EXISTS public.llmgw_migrations (

@@ -4,11 +4,18 @@
 # make run: a cluster on the first start (superuser llmgw), the database
 # llmgw, and sql/NNN_*.sql applied in order, each once, tracked in
 # public.llmgw_migrations; on every start, so that a new image brings its
-# new migrations.  Then the server, on the compose network's port 5432.
+# new migrations.  Then the server, on the compose network's port 5432,
+# where every role gives its password (scram-sha-256).  llmgw's, made at
+# random on the first start, is in the volume llmgw-db (/run/llmgw-db),
+# which accountd and demo-init mount read-only: the directory is setgid
+# and of the group llmgw (LLMGW_GID, accountd's group in
+# accountd.Dockerfile), so the file, mode 0640, is theirs to read.
 #
 # Built from the repository root: docker build -f docker/postgres.Dockerfile .
 
 FROM debian:12-slim
+
+ARG LLMGW_GID=10001
 
 # Debian's packaging makes a cluster "main" when the server is installed:
 # not here, the entrypoint makes its own in the volume
@@ -21,7 +28,10 @@ RUN apt-get update \
         postgresql-15 \
  && rm -rf /var/lib/apt/lists/* \
  && install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data \
- && install -d -o postgres -g postgres -m 2775 /var/run/postgresql
+ && install -d -o postgres -g postgres -m 2775 /var/run/postgresql \
+ && groupadd --gid "$LLMGW_GID" llmgw \
+ && usermod --append --groups llmgw postgres \
+ && install -d -o postgres -g "$LLMGW_GID" -m 2750 /run/llmgw-db
 
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH \
     PGDATA=/var/lib/postgresql/data \

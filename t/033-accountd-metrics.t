@@ -48,6 +48,7 @@ my %want = (
     leases_refused_total    => 'counter',
     lease_picodollars_total => 'counter',
     keysets_pushed_total    => 'counter',
+    peers_refused_total     => 'counter',
     start_time_seconds      => 'gauge',
     info                    => 'gauge',
 );

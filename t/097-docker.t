@@ -103,7 +103,8 @@ my %services = (
     postgres => {
         dockerfile => 'docker/postgres.Dockerfile',
         expose     => [5432],
-        volumes    => ['pgdata:/var/lib/postgresql/data:rw'],
+        volumes    => ['pgdata:/var/lib/postgresql/data:rw',
+                       'llmgw-db:/run/llmgw-db:rw'],
         networks   => ['backend'],
         restart    => 'unless-stopped',
         health     => 1,
@@ -112,7 +113,8 @@ my %services = (
         dockerfile => 'docker/accountd.Dockerfile', target => 'accountd',
         ports      => ['127.0.0.1:8082:8082'],
         volumes    => ['llmgw-run:/run/llmgw:rw',
-                       'llmgw-lib:/var/lib/llmgw:rw'],
+                       'llmgw-lib:/var/lib/llmgw:rw',
+                       'llmgw-db:/run/llmgw-db:ro'],
         depends    => { postgres => 'service_healthy' },
         networks   => ['backend', 'frontend'],
         restart    => 'unless-stopped',
@@ -120,7 +122,8 @@ my %services = (
     },
     'demo-init' => {
         dockerfile => 'docker/accountd.Dockerfile', target => 'demo-init',
-        volumes    => ['llmgw-lib:/var/lib/llmgw:rw'],
+        volumes    => ['llmgw-lib:/var/lib/llmgw:rw',
+                       'llmgw-db:/run/llmgw-db:ro'],
         depends    => { accountd => 'service_healthy' },
         networks   => ['backend'],
         restart    => 'no',
@@ -244,7 +247,8 @@ if (my $got = $compose{services}) {
     }
 
     is_deeply([sort keys %{ $compose{volumes} // {} }],
-              [qw(llmgw-lib llmgw-run pgdata prometheus)], 'compose: volumes');
+              [qw(llmgw-db llmgw-lib llmgw-run pgdata prometheus)],
+              'compose: volumes');
     ok($compose{networks}{backend}{internal},
        'compose: PostgreSQL\'s network is internal');
 }
@@ -426,11 +430,13 @@ for my $script (sort glob("$docker/*.sh")) {
 # The PostgreSQL entrypoint on a cluster of its own in a temporary
 # directory, on a Unix socket only (no TCP port at all), as the user
 # postgres: sql/ applied in order; started again with one migration more,
-# only that one, and the server it becomes answers.
+# only that one, and the server it becomes answers.  No role is trusted:
+# llmgw's password is made (mode 0640), the socket lets in the OS user
+# postgres as llmgw (peer) and no other, and TCP wants the password.
 SKIP: {
     my ($pgbin) = sort { $b cmp $a } glob('/usr/lib/postgresql/*/bin');
-    skip 'no PostgreSQL server installed', 8 unless $pgbin && -x "$pgbin/initdb";
-    skip 'not root: the cluster is made as the user postgres', 8 if $>;
+    skip 'no PostgreSQL server installed', 14 unless $pgbin && -x "$pgbin/initdb";
+    skip 'not root: the cluster is made as the user postgres', 14 if $>;
 
     my $dir = tempdir('/tmp/llmgw-097.XXXXXX', CLEANUP => 1);
     mkdir("$dir/$_") for qw(sql sock);
@@ -442,13 +448,24 @@ SKIP: {
     my $entry = "runuser -u postgres -- env PATH=$pgbin:/usr/bin:/bin"
               . " TMPDIR=$dir PGDATA=$dir/data LLMGW_SQL_DIR=$dir/sql"
               . " LLMGW_PG_PORT=$port LLMGW_PG_LISTEN= LLMGW_PG_SOCKET_DIR=$dir/sock"
+              . " LLMGW_PG_PASSWORD_FILE=$dir/password"
               . " sh $docker/postgres-entrypoint.sh";
-    my $psql = "psql -X -h $dir/sock -p $port -U llmgw -d llmgw -Atc";
+    my $psql = "runuser -u postgres -- psql -X -h $dir/sock -p $port -U llmgw"
+             . " -d llmgw -Atc";
 
     my $out = `LLMGW_PG_NO_SERVER=1 $entry 2>&1`;
     is($?, 0, 'postgres entrypoint: a new cluster, the schema') or diag($out);
     is_deeply([$out =~ /applied (\S+)/g], \@versions,
               'every migration applied, in order') or diag($out);
+
+    my @pw = stat("$dir/password");
+    like(-f "$dir/password" ? slurp("$dir/password") : '',
+         qr/^[0-9a-f]{48}\n\z/, "llmgw's password made at random");
+    is(@pw ? sprintf('%04o', $pw[2] & 07777) : '', '0640', 'mode 0640');
+    my $hba = slurp("$dir/data/pg_hba.conf");
+    unlike($hba, qr/^[^#]*\btrust\b/m, 'pg_hba.conf trusts no one');
+    like($hba, qr/^host\s+all\s+all\s+samenet\s+scram-sha-256$/m,
+         'the compose network: passwords');
 
     open(my $fh, '>', "$dir/sql/999_probe.sql") or die;
     print $fh "CREATE TABLE public.probe (x int);\n";
@@ -480,6 +497,15 @@ SKIP: {
            'public.llmgw_migrations holds them in order, as scripts/stack keeps them');
         is(`$psql 'SELECT count(*) FROM llm.usage'`, "0\n", 'the ledger is there');
         is(`$psql 'SHOW listen_addresses'`, "\n", 'and no TCP here');
+
+        my $root = "psql -X -w -h $dir/sock -p $port -U llmgw -d llmgw"
+                 . " -Atc 'SELECT 1'";
+        my $o = `$root 2>&1`;
+        like($o, qr/Peer authentication failed/,
+             'root on the socket as llmgw: refused (peer, postgres only)');
+        is(`$psql "SELECT rolpassword LIKE 'SCRAM-SHA-256\$%'
+                   FROM pg_authid WHERE rolname = 'llmgw'"`,
+           "t\n", 'llmgw has a password, SCRAM');
         1;
     } or diag("the entrypoint's test died: $@");
 
@@ -555,7 +581,9 @@ SKIP: {
         [ 'mockllm:8090'               => "127.0.0.1:$s->{LLMGW_MOCK_PORT}" ],
         [ 'listen  8080;'              => "listen  127.0.0.1:$http;" ],
         [ 'listen  8081;'              => "listen  127.0.0.1:$admin;" ],
-        [ 'daemon            off;'     => 'daemon on;' ],
+        # here the master is root, whose workers would be nobody's; in
+        # the container it is www-data, and so are they
+        [ 'daemon            off;'     => "daemon on;\nuser www-data;" ],
         [ 'error_log         stderr info;' => "error_log $dir/error.log info;" ],
         [ 'access_log  /dev/stdout;'   => "access_log $dir/access.log;\n"
               . join('', map { "    ${_}_temp_path $dir/tmp/$_;\n" }

@@ -49,6 +49,11 @@ sub stack {
     }
     close($fh);
 
+    # PostgreSQL asks every role for its password: libpq (DBD::Pg, psql,
+    # accountd) finds it in the stack's password file, which only root
+    # reads
+    $ENV{PGPASSFILE} = $stack{LLMGW_PGPASSFILE} if $stack{LLMGW_PGPASSFILE};
+
     return \%stack;
 }
 
@@ -120,9 +125,12 @@ sub accountd_conf {
     my $s = stack();
 
     my @conf = (
-        "database_url = postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/llmgw",
+        "database_url = $s->{LLMGW_DATABASE_URL}",
         "listen = $dir/accountd.sock",
-        'listen_mode = 0666',
+        # as the stack's: nginx's workers (www-data) and root only
+        'listen_mode = 0660',
+        'listen_group = www-data',
+        'allow_users = www-data',
         "key_secret_file = $s->{LLMGW_KEY_SECRET}",
         "key_snapshot = $dir/keys.snapshot",
         "pidfile = $dir/accountd.pid",
@@ -527,7 +535,7 @@ EOF
 $load
 
 worker_processes  $workers;
-user              nobody nogroup;
+user              www-data www-data;
 pid               $dir/nginx.pid;
 error_log         $dir/error.log $level;
 

@@ -31,6 +31,8 @@ sub accountd_stack {
     }
 
     $ENV{LLMGW_DATABASE_URL} = $env{LLMGW_DATABASE_URL};
+    # every role logs in with its password: the stack's password file
+    $ENV{PGPASSFILE} = $env{LLMGW_PGPASSFILE} if $env{LLMGW_PGPASSFILE};
 
     return {
         %env,
