@@ -171,6 +171,7 @@ test-run:
 	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
 	    base=$$((10000 + RANDOM % 20000)); \
 	    export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
+	        LLMGW_MOCK_DELAY_MS=0 \
 	        LLMGW_PG_PORT=$$base LLMGW_MOCK_PORT=$$((base + 1)) \
 	        LLMGW_ACCOUNTD_METRICS_PORT=$$((base + 2)); \
 	    scripts/stack start $$dir >$$dir/stack.log 2>&1 && break; \
