@@ -189,6 +189,18 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
+    /* thinking is part of max_tokens: Anthropic refuses a budget above it */
+    if (api == LLM_API_ANTHROPIC) {
+        v = cJSON_GetObjectItemCaseSensitive(root, "thinking");
+        v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
+
+        if (cJSON_IsNumber(v) && v->valuedouble >= (double) req->max_tokens) {
+            llm_inspect_fail(req, "thinking", "thinking.budget_tokens must "
+                             "be below max_tokens");
+            goto done;
+        }
+    }
+
     v = cJSON_GetObjectItemCaseSensitive(root, "stream");
 
     if (v != NULL && !cJSON_IsNull(v)) {
@@ -670,7 +682,7 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
                                 "type");
     }
 
-    if (llm_inspect_is(type, "text")
+    if ((w->api != LLM_API_RESPONSES && llm_inspect_is(type, "text"))
         || (w->api == LLM_API_RESPONSES
             && (llm_inspect_is(type, "input_text")
                 || llm_inspect_is(type, "output_text"))))

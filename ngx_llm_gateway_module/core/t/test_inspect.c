@@ -120,6 +120,15 @@ static const struct {
     { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[],"
                          "\"system\":[{\"type\":\"image\",\"source\":{}}]}",
       "system" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":2000,\"messages\":[],"
+                         "\"thinking\":{\"type\":\"enabled\","
+                         "\"budget_tokens\":2000}}", "thinking" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":2000,\"messages\":[],"
+                         "\"thinking\":{\"type\":\"enabled\","
+                         "\"budget_tokens\":1999}}", NULL },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":[{\"role\":\"user\","
+                         "\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]}",
+      "input" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":1}",
       "stream" },
     { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
