@@ -45,7 +45,7 @@ my $sock = $s->{LLMGW_ACCOUNTD_SOCKET};
 my $log = accountd_log($s->{LLMGW_ACCOUNTD_CONF});
 my $pg_port = $s->{LLMGW_PG_PORT};
 my $pg_sock = "$s->{LLMGW_DIR}/pg";
-my $tag = sprintf('t079-%d-%d', $$, time() % 1000000);
+my $tag = sprintf('t083-%d-%d', $$, time() % 1000000);
 my $t = new_tenant();
 
 my @nobody = getpwnam('nobody') or BAIL_OUT('no user nobody');
@@ -54,7 +54,7 @@ my @www = getpwnam('www-data') or BAIL_OUT('no user www-data');
 # the client the other users run: connects to the socket, sends a frame
 # (hex) n times, and reads until the ACK of its record and a key set with
 # keys, the end of the connection or 10 s; says what it got
-my $dir = tempdir("$s->{LLMGW_DIR}/t079.XXXXXX", CLEANUP => 1);
+my $dir = tempdir("$s->{LLMGW_DIR}/t083.XXXXXX", CLEANUP => 1);
 chmod(0755, $dir);
 open(my $fh, '>', "$dir/client.pl") or die "$dir: $!";
 print $fh <<'EOF';
@@ -251,7 +251,7 @@ ok($rc != 0 && $o =~ /password authentication failed for user "llmgw"/,
    'a wrong password for llmgw fails') or diag($o);
 
 # a reporting role's password now guards it
-my $role = "t079_reader_$$";
+my $role = "t083_reader_$$";
 my $pw = "pw-$$-" . int(rand(1e9));
 db()->do("CREATE ROLE $role LOGIN PASSWORD '$pw' IN ROLE llmgw_reporting");
 ($o, $rc) = as('nobody', "env PGPASSWORD=wrong-$$ $psql -h 127.0.0.1"
@@ -317,16 +317,16 @@ is($row && $row->{tenant_id}, $t->{id},
 
 # --- the settings -------------------------------------------------------------
 
-my $bad = accountd_conf("$dir/bad", 'allow_users = www-data no-such-user-079');
+my $bad = accountd_conf("$dir/bad", 'allow_users = www-data no-such-user-083');
 my $b = `$s->{LLMGW_BUILD}/accountd -c $bad tenant list 2>&1`;
-ok($? != 0 && $b =~ /unknown user "no-such-user-079" in "allow_users"/,
+ok($? != 0 && $b =~ /unknown user "no-such-user-083" in "allow_users"/,
    'an unknown user in allow_users is an error') or diag($b);
 
-$bad = accountd_conf("$dir/bad", 'listen_group = no-such-group-079');
+$bad = accountd_conf("$dir/bad", 'listen_group = no-such-group-083');
 system("$s->{LLMGW_BUILD}/accountd -c $bad >/dev/null 2>&1");
 isnt($? >> 8, 0, 'an unknown listen_group keeps the daemon from starting');
 like(log_since("$dir/bad/accountd.log", 0),
-     qr/unknown group "no-such-group-079" in "listen_group"/, 'and says why');
+     qr/unknown group "no-such-group-083" in "listen_group"/, 'and says why');
 ok(!-e "$dir/bad/accountd.sock", 'no socket left behind');
 
 # an accountd of its own that serves no one but its own user (allow_users
