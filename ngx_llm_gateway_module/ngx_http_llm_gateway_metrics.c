@@ -77,6 +77,7 @@ typedef struct {
     int64_t                        active;       /* tenants */
     int64_t                        weights;
     uint64_t                       reductions;
+    uint64_t                       suppressed[2];  /* address, tenant */
 } ngx_http_llm_gateway_zone_view_t;
 
 
@@ -750,6 +751,8 @@ ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     p->active = f->active;
     p->weights = f->weights;
     p->reductions = f->reductions;
+    p->suppressed[0] = zone->sh->log_suppressed[0];
+    p->suppressed[1] = zone->sh->log_suppressed[1];
 
     return NGX_OK;
 }
@@ -1168,7 +1171,10 @@ static u_char  ngx_http_llm_gateway_zones_help[] =
     "# TYPE llmgw_capacity_active_tenants gauge\n"
     "# HELP llmgw_capacity_reductions_total Times the upstream pushed back "
     "and the zone admitted less.\n"
-    "# TYPE llmgw_capacity_reductions_total counter\n";
+    "# TYPE llmgw_capacity_reductions_total counter\n"
+    "# HELP llmgw_log_suppressed_total Refusals not logged: past "
+    "llm_gateway_reject_log_rate for a client address or a tenant.\n"
+    "# TYPE llmgw_log_suppressed_total counter\n";
 
 
 static u_char *
@@ -1190,10 +1196,13 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             p = ngx_sprintf(p, "\",\"capacity\":%L,\"capacity_now\":%L,"
                             "\"inflight_limit\":%L,\"inflight_ceiling\":%L,"
                             "\"inflight\":%L,\"active_tenants\":%L,"
-                            "\"weights\":%L,\"reductions\":%uL}",
+                            "\"weights\":%L,\"reductions\":%uL,"
+                            "\"log_suppressed\":{\"address\":%uL,"
+                            "\"tenant\":%uL}}",
                             z[i].capacity, z[i].capacity_now, z[i].inflight,
                             z[i].ceiling, z[i].flights, z[i].active,
-                            z[i].weights, z[i].reductions);
+                            z[i].weights, z[i].reductions, z[i].suppressed[0],
+                            z[i].suppressed[1]);
             continue;
         }
 
@@ -1215,7 +1224,9 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             "llmgw_capacity_inflight{%*s,kind=\"ceiling\"} %L\n"
             "llmgw_capacity_active_tenants{%*s,kind=\"tenants\"} %L\n"
             "llmgw_capacity_active_tenants{%*s,kind=\"weights\"} %L\n"
-            "llmgw_capacity_reductions_total{%*s} %uL\n",
+            "llmgw_capacity_reductions_total{%*s} %uL\n"
+            "llmgw_log_suppressed_total{%*s,by=\"address\"} %uL\n"
+            "llmgw_log_suppressed_total{%*s,by=\"tenant\"} %uL\n",
             lp - labels, labels, z[i].capacity,
             lp - labels, labels, z[i].capacity_now,
             lp - labels, labels, z[i].flights,
@@ -1223,7 +1234,9 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             lp - labels, labels, z[i].ceiling,
             lp - labels, labels, z[i].active,
             lp - labels, labels, z[i].weights,
-            lp - labels, labels, z[i].reductions);
+            lp - labels, labels, z[i].reductions,
+            lp - labels, labels, z[i].suppressed[0],
+            lp - labels, labels, z[i].suppressed[1]);
     }
 
     return p;

@@ -54,6 +54,7 @@ typedef struct {
     int64_t                      weight;    /* its share of a zone's capacity */
     int64_t                      minimum;   /* guaranteed of it, tokens/min */
     int64_t                      priority;  /* 0 (batch) to 3 (first) */
+    unsigned                     unpriced_refuse:1;
 } ngx_http_llm_gateway_tier_t;
 
 
@@ -192,6 +193,9 @@ typedef struct {
 } ngx_http_llm_gateway_price_t;
 
 
+/* the most of a client's string a log line or a header shows */
+#define NGX_HTTP_LLM_GATEWAY_SAFE_MAX      64
+
 /* the models priced at once; the one seen longest ago makes room */
 #define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
@@ -220,6 +224,8 @@ typedef struct {
     uint64_t                     output_tokens;
     uint64_t                     cached_tokens;
     uint64_t                     cost;      /* pico-dollars, where priced */
+    uint64_t                     unpriced_requests;
+    uint64_t                     unpriced_tokens;   /* input and output */
 } ngx_http_llm_gateway_stats_t;
 
 
@@ -255,6 +261,8 @@ typedef struct {
 
     /* what the metrics and the status page say of it */
     ngx_http_llm_gateway_stats_t stats;
+    int64_t                      log_s;     /* the second of log lines */
+    ngx_uint_t                   logs;      /* refusals logged in it */
     u_char                       name_len;
     u_char                       tier_len;
     u_char                       name[LLM_KEY_TENANT_MAX];
@@ -302,6 +310,10 @@ typedef struct {
     ngx_queue_t                  queue;     /* LRU, for expiry */
     int64_t                      start_ms;  /* the window began */
     ngx_uint_t                   failures;
+    int64_t                      check_s;   /* the second of checks */
+    int64_t                      log_s;     /* the second of log lines */
+    u_short                      checks;    /* keys looked up while locked */
+    u_short                      logs;      /* refusals logged */
     u_short                      len;
     u_char                       addr[16];
 } ngx_http_llm_gateway_addr_t;
@@ -322,7 +334,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  12
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  13
 
 
 typedef struct {
@@ -338,6 +350,7 @@ typedef struct {
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
     llm_fair_t                   fair;      /* capacity=, inflight= */
+    uint64_t                     log_suppressed[2];  /* address, tenant */
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -388,8 +401,11 @@ typedef struct {
     size_t                       max_string;
     ngx_uint_t                   max_depth;
     ngx_uint_t                   reject_log_level;
+    ngx_uint_t                   reject_log_rate;  /* lines a second */
     ngx_uint_t                   bad_keys;  /* 0: no limit */
     ngx_msec_t                   bad_keys_window;
+    ngx_uint_t                   bad_keys_checks;  /* a second, locked */
+    ngx_array_t                 *pass_headers;     /* ngx_str_t, lowcase */
     ngx_str_t                    backend_name;
     ngx_http_llm_gateway_backend_t  *backend;   /* backend= */
 } ngx_http_llm_gateway_loc_conf_t;
@@ -535,8 +551,14 @@ ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
 void ngx_http_llm_gateway_keys_abort(void);
 ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
+void ngx_http_llm_gateway_pass_only(ngx_http_request_t *r);
+ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
+u_char *ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
+    size_t max, ngx_str_t *out);
 ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
     ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,

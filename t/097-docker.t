@@ -556,7 +556,7 @@ SKIP: {
         [ 'listen  8080;'              => "listen  127.0.0.1:$http;" ],
         [ 'listen  8081;'              => "listen  127.0.0.1:$admin;" ],
         [ 'daemon            off;'     => 'daemon on;' ],
-        [ 'error_log         stderr info;' => "error_log $dir/error.log info;" ],
+        [ 'error_log         stderr notice;' => "error_log $dir/error.log notice;" ],
         [ 'access_log  /dev/stdout;'   => "access_log $dir/access.log;\n"
               . join('', map { "    ${_}_temp_path $dir/tmp/$_;\n" }
                      qw(client_body proxy fastcgi uwsgi scgi)) ],

@@ -455,6 +455,9 @@ my $instances = 0;
 #                 (openai), /v1/messages (anthropic), /v1/responses
 #                 (responses)
 #
+# pass_mock => 0 leaves out the llm_gateway_pass_headers x-mock-* that
+# every other test has.
+#
 # modules_enabled => 1 loads the modules Debian's packages enabled, as
 # Debian's nginx.conf does (include /etc/nginx/modules-enabled/*.conf),
 # instead of the build's: their "load_module modules/..." is relative to
@@ -520,6 +523,11 @@ EOF
         $load = 'include /etc/nginx/modules-enabled/*.conf;';
     }
 
+    # the tests drive mockllm with x-mock-* headers through the gateway,
+    # which passes no such header unless told (pass_mock => 0: as shipped)
+    my $pass = ($o{pass_mock} // 1) ? '    llm_gateway_pass_headers  x-mock-*;'
+                                    : '';
+
     my $workers = $o{workers} // 2;
     my $level = $o{log_level} // 'debug';
 
@@ -544,6 +552,7 @@ http {
     uwsgi_temp_path        $dir/tmp/uwsgi;
     scgi_temp_path         $dir/tmp/scgi;
 
+$pass
 $http
 }
 EOF
