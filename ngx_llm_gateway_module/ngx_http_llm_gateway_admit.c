@@ -199,6 +199,8 @@ ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
 {
     ngx_str_t  msg, param;
 
+    ngx_str_null(&param);
+
     /* a message may quote what the client sent: escaped again, bounded */
     (void) ngx_http_llm_gateway_log_text(r->pool, ctx->err_message,
                                      ngx_strlen(ctx->err_message), 512,
@@ -215,7 +217,7 @@ ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
                   "llm gateway refused with %ui: %V%s%V%s",
                   ctx->err_status, &msg,
                   ctx->err_param ? " (\"" : "",
-                  ctx->err_param ? &param : &msg,
+                  &param,
                   ctx->err_param ? "\")" : "");
 }
 

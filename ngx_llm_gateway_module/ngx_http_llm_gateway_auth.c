@@ -314,9 +314,12 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     if (ctx->key) {
-        node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 0);
+        /* as the refusal's count will (metrics.c) */
+        node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
 
         if (node != NULL) {
+            ngx_http_llm_gateway_name_node(node, ctx->key);
+
             if (node->log_s != sec) {
                 node->log_s = sec;
                 node->logs = 0;

@@ -78,6 +78,7 @@ typedef struct {
     int64_t                        weights;
     uint64_t                       reductions;
     uint64_t                       suppressed[2];  /* address, tenant */
+    unsigned                       shared:1;   /* capacity= or inflight= */
 } ngx_http_llm_gateway_zone_view_t;
 
 
@@ -600,8 +601,7 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        if ((zone->capacity || zone->inflight)
-            && ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
+        if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
         {
             ngx_shmtx_unlock(&zone->shpool->mutex);
             return NGX_ERROR;
@@ -753,6 +753,7 @@ ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     p->reductions = f->reductions;
     p->suppressed[0] = zone->sh->log_suppressed[0];
     p->suppressed[1] = zone->sh->log_suppressed[1];
+    p->shared = (zone->capacity || zone->inflight) ? 1 : 0;
 
     return NGX_OK;
 }
@@ -1171,7 +1172,12 @@ static u_char  ngx_http_llm_gateway_zones_help[] =
     "# TYPE llmgw_capacity_active_tenants gauge\n"
     "# HELP llmgw_capacity_reductions_total Times the upstream pushed back "
     "and the zone admitted less.\n"
-    "# TYPE llmgw_capacity_reductions_total counter\n"
+    "# TYPE llmgw_capacity_reductions_total counter\n";
+
+
+/* every zone's: the refusals its locations left out of the log */
+
+static u_char  ngx_http_llm_gateway_suppressed_help[] =
     "# HELP llmgw_log_suppressed_total Refusals not logged: past "
     "llm_gateway_reject_log_rate for a client address or a tenant.\n"
     "# TYPE llmgw_log_suppressed_total counter\n";
@@ -1182,31 +1188,33 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
     ngx_uint_t json)
 {
     u_char                            *lp, labels[160];
-    ngx_uint_t                         i;
+    ngx_uint_t                         i, n;
     ngx_http_llm_gateway_zone_view_t  *z;
 
     z = snap->zones.elts;
+    n = 0;
 
     for (i = 0; i < snap->zones.nelts; i++) {
 
+        if (!z[i].shared) {
+            continue;
+        }
+
         if (json) {
-            p = ngx_sprintf(p, "%s{\"name\":\"", i ? "," : "");
+            p = ngx_sprintf(p, "%s{\"name\":\"", n++ ? "," : "");
             p = ngx_http_llm_gateway_escape(p, z[i].name.data,
                                             ngx_min(z[i].name.len, 64), 1);
             p = ngx_sprintf(p, "\",\"capacity\":%L,\"capacity_now\":%L,"
                             "\"inflight_limit\":%L,\"inflight_ceiling\":%L,"
                             "\"inflight\":%L,\"active_tenants\":%L,"
-                            "\"weights\":%L,\"reductions\":%uL,"
-                            "\"log_suppressed\":{\"address\":%uL,"
-                            "\"tenant\":%uL}}",
+                            "\"weights\":%L,\"reductions\":%uL}",
                             z[i].capacity, z[i].capacity_now, z[i].inflight,
                             z[i].ceiling, z[i].flights, z[i].active,
-                            z[i].weights, z[i].reductions, z[i].suppressed[0],
-                            z[i].suppressed[1]);
+                            z[i].weights, z[i].reductions);
             continue;
         }
 
-        if (i == 0) {
+        if (n++ == 0) {
             p = ngx_cpymem(p, ngx_http_llm_gateway_zones_help,
                            sizeof(ngx_http_llm_gateway_zones_help) - 1);
         }
@@ -1224,9 +1232,7 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             "llmgw_capacity_inflight{%*s,kind=\"ceiling\"} %L\n"
             "llmgw_capacity_active_tenants{%*s,kind=\"tenants\"} %L\n"
             "llmgw_capacity_active_tenants{%*s,kind=\"weights\"} %L\n"
-            "llmgw_capacity_reductions_total{%*s} %uL\n"
-            "llmgw_log_suppressed_total{%*s,by=\"address\"} %uL\n"
-            "llmgw_log_suppressed_total{%*s,by=\"tenant\"} %uL\n",
+            "llmgw_capacity_reductions_total{%*s} %uL\n",
             lp - labels, labels, z[i].capacity,
             lp - labels, labels, z[i].capacity_now,
             lp - labels, labels, z[i].flights,
@@ -1234,7 +1240,25 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             lp - labels, labels, z[i].ceiling,
             lp - labels, labels, z[i].active,
             lp - labels, labels, z[i].weights,
-            lp - labels, labels, z[i].reductions,
+            lp - labels, labels, z[i].reductions);
+    }
+
+    if (json || snap->zones.nelts == 0) {
+        return p;
+    }
+
+    p = ngx_cpymem(p, ngx_http_llm_gateway_suppressed_help,
+                   sizeof(ngx_http_llm_gateway_suppressed_help) - 1);
+
+    for (i = 0; i < snap->zones.nelts; i++) {
+        lp = ngx_cpymem(labels, "zone=\"", sizeof("zone=\"") - 1);
+        lp = ngx_http_llm_gateway_escape(lp, z[i].name.data,
+                                         ngx_min(z[i].name.len, 64), 0);
+        *lp++ = '"';
+
+        p = ngx_sprintf(p,
+            "llmgw_log_suppressed_total{%*s,by=\"address\"} %uL\n"
+            "llmgw_log_suppressed_total{%*s,by=\"tenant\"} %uL\n",
             lp - labels, labels, z[i].suppressed[0],
             lp - labels, labels, z[i].suppressed[1]);
     }
