@@ -1364,8 +1364,8 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
  * llm_gateway_error: where error_page sends nginx's own refusals of a
  * request it could not parse or take (400, 411, 413, 414, 494, 501), so
  * that a client of the gateway gets its JSON error, not an HTML page.
- * error_page leaves the status in r->err_status; 494 (a header too large)
- * is sent as 400, as nginx does.
+ * error_page leaves the status in r->err_status, but for 494 (a header
+ * too large), which it makes 400 itself.
  */
 
 ngx_int_t
@@ -1418,12 +1418,6 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
         msg = "The request URI is too long.";
         break;
 
-    case NGX_HTTP_REQUEST_HEADER_TOO_LARGE:
-        status = NGX_HTTP_BAD_REQUEST;
-        code = "header_too_large";
-        msg = "A request header, or all of them, is too large.";
-        break;
-
     case NGX_HTTP_NOT_IMPLEMENTED:
         code = "not_implemented";
         msg = "The request's transfer encoding is not supported.";
@@ -1431,7 +1425,7 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
 
     case NGX_HTTP_BAD_REQUEST:
         code = "bad_request";
-        msg = "The request could not be parsed as HTTP.";
+        msg = "The request is not valid HTTP, or its headers are too large.";
         break;
 
     default:
