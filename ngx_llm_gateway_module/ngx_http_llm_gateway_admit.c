@@ -47,6 +47,8 @@ static llm_fair_rc_e ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t cost, int64_t now, int64_t *wait);
 static void ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_fair_rc_e rc, int64_t wait);
+static void ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now);
 static void ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_loc_conf_t *llcf);
 static u_char *ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s,
@@ -426,6 +428,54 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
 
 
 /*
+ * A tier with unpriced=refuse: a model accountd has no price for is
+ * refused; one whose price is not known yet waits for accountd's word,
+ * as a spend cap's lease is waited for.
+ */
+
+static void
+ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now)
+{
+    u_char     *p;
+    ngx_str_t   model;
+
+    if (rc == NGX_AGAIN) {
+        if (ctx->wait_until == 0) {
+            ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
+        }
+
+        ngx_http_llm_gateway_ask_lease(ctx);
+
+        if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
+            ctx->waiting = 1;
+            return;
+        }
+
+        ngx_http_llm_gateway_unavailable(ctx, "price_unavailable",
+                                         "The gateway cannot check the "
+                                         "model's price right now; retry "
+                                         "shortly.", 1);
+        return;
+    }
+
+    (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
+                                     ctx->req.model_len,
+                                     NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &model);
+
+    p = ngx_pnalloc(r->pool, model.len + 96);
+    if (p != NULL) {
+        ngx_sprintf(p, "Model \"%V\" has no price: this tier does not "
+                    "serve unpriced models.%Z", &model);
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN, "permission_error",
+                                "model_not_priced", "model", (char *) p);
+    ctx->never = 1;
+}
+
+
+/*
  * The body, read once, inspected once: a request that waits for a lease
  * comes back to ngx_http_llm_gateway_admit() only.  NGX_OK if it may go
  * on to admission (ctx->body is its body), else it is refused.
@@ -562,7 +612,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     u_char                           *p;
     int64_t                           cost, now, until, wall, fwait;
     ngx_str_t                         body;
-    ngx_int_t                         brc_budget;
+    ngx_int_t                         brc_budget, prc;
     llm_fair_rc_e                     frc;
     llm_admit_t                       adm;
     llm_bucket_rc_e                   brc;
@@ -679,6 +729,25 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
         ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
         return;
+    }
+
+    /*
+     * A model without a price is free to a tenant without a cap: a tier
+     * may refuse it (unpriced=refuse), and the metrics count it.  Only
+     * accountd knows prices: such a tier asks about a model not seen
+     * lately.
+     */
+    if (lmcf->journal_data && !ctx->budget_held) {
+        prc = ngx_http_llm_gateway_budget_priced(ctx, holder ? holder : node,
+                                                 wall, tier->unpriced_refuse);
+
+        if (prc != NGX_OK && tier->unpriced_refuse) {
+            ngx_http_llm_gateway_journal_unhold(ctx);
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+
+            ngx_http_llm_gateway_unpriced_refuse(r, ctx, prc, wall);
+            return;
+        }
     }
 
     /* what this gateway may admit of the tier's limits: all, alone */

@@ -201,6 +201,15 @@ static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
       "its spend cap (0 without a cap; llm.usage has every cost).", 0,
       { { "", ngx_http_llm_gateway_at(stats.cost) }, { NULL, 0 } } },
 
+    { "llmgw_unpriced_total", "counter",
+      "A tenant's requests, and their tokens (input and output), on models "
+      "accountd had no price for: free to a tenant without a spend cap.", 0,
+      { { ",kind=\"requests\"",
+          ngx_http_llm_gateway_at(stats.unpriced_requests) },
+        { ",kind=\"tokens\"",
+          ngx_http_llm_gateway_at(stats.unpriced_tokens) },
+        { NULL, 0 } } },
+
     { "llmgw_reserved_tokens", "gauge",
       "Tokens reserved for a tenant's requests in flight.", 0,
       { { "", ngx_http_llm_gateway_at(reserved) }, { NULL, 0 } } },

@@ -516,6 +516,7 @@ typedef struct {
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */
+    unsigned                     unpriced:1;       /* accountd has no price */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -639,6 +640,8 @@ ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
+ngx_int_t ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask);
 
 ngx_shm_zone_t *ngx_http_llm_gateway_zone_add(ngx_conf_t *cf,
     ngx_str_t *value, void *tag);
