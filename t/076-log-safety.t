@@ -174,13 +174,15 @@ my @models = (
     "y\e[31mred\e[0m",
     "z\r\nSet-Cookie: session=stolen",
     "m\x{e9}\x{2603}",
+    'a' x 120,
     'a' x 300,
 );
 
 for my $m (@models) {
     my $r = ask('/v1/chat/completions', $narrow->{key}, $m);
     ok($r->{status} == 403 || $r->{status} == 400,
-       'a model with control bytes, non-ASCII or 300 bytes: refused, '
+       'a model with control bytes, non-ASCII or 120 and 300 bytes: '
+       . 'refused, '
        . $r->{status});
     ok(!exists $r->{headers}{'set-cookie'}, '  and no Set-Cookie');
 }
@@ -192,7 +194,8 @@ unlike($log, qr/^2026\/12\/01 00:00:00 \[alert\]/m, 'no forged log line');
 unlike($log, qr/^Set-Cookie/m, 'no line begins with what the client wrote');
 unlike($log, qr/\e/, 'no escape byte in the log');
 unlike($log, qr/[\x80-\xff]/, 'no byte beyond ASCII in the log');
-unlike($log, qr/a{65}/, 'a 300-byte model is cut at 64 bytes');
+unlike($log, qr/a{65}/, 'a model of 120 bytes is cut at 64 bytes');
+like($log, qr/"a{64}\.\.\."/, '  and "..." says so');
 like($log, qr/x\\x0d\\x0a2026/, 'CR LF written as \x0d\x0a')
     if grep { /model_not_allowed|may not call/ } @lines;
 
