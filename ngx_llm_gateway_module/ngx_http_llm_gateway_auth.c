@@ -219,14 +219,17 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    /* what a failure found, for the refusal of a locked address */
-    ctx->retry_after_ms = left;
+    if (failed) {
+        /* what the failure found, for a locked address's refusal */
+        ctx->retry_after_ms = left;
+        return NGX_OK;
+    }
 
     if (rc == NGX_DECLINED) {
         ngx_http_llm_gateway_locked(ctx, left);
     }
 
-    return failed ? NGX_OK : rc;
+    return rc;
 }
 
 

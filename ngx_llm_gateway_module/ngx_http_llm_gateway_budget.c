@@ -282,9 +282,9 @@ ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
  * Under the zone's lock: whether the model has a price, for a request
  * whose budget did not look (a tenant without a cap), as far as the zone
  * knows from accountd's leases.  NGX_OK: priced; NGX_DECLINED: accountd
- * said it has none; NGX_AGAIN: not known, or not lately, and if ask,
- * asked for with the next lease (ctx->lease_want).  Only a tier with
- * unpriced=refuse asks: a lease takes a row lock in PostgreSQL.
+ * said it has none; NGX_AGAIN: not known (if ask: not lately), and if
+ * ask, asked for with the next lease (ctx->lease_want).  Only a tier
+ * with unpriced=refuse asks: a lease takes a row lock in PostgreSQL.
  */
 
 ngx_int_t
@@ -296,7 +296,9 @@ ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
     price = ngx_http_llm_gateway_price(ctx->zone->sh, (u_char *) ctx->req.model,
                                        ctx->req.model_len, 0);
 
-    if (price == NULL || now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH)
+    /* what was said a while ago still counts, but refuses nothing */
+    if (price == NULL
+        || (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH))
     {
         if (ask) {
             ngx_http_llm_gateway_ask(ctx, node, 0, now);

@@ -312,8 +312,8 @@ typedef struct {
     ngx_uint_t                   failures;
     int64_t                      check_s;   /* the second of checks */
     int64_t                      log_s;     /* the second of log lines */
-    u_short                      checks;    /* keys looked up while locked */
-    u_short                      logs;      /* refusals logged */
+    ngx_uint_t                   checks;    /* keys looked up while locked */
+    ngx_uint_t                   logs;      /* refusals logged */
     u_short                      len;
     u_char                       addr[16];
 } ngx_http_llm_gateway_addr_t;
