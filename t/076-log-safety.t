@@ -42,6 +42,7 @@ my $i = 0;
 my $readme = slurp("$top/README.md");
 $confs{'README.md block ' . ++$i} = $1
     while $readme =~ /^```nginx\n(.*?)^```/msg;
+$confs{'README.md, every line'} = $readme;
 for my $f (glob("$top/debian/*.conf $top/debian/examples/* $top/bench/*.conf"))
 {
     $confs{$f =~ s{^\Q$top\E/}{}r} = slurp($f);
