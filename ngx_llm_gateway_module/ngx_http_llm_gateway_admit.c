@@ -187,8 +187,10 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
     }
 
     /* on to the upstream: only the headers it may have */
-    if (ctx->status == NGX_DECLINED) {
-        ngx_http_llm_gateway_pass_only(r);
+    if (ctx->status == NGX_DECLINED
+        && ngx_http_llm_gateway_pass_only(r, ctx) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     return ctx->status;

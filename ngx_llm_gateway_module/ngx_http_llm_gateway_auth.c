@@ -12,6 +12,15 @@
 #include "ngx_http_llm_gateway_module.h"
 
 
+/* a client header kept from the upstream: where it is, and its name */
+typedef struct {
+    ngx_table_elt_t             *header;
+    ngx_str_t                    key;
+    u_char                      *lowcase_key;
+    ngx_uint_t                   hash;
+} ngx_http_llm_gateway_dropped_t;
+
+
 static ngx_int_t ngx_http_llm_gateway_get_key(ngx_http_request_t *r,
     ngx_str_t *key);
 static void ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r);
@@ -656,20 +665,32 @@ ngx_http_llm_gateway_header_passed(ngx_table_elt_t *h, ngx_array_t *extra)
  * As the key headers: each header not passed becomes a "TE", which the
  * proxy module always drops from client headers, in its place in the
  * list.  Its value stays, so that what r->headers_in points to (a
- * cookie, X-Forwarded-For for $proxy_add_x_forwarded_for) is unchanged;
- * only $http_ variables no longer find it.  The operator's own
- * proxy_set_header lines still go, whatever their name.
+ * cookie, X-Forwarded-For for $proxy_add_x_forwarded_for) is unchanged,
+ * and its name is saved: once the upstream has the request (the header
+ * filter) it comes back, for the $http_ variables of the access log.
+ * The operator's own proxy_set_header lines still go, whatever their
+ * name.
  */
 
-void
-ngx_http_llm_gateway_pass_only(ngx_http_request_t *r)
+ngx_int_t
+ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                        i;
     ngx_list_part_t                  *part;
     ngx_table_elt_t                  *h;
+    ngx_http_llm_gateway_dropped_t   *saved;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (ctx->dropped == NULL) {
+        ctx->dropped = ngx_array_create(r->pool, 4,
+                                    sizeof(ngx_http_llm_gateway_dropped_t));
+        if (ctx->dropped == NULL) {
+            return NGX_ERROR;
+        }
+    }
 
     part = &r->headers_in.headers.part;
     h = part->elts;
@@ -694,10 +715,47 @@ ngx_http_llm_gateway_pass_only(ngx_http_request_t *r)
             continue;
         }
 
+        saved = ngx_array_push(ctx->dropped);
+        if (saved == NULL) {
+            return NGX_ERROR;
+        }
+
+        saved->header = &h[i];
+        saved->key = h[i].key;
+        saved->lowcase_key = h[i].lowcase_key;
+        saved->hash = h[i].hash;
+
         ngx_str_set(&h[i].key, "TE");
         h[i].lowcase_key = (u_char *) "te";
         h[i].hash = ngx_hash_key(h[i].lowcase_key, 2);
     }
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_uint_t                       i;
+    ngx_table_elt_t                 *h;
+    ngx_http_llm_gateway_dropped_t  *saved;
+
+    if (ctx->dropped == NULL) {
+        return;
+    }
+
+    saved = ctx->dropped->elts;
+
+    for (i = 0; i < ctx->dropped->nelts; i++) {
+        h = saved[i].header;
+
+        h->key = saved[i].key;
+        h->lowcase_key = saved[i].lowcase_key;
+        h->hash = saved[i].hash;
+    }
+
+    ctx->dropped->nelts = 0;
 }
 
 

@@ -77,6 +77,9 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    /* the upstream has had the request: the client's headers come back */
+    ngx_http_llm_gateway_pass_restore(ctx);
+
     /* a backend's answer: read, and maybe passed to the next backend */
     if (ctx->admitted) {
         rc = ngx_http_llm_gateway_backend_answer(r, ctx);

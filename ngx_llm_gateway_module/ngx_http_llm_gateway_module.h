@@ -304,7 +304,7 @@ typedef struct {
 } ngx_http_llm_gateway_flight_t;
 
 
-/* a client address that sent bad keys, in the same zone */
+/* a client address that sent bad keys or was refused, in the same zone */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: crc32 of the address */
     ngx_queue_t                  queue;     /* LRU, for expiry */
@@ -516,6 +516,9 @@ typedef struct {
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */
+    /* the client headers kept from the upstream, their names saved */
+    ngx_array_t                 *dropped;   /* auth.c's _dropped_t */
+
     unsigned                     unpriced:1;       /* accountd has no price */
 } ngx_http_llm_gateway_ctx_t;
 
@@ -552,7 +555,9 @@ ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
 void ngx_http_llm_gateway_keys_abort(void);
 ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
-void ngx_http_llm_gateway_pass_only(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 

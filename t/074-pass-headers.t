@@ -132,8 +132,12 @@ my $http = <<'EOF';
         server  127.0.0.1:ECHO;
     }
 
+    log_format  seen  'other=[$http_x_other] mock=[$http_x_mock_usage]';
+
     server {
         listen  127.0.0.1:%%PORT%%;
+
+        access_log  %%NGINX%%/seen.log seen;
 
         location = /v1/chat/completions {
             llm_gateway  zone=llm;
@@ -169,6 +173,21 @@ my $r = http_post($ng->url('/v1/chat/completions'), body(),
 is(seen($r), 'org=[] proj=[] mock=[] team=[] other=[] ua=[t074] '
    . 'ver=[2023-06-01] beta=[assistants=v2] cookie=[] '
    . 'uri=[/v1/chat/completions]', 'the built-in set only');
+
+# the access log still has them, once the upstream had the request
+{
+    my @lines;
+    for (1 .. 100) {    # the log phase may end after the client has it all
+        open(my $fh, '<', $ng->dir() . '/seen.log') or die "seen.log: $!";
+        @lines = <$fh>;
+        close($fh);
+        last if @lines;
+        select(undef, undef, undef, 0.05);
+    }
+    (my $mock = $evil{'x-mock-usage'}) =~ s/"/\\x22/g;    # as nginx logs it
+    is($lines[0] // '', "other=[b] mock=[$mock]\n",
+       'the access log sees the headers the upstream did not get');
+}
 
 $r = http_post($ng->url('/v1/team'), body(),
                authorization => "Bearer $t->{key}", %evil);
