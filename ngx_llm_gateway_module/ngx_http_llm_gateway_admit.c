@@ -47,6 +47,14 @@ static llm_fair_rc_e ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t cost, int64_t now, int64_t *wait);
 static void ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_fair_rc_e rc, int64_t wait);
+static void ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now);
+static void ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_loc_conf_t *llcf);
+static u_char *ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s,
+    size_t len, size_t max, ngx_str_t *out);
+static u_char *ngx_http_llm_gateway_escape_bytes(ngx_pool_t *pool, u_char *s,
+    size_t len, size_t max, ngx_uint_t quotes, ngx_str_t *out);
 
 
 ngx_int_t
@@ -166,13 +174,11 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
     }
 
     if (ctx->err_status) {
-        if (ctx->err_status != NGX_HTTP_UNAUTHORIZED || ctx->key) {
-            ngx_log_error(llcf->reject_log_level, r->connection->log, 0,
-                          "llm gateway refused with %ui: %s%s%s%s",
-                          ctx->err_status, ctx->err_message,
-                          ctx->err_param ? " (\"" : "",
-                          ctx->err_param ? ctx->err_param : "",
-                          ctx->err_param ? "\")" : "");
+        if ((ctx->err_status != NGX_HTTP_UNAUTHORIZED || ctx->key)
+            && r->connection->log->log_level >= llcf->reject_log_level
+            && ngx_http_llm_gateway_log_allowed(r, ctx))
+        {
+            ngx_http_llm_gateway_log_refusal(r, ctx, llcf);
         }
 
         rc = ngx_http_llm_gateway_send_error(r, ctx);
@@ -180,7 +186,43 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         return NGX_DONE;
     }
 
+    /* on to the upstream: only the headers it may have */
+    if (ctx->status == NGX_DECLINED
+        && ngx_http_llm_gateway_pass_only(r, ctx) != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     return ctx->status;
+}
+
+
+static void
+ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_loc_conf_t *llcf)
+{
+    ngx_str_t  msg, param;
+
+    ngx_str_null(&param);
+
+    /* a message may quote what the client sent: escaped again, bounded */
+    (void) ngx_http_llm_gateway_log_text(r->pool, ctx->err_message,
+                                     ngx_strlen(ctx->err_message), 512,
+                                     &msg);
+
+    if (ctx->err_param) {
+        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->err_param,
+                                         ngx_strlen(ctx->err_param),
+                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                         &param);
+    }
+
+    ngx_log_error(llcf->reject_log_level, r->connection->log, 0,
+                  "llm gateway refused with %ui: %V%s%V%s",
+                  ctx->err_status, &msg,
+                  ctx->err_param ? " (\"" : "",
+                  &param,
+                  ctx->err_param ? "\")" : "");
 }
 
 
@@ -288,13 +330,14 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
 
     from = &ctx->downgraded_from;
 
-    from->data = ngx_pnalloc(r->pool, ctx->req.model_len);
-    if (from->data == NULL) {
+    /* for a response header and a log line: escaped, bounded */
+    if (ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
+                                  ctx->req.model_len,
+                                  NGX_HTTP_LLM_GATEWAY_SAFE_MAX, from)
+        == NULL)
+    {
         return NGX_DECLINED;
     }
-
-    ngx_memcpy(from->data, ctx->req.model, ctx->req.model_len);
-    from->len = ctx->req.model_len;
 
     if (llm_inspect_set_model(&ctx->req, (char *) tier->downgrade.data,
                               tier->downgrade.len)
@@ -319,7 +362,8 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
     int64_t until)
 {
-    u_char  *p;
+    u_char     *p;
+    ngx_str_t   model;
 
     switch (rc) {
 
@@ -366,10 +410,15 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
         return;
 
     default: /* NGX_ERROR */
-        p = ngx_pnalloc(r->pool, ctx->req.model_len + 96);
+        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
+                                         ctx->req.model_len,
+                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                         &model);
+
+        p = ngx_pnalloc(r->pool, model.len + 96);
         if (p != NULL) {
-            ngx_sprintf(p, "Model \"%s\" has no price: a tenant with a "
-                        "spend cap cannot call it.%Z", ctx->req.model);
+            ngx_sprintf(p, "Model \"%V\" has no price: a tenant with a "
+                        "spend cap cannot call it.%Z", &model);
         }
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
@@ -377,6 +426,54 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
                                     "model", (char *) p);
         return;
     }
+}
+
+
+/*
+ * A tier with unpriced=refuse: a model accountd has no price for is
+ * refused; one whose price is not known yet waits for accountd's word,
+ * as a spend cap's lease is waited for.
+ */
+
+static void
+ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now)
+{
+    u_char     *p;
+    ngx_str_t   model;
+
+    if (rc == NGX_AGAIN) {
+        if (ctx->wait_until == 0) {
+            ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
+        }
+
+        ngx_http_llm_gateway_ask_lease(ctx);
+
+        if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
+            ctx->waiting = 1;
+            return;
+        }
+
+        ngx_http_llm_gateway_unavailable(ctx, "price_unavailable",
+                                         "The gateway cannot check the "
+                                         "model's price right now; retry "
+                                         "shortly.", 1);
+        return;
+    }
+
+    (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
+                                     ctx->req.model_len,
+                                     NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &model);
+
+    p = ngx_pnalloc(r->pool, model.len + 96);
+    if (p != NULL) {
+        ngx_sprintf(p, "Model \"%V\" has no price: this tier does not "
+                    "serve unpriced models.%Z", &model);
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN, "permission_error",
+                                "model_not_priced", "model", (char *) p);
+    ctx->never = 1;
 }
 
 
@@ -392,7 +489,7 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
 {
     u_char                           *p;
     ngx_int_t                         rc;
-    ngx_str_t                         body;
+    ngx_str_t                         body, model;
     ngx_uint_t                        allowed;
     llm_inspect_conf_t                icf;
     ngx_http_llm_gateway_tier_t      *tier;
@@ -488,11 +585,15 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     }
 
     if (!allowed) {
-        p = ngx_pnalloc(r->pool, ctx->req.model_len + 64);
+        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
+                                         ctx->req.model_len,
+                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                         &model);
+
+        p = ngx_pnalloc(r->pool, model.len + 64);
         if (p != NULL) {
             ngx_sprintf(p, "This API key or its tier may not call model "
-                        "\"%s\".%Z",
-                        ctx->req.model);
+                        "\"%V\".%Z", &model);
         }
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
@@ -515,7 +616,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     u_char                           *p;
     int64_t                           cost, now, until, wall, fwait;
     ngx_str_t                         body;
-    ngx_int_t                         brc_budget;
+    ngx_int_t                         brc_budget, prc;
     llm_fair_rc_e                     frc;
     llm_admit_t                       adm;
     llm_bucket_rc_e                   brc;
@@ -652,6 +753,25 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
         ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
         return;
+    }
+
+    /*
+     * A model without a price is free to a tenant without a cap: a tier
+     * may refuse it (unpriced=refuse), and the metrics count it.  Only
+     * accountd knows prices: such a tier asks about a model not seen
+     * lately.
+     */
+    if (lmcf->journal_data && !ctx->budget_held) {
+        prc = ngx_http_llm_gateway_budget_priced(ctx, holder ? holder : node,
+                                                 wall, tier->unpriced_refuse);
+
+        if (prc != NGX_OK && tier->unpriced_refuse) {
+            ngx_http_llm_gateway_journal_unhold(ctx);
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+
+            ngx_http_llm_gateway_unpriced_refuse(r, ctx, prc, wall);
+            return;
+        }
     }
 
     /* what this gateway may admit of the tier's limits: all, alone */
@@ -1336,6 +1456,97 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
 
 
 /*
+ * llm_gateway_error: where error_page sends nginx's own refusals of a
+ * request it could not parse or take (400, 411, 413, 414, 494, 501), so
+ * that a client of the gateway gets its JSON error, not an HTML page.
+ * error_page leaves the status in r->err_status, but for 494 (a header
+ * too large), which it makes 400 itself.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
+{
+    ngx_uint_t                         status;
+    const char                        *code, *msg;
+    ngx_http_variable_value_t         *vv;
+    ngx_http_llm_gateway_ctx_t        *ctx;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    status = r->err_status ? r->err_status : NGX_HTTP_BAD_REQUEST;
+
+    ctx = ngx_http_llm_gateway_get_ctx(r);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        ctx->request = r;
+        ctx->status = NGX_DECLINED;
+
+        lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
+
+        if (vv != NULL && !vv->not_found) {
+            ctx->request_id.data = vv->data;
+            ctx->request_id.len = vv->len;
+        }
+
+        ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
+    }
+
+    switch (status) {
+
+    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+        ngx_http_llm_gateway_too_large(ctx);
+        goto send;
+
+    case NGX_HTTP_LENGTH_REQUIRED:
+        code = "length_required";
+        msg = "The request body needs a Content-Length.";
+        break;
+
+    case NGX_HTTP_REQUEST_URI_TOO_LARGE:
+        code = "uri_too_long";
+        msg = "The request URI is too long.";
+        break;
+
+    case NGX_HTTP_NOT_IMPLEMENTED:
+        code = "not_implemented";
+        msg = "The request's transfer encoding is not supported.";
+        break;
+
+    case NGX_HTTP_BAD_REQUEST:
+        code = "bad_request";
+        msg = "The request is not valid HTTP, or its headers are too large.";
+        break;
+
+    default:
+        if (status < NGX_HTTP_BAD_REQUEST || status > 599) {
+            status = NGX_HTTP_BAD_REQUEST;
+        }
+
+        code = status < 500 ? "bad_request" : "server_error";
+        msg = "The request was refused.";
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, status,
+                                status < 500 ? "invalid_request_error"
+                                             : "server_error",
+                                code, NULL, msg);
+
+send:
+
+    /* what ngx_http_send_header() sends, whatever error_page said */
+    r->err_status = ctx->err_status;
+
+    return ngx_http_llm_gateway_send_error(r, ctx);
+}
+
+
+/*
  * nginx's own 413, a body above client_max_body_size refused before or
  * while the gateway reads it, is an HTML page: in a gateway location it
  * becomes the gateway's own 413, in JSON.  The header filter asks; the
@@ -1735,4 +1946,74 @@ ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
     h->value = *value;
 
     return NGX_OK;
+}
+
+
+/*
+ * A client's string as the module writes it into a log line or a
+ * response header: control bytes, DEL, non-ASCII, quotes and backslashes
+ * as \xNN, at most max bytes of it, then "...".  NUL-terminated.
+ */
+
+u_char *
+ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
+    size_t max, ngx_str_t *out)
+{
+    return ngx_http_llm_gateway_escape_bytes(pool, s, len, max, 1, out);
+}
+
+
+/* a message of the gateway's own, which may quote an escaped string */
+
+static u_char *
+ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s, size_t len,
+    size_t max, ngx_str_t *out)
+{
+    return ngx_http_llm_gateway_escape_bytes(pool, s, len, max, 0, out);
+}
+
+
+static u_char *
+ngx_http_llm_gateway_escape_bytes(ngx_pool_t *pool, u_char *s, size_t len,
+    size_t max, ngx_uint_t quotes, ngx_str_t *out)
+{
+    u_char   *p, *d;
+    size_t    i, n;
+
+    static u_char  hex[] = "0123456789abcdef";
+
+    n = ngx_min(len, max);
+
+    p = ngx_pnalloc(pool, n * 4 + sizeof("..."));
+    if (p == NULL) {
+        ngx_str_set(out, "-");
+        return NULL;
+    }
+
+    d = p;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] < 0x20 || s[i] >= 0x7f
+            || (quotes && (s[i] == '"' || s[i] == '\\')))
+        {
+            *d++ = '\\';
+            *d++ = 'x';
+            *d++ = hex[s[i] >> 4];
+            *d++ = hex[s[i] & 0xf];
+            continue;
+        }
+
+        *d++ = s[i];
+    }
+
+    if (len > max) {
+        d = ngx_cpymem(d, "...", 3);
+    }
+
+    *d = '\0';
+
+    out->data = p;
+    out->len = d - p;
+
+    return p;
 }

@@ -12,11 +12,24 @@
 #include "ngx_http_llm_gateway_module.h"
 
 
+/* a client header kept from the upstream: where it is, and its name */
+typedef struct {
+    ngx_table_elt_t             *header;
+    ngx_str_t                    key;
+    u_char                      *lowcase_key;
+    ngx_uint_t                   hash;
+} ngx_http_llm_gateway_dropped_t;
+
+
 static ngx_int_t ngx_http_llm_gateway_get_key(ngx_http_request_t *r,
     ngx_str_t *key);
 static void ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed);
+static void ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx,
+    int64_t left);
+static ngx_int_t ngx_http_llm_gateway_addr_key(ngx_http_request_t *r,
+    u_char **addr, size_t *len);
 static ngx_http_llm_gateway_addr_t *ngx_http_llm_gateway_addr(
     ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, u_char *addr,
     size_t len, ngx_uint_t create);
@@ -82,7 +95,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                             hash[LLM_KEY_HASH_LEN];
-    ngx_int_t                          rc;
+    ngx_int_t                          rc, locked;
     ngx_str_t                          key;
     ngx_http_llm_gateway_key_t        *k;
     ngx_http_llm_gateway_table_t      *t;
@@ -93,8 +106,14 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     t = ngx_http_llm_gateway_active ? ngx_http_llm_gateway_active
                                     : &lmcf->table;
 
-    /* an address that sent too many bad keys gets no lookup at all */
-    if (ngx_http_llm_gateway_bad_keys(r, ctx, 0) != NGX_OK) {
+    /*
+     * An address that sent too many bad keys gets no lookup, but for a
+     * few a second: a valid key behind the same address (a NAT, a proxy)
+     * is still served, and the HMACs an attacker costs stay bounded.
+     */
+    locked = ngx_http_llm_gateway_bad_keys(r, ctx, 0);
+
+    if (locked == NGX_DECLINED) {
         ngx_http_llm_gateway_hide_keys(r);
         return NGX_DECLINED;
     }
@@ -120,6 +139,11 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
                                     "invalid_api_key", NULL,
                                     "Invalid API key.");
         (void) ngx_http_llm_gateway_bad_keys(r, ctx, 1);
+
+        if (locked == NGX_AGAIN) {
+            ngx_http_llm_gateway_locked(ctx, ctx->retry_after_ms);
+        }
+
         rc = NGX_DECLINED;
 
     } else {
@@ -136,7 +160,9 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
 /*
  * Bad keys per client address, in the location's zone: past
  * llm_gateway_bad_keys within the window, 429 until the window ends.
- * failed = 0 checks, failed = 1 counts one more.
+ * failed = 0 checks: NGX_OK, not locked; NGX_AGAIN, locked, but one of
+ * the few keys a second it may still have looked up; NGX_DECLINED,
+ * refused.  failed = 1 counts one more.
  */
 
 static ngx_int_t
@@ -146,43 +172,23 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
     u_char                           *addr;
     size_t                            len;
     int64_t                           now, left;
-    struct sockaddr_in               *sin;
+    ngx_int_t                         rc;
     ngx_http_llm_gateway_addr_t      *a;
     ngx_http_llm_gateway_zone_t      *zone;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
-#if (NGX_HAVE_INET6)
-    struct sockaddr_in6              *sin6;
-#endif
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
-    if (llcf->bad_keys == 0) {
-        return NGX_OK;
-    }
-
-    switch (r->connection->sockaddr->sa_family) {
-
-    case AF_INET:
-        sin = (struct sockaddr_in *) r->connection->sockaddr;
-        addr = (u_char *) &sin->sin_addr;
-        len = 4;
-        break;
-
-#if (NGX_HAVE_INET6)
-    case AF_INET6:
-        sin6 = (struct sockaddr_in6 *) r->connection->sockaddr;
-        addr = sin6->sin6_addr.s6_addr;
-        len = 16;
-        break;
-#endif
-
-    default: /* a unix socket has no address to hold to account */
+    if (llcf->bad_keys == 0
+        || ngx_http_llm_gateway_addr_key(r, &addr, &len) != NGX_OK)
+    {
         return NGX_OK;
     }
 
     zone = llcf->shm_zone->data;
     now = ngx_http_llm_gateway_now_ms();
     left = 0;
+    rc = NGX_OK;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -201,15 +207,47 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
 
         a->failures += failed;
 
-        if (!failed && a->failures >= llcf->bad_keys) {
+        if (a->failures >= llcf->bad_keys) {
             left = a->start_ms + llcf->bad_keys_window - now;
+        }
+
+        if (!failed && left) {
+            rc = NGX_DECLINED;
+
+            if (a->check_s != now / 1000) {
+                a->check_s = now / 1000;
+                a->checks = 0;
+            }
+
+            if (a->checks < llcf->bad_keys_checks) {
+                a->checks++;
+                rc = NGX_AGAIN;
+            }
         }
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
-    if (left == 0) {
+    if (failed) {
+        /* what the failure found, for a locked address's refusal */
+        ctx->retry_after_ms = left;
         return NGX_OK;
+    }
+
+    if (rc == NGX_DECLINED) {
+        ngx_http_llm_gateway_locked(ctx, left);
+    }
+
+    return rc;
+}
+
+
+static void
+ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx, int64_t left)
+{
+    if (left <= 0) {
+        ctx->retry_after_ms = 0;
+        return;
     }
 
     ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
@@ -218,8 +256,128 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
                                 "keys from this address.");
     ctx->retry_after = llm_bucket_seconds(left);
     ctx->retry_after_ms = left;
+}
 
-    return NGX_DECLINED;
+
+/* the client's address as the bad keys and the log lines count it */
+
+static ngx_int_t
+ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, u_char **addr,
+    size_t *len)
+{
+    struct sockaddr_in   *sin;
+#if (NGX_HAVE_INET6)
+    struct sockaddr_in6  *sin6;
+#endif
+
+    switch (r->connection->sockaddr->sa_family) {
+
+    case AF_INET:
+        sin = (struct sockaddr_in *) r->connection->sockaddr;
+        *addr = (u_char *) &sin->sin_addr;
+        *len = 4;
+        return NGX_OK;
+
+#if (NGX_HAVE_INET6)
+    case AF_INET6:
+        sin6 = (struct sockaddr_in6 *) r->connection->sockaddr;
+        *addr = sin6->sin6_addr.s6_addr;
+        *len = 16;
+        return NGX_OK;
+#endif
+
+    default: /* a unix socket has no address to hold to account */
+        return NGX_DECLINED;
+    }
+}
+
+
+/*
+ * A refusal's log line, at most llm_gateway_reject_log_rate a second for
+ * a client address and for a tenant: a flood of refusals is a flood of
+ * requests, not of log lines.  The lines left out are counted
+ * (llmgw_log_suppressed_total).  1: log it.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char                           *addr;
+    size_t                            len;
+    int64_t                           now, sec;
+    ngx_uint_t                        ok;
+    ngx_http_llm_gateway_addr_t      *a;
+    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->shm_zone == NULL) {
+        return 1;
+    }
+
+    zone = llcf->shm_zone->data;
+    now = ngx_http_llm_gateway_now_ms();
+    sec = now / 1000;
+    ok = 1;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (ctx->key) {
+        /* as the refusal's count will (metrics.c) */
+        node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+
+        if (node != NULL) {
+            ngx_http_llm_gateway_name_node(node, ctx->key);
+
+            if (node->log_s != sec) {
+                node->log_s = sec;
+                node->logs = 0;
+            }
+
+            if (node->logs >= llcf->reject_log_rate) {
+                zone->sh->log_suppressed[1]++;
+                ok = 0;
+
+            } else {
+                node->logs++;
+            }
+        }
+    }
+
+    if (ok && ngx_http_llm_gateway_addr_key(r, &addr, &len) == NGX_OK) {
+        ngx_http_llm_gateway_addr_expire(zone->sh, zone->shpool, now,
+                                         llcf->bad_keys_window, 2);
+
+        a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, 1);
+
+        if (a != NULL) {
+            /* as a bad key would: the window, which keeps it from expiry */
+            if (now - a->start_ms >= (int64_t) llcf->bad_keys_window) {
+                a->start_ms = now;
+                a->failures = 0;
+            }
+
+            if (a->log_s != sec) {
+                a->log_s = sec;
+                a->logs = 0;
+            }
+
+            if (a->logs >= llcf->reject_log_rate) {
+                zone->sh->log_suppressed[0]++;
+                ok = 0;
+
+            } else {
+                a->logs++;
+            }
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return ok;
 }
 
 
@@ -432,6 +590,172 @@ ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r)
     }
 
     r->headers_in.authorization = NULL;
+}
+
+
+/*
+ * The client's request headers the upstream gets: these, those of
+ * llm_gateway_pass_headers, and what the proxy sets itself (host,
+ * connection, content-length, transfer-encoding).  Any other could choose
+ * for the client what the operator's provider account does or bills
+ * (OpenAI-Organization, OpenAI-Project, a mock's controls).
+ */
+
+static ngx_str_t  ngx_http_llm_gateway_passed[] = {
+    ngx_string("content-type"),
+    ngx_string("accept"),
+    ngx_string("user-agent"),
+    ngx_string("anthropic-version"),
+    ngx_string("anthropic-beta"),
+    ngx_string("openai-beta"),
+    ngx_string("host"),
+    ngx_string("connection"),
+    ngx_string("content-length"),
+    ngx_string("transfer-encoding"),
+    ngx_null_string
+};
+
+
+static ngx_uint_t
+ngx_http_llm_gateway_header_passed(ngx_table_elt_t *h, ngx_array_t *extra)
+{
+    size_t      len;
+    ngx_str_t  *name;
+    ngx_uint_t  i;
+
+    for (name = ngx_http_llm_gateway_passed; name->len; name++) {
+        if (h->key.len == name->len
+            && ngx_strncmp(h->lowcase_key, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    if (extra == NULL) {
+        return 0;
+    }
+
+    name = extra->elts;
+
+    for (i = 0; i < extra->nelts; i++) {
+        len = name[i].len;
+
+        if (name[i].data[len - 1] == '*') {
+            if (h->key.len >= len - 1
+                && ngx_strncmp(h->lowcase_key, name[i].data, len - 1) == 0)
+            {
+                return 1;
+            }
+
+            continue;
+        }
+
+        if (h->key.len == len
+            && ngx_strncmp(h->lowcase_key, name[i].data, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * As the key headers: each header not passed becomes a "TE", which the
+ * proxy module always drops from client headers, in its place in the
+ * list.  Its value stays, so that what r->headers_in points to (a
+ * cookie, X-Forwarded-For for $proxy_add_x_forwarded_for) is unchanged,
+ * and its name is saved: once the upstream has the request (the header
+ * filter) it comes back, for the $http_ variables of the access log.
+ * The operator's own proxy_set_header lines still go, whatever their
+ * name.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_uint_t                        i;
+    ngx_list_part_t                  *part;
+    ngx_table_elt_t                  *h;
+    ngx_http_llm_gateway_dropped_t   *saved;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (ctx->dropped == NULL) {
+        ctx->dropped = ngx_array_create(r->pool, 4,
+                                    sizeof(ngx_http_llm_gateway_dropped_t));
+        if (ctx->dropped == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len == 0
+            || (h[i].key.len == 2 && h[i].lowcase_key[0] == 't'
+                && h[i].lowcase_key[1] == 'e')
+            || ngx_http_llm_gateway_header_passed(&h[i], llcf->pass_headers))
+        {
+            continue;
+        }
+
+        saved = ngx_array_push(ctx->dropped);
+        if (saved == NULL) {
+            return NGX_ERROR;
+        }
+
+        saved->header = &h[i];
+        saved->key = h[i].key;
+        saved->lowcase_key = h[i].lowcase_key;
+        saved->hash = h[i].hash;
+
+        ngx_str_set(&h[i].key, "TE");
+        h[i].lowcase_key = (u_char *) "te";
+        h[i].hash = ngx_hash_key(h[i].lowcase_key, 2);
+    }
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_uint_t                       i;
+    ngx_table_elt_t                 *h;
+    ngx_http_llm_gateway_dropped_t  *saved;
+
+    if (ctx->dropped == NULL) {
+        return;
+    }
+
+    saved = ctx->dropped->elts;
+
+    for (i = 0; i < ctx->dropped->nelts; i++) {
+        h = saved[i].header;
+
+        h->key = saved[i].key;
+        h->lowcase_key = saved[i].lowcase_key;
+        h->hash = saved[i].hash;
+    }
+
+    ctx->dropped->nelts = 0;
 }
 
 

@@ -278,6 +278,44 @@ ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
 }
 
 
+/*
+ * Under the zone's lock: whether the model has a price, for a request
+ * whose budget did not look (a tenant without a cap), as far as the zone
+ * knows from accountd's leases.  NGX_OK: priced; NGX_DECLINED: accountd
+ * said it has none; NGX_AGAIN: not known (if ask: not lately), and if
+ * ask, asked for with the next lease (ctx->lease_want).  Only a tier
+ * with unpriced=refuse asks: a lease takes a row lock in PostgreSQL.
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask)
+{
+    ngx_http_llm_gateway_price_t  *price;
+
+    price = ngx_http_llm_gateway_price(ctx->zone->sh, (u_char *) ctx->req.model,
+                                       ctx->req.model_len, 0);
+
+    /* what was said a while ago still counts, but refuses nothing */
+    if (price == NULL
+        || (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH))
+    {
+        if (ask) {
+            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+        }
+
+        return NGX_AGAIN;
+    }
+
+    if (price->p[LLM_LEASE_IN] < 0 || price->p[LLM_LEASE_OUT] < 0) {
+        ctx->unpriced = 1;
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
 /* accountd's answer, for the tenant's or key's node in each zone */
 
 void

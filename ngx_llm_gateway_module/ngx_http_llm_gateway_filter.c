@@ -17,6 +17,7 @@ static ngx_int_t ngx_http_llm_gateway_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static void ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r);
+static ngx_uint_t ngx_http_llm_gateway_hidden(ngx_str_t *key);
 static ngx_int_t ngx_http_llm_gateway_send_413(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
 static ngx_int_t ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
@@ -75,6 +76,9 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     if (ctx == NULL) {
         return ngx_http_next_header_filter(r);
     }
+
+    /* the upstream has had the request: the client's headers come back */
+    ngx_http_llm_gateway_pass_restore(ctx);
 
     /* a backend's answer: read, and maybe passed to the next backend */
     if (ctx->admitted) {
@@ -712,15 +716,67 @@ ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r)
             i = 0;
         }
 
-        if (h[i].hash != 0
-            && h[i].key.len == sizeof("x-request-id") - 1
+        if (h[i].hash == 0) {
+            continue;
+        }
+
+        if (h[i].key.len == sizeof("x-request-id") - 1
             && ngx_strncasecmp(h[i].key.data, (u_char *) "x-request-id",
                                sizeof("x-request-id") - 1)
                == 0)
         {
             ngx_str_set(&h[i].key, "x-upstream-request-id");
+            continue;
+        }
+
+        if (ngx_http_llm_gateway_hidden(&h[i].key)) {
+            h[i].hash = 0;
         }
     }
+}
+
+
+/*
+ * The upstream's own limits and account are the operator's, not the
+ * client's: its rate limit headers (the gateway sends its own, after
+ * this) and the organisation or project its key belongs to.
+ */
+
+static ngx_uint_t
+ngx_http_llm_gateway_hidden(ngx_str_t *key)
+{
+    ngx_str_t  *name;
+
+    static ngx_str_t  prefixes[] = {
+        ngx_string("x-ratelimit-"),
+        ngx_string("anthropic-ratelimit-"),
+        ngx_null_string
+    };
+
+    static ngx_str_t  names[] = {
+        ngx_string("openai-organization"),
+        ngx_string("openai-project"),
+        ngx_string("anthropic-organization-id"),
+        ngx_null_string
+    };
+
+    for (name = prefixes; name->len; name++) {
+        if (key->len >= name->len
+            && ngx_strncasecmp(key->data, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    for (name = names; name->len; name++) {
+        if (key->len == name->len
+            && ngx_strncasecmp(key->data, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 

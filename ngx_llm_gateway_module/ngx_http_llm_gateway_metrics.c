@@ -77,6 +77,8 @@ typedef struct {
     int64_t                        active;       /* tenants */
     int64_t                        weights;
     uint64_t                       reductions;
+    uint64_t                       suppressed[2];  /* address, tenant */
+    unsigned                       shared:1;   /* capacity= or inflight= */
 } ngx_http_llm_gateway_zone_view_t;
 
 
@@ -204,6 +206,14 @@ static ngx_http_llm_gateway_family_t  ngx_http_llm_gateway_families[] = {
       "could cost (n times its output limit, its prompt's bound); settled "
       "at the bound.", 0,
       { { "", ngx_http_llm_gateway_at(stats.over_bound) }, { NULL, 0 } } },
+    { "llmgw_unpriced_total", "counter",
+      "A tenant's requests, and their tokens (input and output), on models "
+      "accountd had no price for: free to a tenant without a spend cap.", 0,
+      { { ",kind=\"requests\"",
+          ngx_http_llm_gateway_at(stats.unpriced_requests) },
+        { ",kind=\"tokens\"",
+          ngx_http_llm_gateway_at(stats.unpriced_tokens) },
+        { NULL, 0 } } },
 
     { "llmgw_reserved_tokens", "gauge",
       "Tokens reserved for a tenant's requests in flight.", 0,
@@ -609,8 +619,7 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        if ((zone->capacity || zone->inflight)
-            && ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
+        if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
         {
             ngx_shmtx_unlock(&zone->shpool->mutex);
             return NGX_ERROR;
@@ -760,6 +769,9 @@ ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     p->active = f->active;
     p->weights = f->weights;
     p->reductions = f->reductions;
+    p->suppressed[0] = zone->sh->log_suppressed[0];
+    p->suppressed[1] = zone->sh->log_suppressed[1];
+    p->shared = (zone->capacity || zone->inflight) ? 1 : 0;
 
     return NGX_OK;
 }
@@ -1181,20 +1193,33 @@ static u_char  ngx_http_llm_gateway_zones_help[] =
     "# TYPE llmgw_capacity_reductions_total counter\n";
 
 
+/* every zone's: the refusals its locations left out of the log */
+
+static u_char  ngx_http_llm_gateway_suppressed_help[] =
+    "# HELP llmgw_log_suppressed_total Refusals not logged: past "
+    "llm_gateway_reject_log_rate for a client address or a tenant.\n"
+    "# TYPE llmgw_log_suppressed_total counter\n";
+
+
 static u_char *
 ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
     ngx_uint_t json)
 {
     u_char                            *lp, labels[160];
-    ngx_uint_t                         i;
+    ngx_uint_t                         i, n;
     ngx_http_llm_gateway_zone_view_t  *z;
 
     z = snap->zones.elts;
+    n = 0;
 
     for (i = 0; i < snap->zones.nelts; i++) {
 
+        if (!z[i].shared) {
+            continue;
+        }
+
         if (json) {
-            p = ngx_sprintf(p, "%s{\"name\":\"", i ? "," : "");
+            p = ngx_sprintf(p, "%s{\"name\":\"", n++ ? "," : "");
             p = ngx_http_llm_gateway_escape(p, z[i].name.data,
                                             ngx_min(z[i].name.len, 64), 1);
             p = ngx_sprintf(p, "\",\"capacity\":%L,\"capacity_now\":%L,"
@@ -1207,7 +1232,7 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             continue;
         }
 
-        if (i == 0) {
+        if (n++ == 0) {
             p = ngx_cpymem(p, ngx_http_llm_gateway_zones_help,
                            sizeof(ngx_http_llm_gateway_zones_help) - 1);
         }
@@ -1234,6 +1259,26 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             lp - labels, labels, z[i].active,
             lp - labels, labels, z[i].weights,
             lp - labels, labels, z[i].reductions);
+    }
+
+    if (json || snap->zones.nelts == 0) {
+        return p;
+    }
+
+    p = ngx_cpymem(p, ngx_http_llm_gateway_suppressed_help,
+                   sizeof(ngx_http_llm_gateway_suppressed_help) - 1);
+
+    for (i = 0; i < snap->zones.nelts; i++) {
+        lp = ngx_cpymem(labels, "zone=\"", sizeof("zone=\"") - 1);
+        lp = ngx_http_llm_gateway_escape(lp, z[i].name.data,
+                                         ngx_min(z[i].name.len, 64), 0);
+        *lp++ = '"';
+
+        p = ngx_sprintf(p,
+            "llmgw_log_suppressed_total{%*s,by=\"address\"} %uL\n"
+            "llmgw_log_suppressed_total{%*s,by=\"tenant\"} %uL\n",
+            lp - labels, labels, z[i].suppressed[0],
+            lp - labels, labels, z[i].suppressed[1]);
     }
 
     return p;

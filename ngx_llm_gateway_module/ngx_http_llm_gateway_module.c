@@ -46,6 +46,8 @@ static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -182,7 +184,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       NULL },
 
     { ngx_string("llm_gateway_bad_keys"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE123,
       ngx_http_llm_gateway_bad_keys,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
@@ -236,6 +238,27 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_llm_gateway_loc_conf_t, reject_log_level),
       &ngx_http_llm_gateway_log_levels },
+
+    { ngx_string("llm_gateway_reject_log_rate"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_gateway_loc_conf_t, reject_log_rate),
+      NULL },
+
+    { ngx_string("llm_gateway_pass_headers"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_gateway_pass_headers,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_error"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_gateway_report,
+      0,
+      0,
+      ngx_http_llm_gateway_error_handler },
 
       ngx_null_command
 };
@@ -752,6 +775,9 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
     conf->reject_log_level = NGX_CONF_UNSET_UINT;
     conf->bad_keys = NGX_CONF_UNSET_UINT;
     conf->bad_keys_window = NGX_CONF_UNSET_MSEC;
+    conf->bad_keys_checks = NGX_CONF_UNSET_UINT;
+    conf->reject_log_rate = NGX_CONF_UNSET_UINT;
+    conf->pass_headers = NGX_CONF_UNSET_PTR;
 
     return conf;
 }
@@ -794,6 +820,11 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->bad_keys, prev->bad_keys, 20);
     ngx_conf_merge_msec_value(conf->bad_keys_window, prev->bad_keys_window,
                               60000);
+    ngx_conf_merge_uint_value(conf->bad_keys_checks, prev->bad_keys_checks,
+                              5);
+    ngx_conf_merge_uint_value(conf->reject_log_rate, prev->reject_log_rate,
+                              5);
+    ngx_conf_merge_ptr_value(conf->pass_headers, prev->pass_headers, NULL);
 
     if (!conf->enable) {
         return NGX_CONF_OK;
@@ -1492,6 +1523,14 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        /* a model without a price: served (allow) or refused */
+        if (ngx_strcmp(value[i].data, "unpriced=refuse") == 0
+            || ngx_strcmp(value[i].data, "unpriced=allow") == 0)
+        {
+            tier->unpriced_refuse = (value[i].data[9] == 'r');
+            continue;
+        }
+
         for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
             if (value[i].len > p->name.len
                 && ngx_strncmp(value[i].data, p->name.data, p->name.len) == 0)
@@ -1595,13 +1634,70 @@ ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/*
+ * Client request headers that reach the upstream besides the built-in
+ * ones (auth.c): names, or prefixes ending in "*", kept in lower case.
+ * Like proxy_set_header, a level that names none inherits its parent's.
+ */
+
+static char *
+ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    u_char      *c;
+    ngx_str_t   *value, *name;
+    ngx_uint_t   i;
+
+    if (llcf->pass_headers == NGX_CONF_UNSET_PTR) {
+        llcf->pass_headers = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
+        if (llcf->pass_headers == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    value = cf->args->elts;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        for (c = value[i].data; c < value[i].data + value[i].len; c++) {
+            if (*c == '*' && c == value[i].data + value[i].len - 1
+                && value[i].len > 1)
+            {
+                break;
+            }
+
+            if (!(*c == '-' || *c == '_' || (*c >= '0' && *c <= '9')
+                  || ((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z')))
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid header name \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+        }
+
+        name = ngx_array_push(llcf->pass_headers);
+        if (name == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_strlow(value[i].data, value[i].data, value[i].len);
+        *name = value[i];
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 static char *
 ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_gateway_loc_conf_t *llcf = conf;
 
-    ngx_int_t   n;
-    ngx_str_t  *value, s;
+    ngx_int_t    n;
+    ngx_str_t   *value, s;
+    ngx_uint_t   i;
 
     if (llcf->bad_keys != NGX_CONF_UNSET_UINT) {
         return "is duplicate";
@@ -1623,25 +1719,41 @@ ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     llcf->bad_keys = n;
 
-    if (cf->args->nelts == 3) {
-        if (ngx_strncmp(value[2].data, "window=", 7) != 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\"", &value[2]);
-            return NGX_CONF_ERROR;
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "window=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            llcf->bad_keys_window = ngx_parse_time(&s, 0);
+
+            if (llcf->bad_keys_window == (ngx_msec_t) NGX_ERROR
+                || llcf->bad_keys_window == 0)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid window \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
         }
 
-        s.data = value[2].data + 7;
-        s.len = value[2].len - 7;
+        /* the valid keys a locked address may still have looked up */
+        if (ngx_strncmp(value[i].data, "checks=", 7) == 0) {
+            n = ngx_atoi(value[i].data + 7, value[i].len - 7);
+            if (n == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid checks \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
 
-        llcf->bad_keys_window = ngx_parse_time(&s, 0);
-
-        if (llcf->bad_keys_window == (ngx_msec_t) NGX_ERROR
-            || llcf->bad_keys_window == 0)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid window \"%V\"", &value[2]);
-            return NGX_CONF_ERROR;
+            llcf->bad_keys_checks = n;
+            continue;
         }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;

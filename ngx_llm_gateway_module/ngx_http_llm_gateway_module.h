@@ -59,6 +59,7 @@ typedef struct {
                                                parts do not bound it */
     ngx_uint_t                   unbounded_refuse; /* such a prompt is
                                                refused under a cap */
+    unsigned                     unpriced_refuse:1;
 } ngx_http_llm_gateway_tier_t;
 
 
@@ -197,6 +198,9 @@ typedef struct {
 } ngx_http_llm_gateway_price_t;
 
 
+/* the most of a client's string a log line or a header shows */
+#define NGX_HTTP_LLM_GATEWAY_SAFE_MAX      64
+
 /* the models priced at once; the one seen longest ago makes room */
 #define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
@@ -226,6 +230,8 @@ typedef struct {
     uint64_t                     cached_tokens;
     uint64_t                     cost;      /* pico-dollars, where priced */
     uint64_t                     over_bound;  /* reported above it */
+    uint64_t                     unpriced_requests;
+    uint64_t                     unpriced_tokens;   /* input and output */
 } ngx_http_llm_gateway_stats_t;
 
 
@@ -261,6 +267,8 @@ typedef struct {
 
     /* what the metrics and the status page say of it */
     ngx_http_llm_gateway_stats_t stats;
+    int64_t                      log_s;     /* the second of log lines */
+    ngx_uint_t                   logs;      /* refusals logged in it */
     u_char                       name_len;
     u_char                       tier_len;
     u_char                       name[LLM_KEY_TENANT_MAX];
@@ -303,12 +311,16 @@ typedef struct {
 } ngx_http_llm_gateway_flight_t;
 
 
-/* a client address that sent bad keys, in the same zone */
+/* a client address that sent bad keys or was refused, in the same zone */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: crc32 of the address */
     ngx_queue_t                  queue;     /* LRU, for expiry */
     int64_t                      start_ms;  /* the window began */
     ngx_uint_t                   failures;
+    int64_t                      check_s;   /* the second of checks */
+    int64_t                      log_s;     /* the second of log lines */
+    ngx_uint_t                   checks;    /* keys looked up while locked */
+    ngx_uint_t                   logs;      /* refusals logged */
     u_short                      len;
     u_char                       addr[16];
 } ngx_http_llm_gateway_addr_t;
@@ -329,7 +341,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  13
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  14
 
 
 typedef struct {
@@ -345,6 +357,7 @@ typedef struct {
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
     ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
     llm_fair_t                   fair;      /* capacity=, inflight= */
+    uint64_t                     log_suppressed[2];  /* address, tenant */
 } ngx_http_llm_gateway_shctx_t;
 
 
@@ -395,8 +408,11 @@ typedef struct {
     size_t                       max_string;
     ngx_uint_t                   max_depth;
     ngx_uint_t                   reject_log_level;
+    ngx_uint_t                   reject_log_rate;  /* lines a second */
     ngx_uint_t                   bad_keys;  /* 0: no limit */
     ngx_msec_t                   bad_keys_window;
+    ngx_uint_t                   bad_keys_checks;  /* a second, locked */
+    ngx_array_t                 *pass_headers;     /* ngx_str_t, lowcase */
     ngx_str_t                    backend_name;
     ngx_http_llm_gateway_backend_t  *backend;   /* backend= */
 } ngx_http_llm_gateway_loc_conf_t;
@@ -507,6 +523,10 @@ typedef struct {
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */
+    /* the client headers kept from the upstream, their names saved */
+    ngx_array_t                 *dropped;   /* auth.c's _dropped_t */
+
+    unsigned                     unpriced:1;       /* accountd has no price */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -542,8 +562,16 @@ ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
 void ngx_http_llm_gateway_keys_abort(void);
 ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
+ngx_int_t ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
+u_char *ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
+    size_t max, ngx_str_t *out);
 ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
     ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
@@ -624,6 +652,8 @@ ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
+ngx_int_t ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask);
 
 ngx_shm_zone_t *ngx_http_llm_gateway_zone_add(ngx_conf_t *cf,
     ngx_str_t *value, void *tag);

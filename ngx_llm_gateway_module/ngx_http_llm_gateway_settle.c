@@ -214,6 +214,13 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
                                    ctx->budget_held ? ctx->prices : NULL);
         ctx->counted = 1;
 
+        /* served free: a model accountd has no price for */
+        if (ctx->unpriced) {
+            node->stats.unpriced_requests++;
+            node->stats.unpriced_tokens += st.input_tokens
+                                           + st.output_tokens;
+        }
+
         ngx_http_llm_gateway_budget_settle(ctx, node, &st);
     }
 

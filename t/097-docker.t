@@ -583,8 +583,9 @@ SKIP: {
         [ 'listen  8081;'              => "listen  127.0.0.1:$admin;" ],
         # here the master is root, whose workers would be nobody's; in
         # the container it is www-data, and so are they
-        [ 'daemon            off;'     => "daemon on;\nuser www-data;" ],
-        [ 'error_log         stderr info;' => "error_log $dir/error.log info;" ],
+        [ 'daemon            off;'     => "daemon on;
+user www-data;" ],
+        [ 'error_log         stderr notice;' => "error_log $dir/error.log notice;" ],
         [ 'access_log  /dev/stdout;'   => "access_log $dir/access.log;\n"
               . join('', map { "    ${_}_temp_path $dir/tmp/$_;\n" }
                      qw(client_body proxy fastcgi uwsgi scgi)) ],

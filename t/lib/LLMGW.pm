@@ -441,6 +441,7 @@ package LLMGW::Nginx;
 use strict;
 use warnings;
 
+use FindBin;
 use File::Path qw(make_path);
 use File::Temp qw(tempdir);
 use IO::Socket::INET;
@@ -462,6 +463,9 @@ my $instances = 0;
 #                 llm_gateway zone=llm api=...: /v1/chat/completions
 #                 (openai), /v1/messages (anthropic), /v1/responses
 #                 (responses)
+#
+# pass_mock => 0 leaves out the llm_gateway_pass_headers x-mock-* that
+# every other test has.
 #
 # modules_enabled => 1 loads the modules Debian's packages enabled, as
 # Debian's nginx.conf does (include /etc/nginx/modules-enabled/*.conf),
@@ -528,6 +532,11 @@ EOF
         $load = 'include /etc/nginx/modules-enabled/*.conf;';
     }
 
+    # the tests drive mockllm with x-mock-* headers through the gateway,
+    # which passes no such header unless told (pass_mock => 0: as shipped)
+    my $pass = ($o{pass_mock} // 1) ? '    llm_gateway_pass_headers  x-mock-*;'
+                                    : '';
+
     my $workers = $o{workers} // 2;
     my $level = $o{log_level} // 'debug';
 
@@ -552,6 +561,7 @@ http {
     uwsgi_temp_path        $dir/tmp/uwsgi;
     scgi_temp_path         $dir/tmp/scgi;
 
+$pass
 $http
 }
 EOF
@@ -563,6 +573,43 @@ EOF
     return $self;
 }
 
+# The gateway make run starts, scripts/nginx.conf.in, as shipped: its
+# @NAMES@ filled in for this stack, the upstream mockllm at mock => PORT
+# (the stack's unless said).  admin_port() is its admin listener's.
+sub demo {
+    my ($class, %o) = @_;
+    my $s = LLMGW::stack();
+    my $self = $class->new(http => '');
+    my $dir = $self->{dir};
+    my $top = "$FindBin::Bin/..";
+
+    open(my $in, '<', "$top/scripts/nginx.conf.in") or die "$top: $!";
+    my $conf = do { local $/; <$in> };
+    close($in);
+
+    $self->{admin} = free_port();
+
+    my %names = (
+        MODULE => "$s->{LLMGW_BUILD}/ngx_http_llm_gateway_module.so",
+        HTTP_PORT => $self->{port}, ADMIN_PORT => $self->{admin},
+        MOCK_PORT => $o{mock} // $s->{LLMGW_MOCK_PORT});
+
+    $conf =~ s{\@DIR\@/nginx/}{$dir/}g;
+    $conf =~ s{\@DIR\@/keys\.snapshot}{$s->{LLMGW_KEY_SNAPSHOT}}g;
+    $conf =~ s{\@DIR\@/keys\.secret}{$s->{LLMGW_KEY_SECRET}}g;
+    $conf =~ s{\@DIR\@/accountd\.sock}{$s->{LLMGW_ACCOUNTD_SOCKET}}g;
+    $conf =~ s{\@(MODULE|HTTP_PORT|ADMIN_PORT|MOCK_PORT)\@}{$names{$1}}g;
+    die "nginx.conf.in: a name not filled in: \@$1\@"
+        if $conf =~ /^[^#]*\@(\w+)\@/m;
+
+    open(my $fh, '>', "$dir/nginx.conf") or die "$dir/nginx.conf: $!";
+    print $fh $conf;
+    close($fh);
+
+    return $self;
+}
+
+sub admin_port { $_[0]->{admin} }
 sub port { $_[0]->{port} }
 sub dir { $_[0]->{dir} }
 sub url { "http://127.0.0.1:$_[0]->{port}" . ($_[1] // '') }

@@ -1,0 +1,118 @@
+#!/usr/bin/perl
+
+# Models without a price, for tenants without a spend cap: free, and
+# silently so until now.  A tier with unpriced=refuse asks accountd for
+# the model's price and refuses one it has none for (403
+# model_not_priced); a priced model is served.  Requests on a model the
+# gateway knows to be unpriced are counted, with their tokens, in
+# llmgw_unpriced_total by tenant, whatever the tier.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use HTTP::Tiny;
+use LLMGW;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+my $s = stack();
+
+my $priced = "mock-priced-$$";
+my $free = "mock-unpriced-$$";
+
+db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                   output_per_mtok)
+           VALUES (?, '2000-01-01', 1000000, 2000000)
+           ON CONFLICT DO NOTHING}, undef, $priced);
+
+my $strict = new_tenant(tier => 'strict');
+my $open = new_tenant(tier => 'open');
+
+my $ng = nginx(http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  strict  tpm=600000 unpriced=refuse;
+    llm_gateway_tier  open    tpm=600000;
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        location = /v1/chat/completions {
+            llm_gateway       zone=llm;
+            proxy_pass        http://127.0.0.1:%%MOCK%%;
+            proxy_set_header  x-mock-tokens 5;
+        }
+
+        location = /metrics {
+            llm_gateway_metrics;
+        }
+    }
+EOF
+
+sub ask {
+    my ($t, $model) = @_;
+    return http_post($ng->url('/v1/chat/completions'),
+                     { model => $model, max_tokens => 10,
+                       messages => [ { role => 'user', content => 'hi' } ] },
+                     authorization => "Bearer $t->{key}");
+}
+
+sub unpriced {
+    my ($t, $kind) = @_;
+    my $m = HTTP::Tiny->new->get($ng->url('/metrics'))->{content} // '';
+    return $m =~ /^llmgw_unpriced_total\{zone="llm",tenant="\Q$t->{name}\E",
+                  tier="\Q$t->{tier}\E",kind="$kind"\}\ (\d+)$/mx ? $1 : undef;
+}
+
+# the gateway reconnects to accountd within its backoff
+my $r;
+for (1 .. 50) {
+    $r = ask($strict, $priced);
+    last if $r->{status} == 200;
+    sleep(0.1);
+}
+is($r->{status}, 200, 'unpriced=refuse: a priced model, 200');
+
+$r = ask($strict, $free);
+is($r->{status}, 403, 'unpriced=refuse: a model without a price, 403');
+my $j = json_body($r) // {};
+is_deeply([ @{ $j->{error} // {} }{qw(type code param)} ],
+          [ 'permission_error', 'model_not_priced', 'model' ],
+          '  model_not_priced');
+like($j->{error}{message} // '', qr/"\Q$free\E" has no price/,
+     '  the message names the model');
+is($r->{headers}{'x-should-retry'}, 'false', '  x-should-retry: false');
+
+# the default tier serves it, and counts it
+$r = ask($open, $free);
+is($r->{status}, 200, 'unpriced=allow (the default): 200');
+my $row = usage_row($r->{headers}{'x-request-id'} // '');
+ok($row && !defined $row->{cost_pusd}, '  its ledger row has no cost');
+
+$r = ask($open, $priced);
+is($r->{status}, 200, '  and a priced model: 200');
+
+my $tokens = 0;
+for (1 .. 50) {
+    last if (unpriced($open, 'requests') // 0) >= 1;
+    sleep(0.05);
+}
+is(unpriced($open, 'requests'), 1,
+   'llmgw_unpriced_total{kind="requests"}: the one unpriced request');
+is(unpriced($open, 'tokens'), 7 + 5,
+   'llmgw_unpriced_total{kind="tokens"}: its 7 in and 5 out');
+is(unpriced($strict, 'requests'), 0, '  none for the tier that refused');
+
+my $bad = nginx(http => <<'EOF');
+    %%GATEWAY%%
+    llm_gateway_tier  strict  tpm=600000 unpriced=maybe;
+EOF
+my ($rc, $out) = $bad->test();
+isnt($rc, 0, 'nginx -t refuses unpriced=maybe');
+like($out, qr/invalid parameter "unpriced=maybe"/, 'and says which');
+
+$ng->no_alerts();
+
+done_testing();
