@@ -37,5 +37,6 @@ USER mockllm
 
 EXPOSE 8090
 
-# SIGTERM ends it (sigwait), PID 1 or not
-CMD ["mockllm", "-l", "0.0.0.0:8090"]
+# SIGTERM ends it (sigwait), PID 1 or not; a token every 25 ms, as a
+# model streams
+CMD ["mockllm", "-l", "0.0.0.0:8090", "-d", "25"]
