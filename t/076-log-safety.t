@@ -197,8 +197,10 @@ unlike($log, qr/\e/, 'no escape byte in the log');
 unlike($log, qr/[\x80-\xff]/, 'no byte beyond ASCII in the log');
 unlike($log, qr/a{65}/, 'a model of 120 bytes is cut at 64 bytes');
 like($log, qr/"a{64}\.\.\."/, '  and "..." says so');
-like($log, qr/x\\x0d\\x0a2026/, 'CR LF written as \x0d\x0a')
-    if grep { /model_not_allowed|may not call/ } @lines;
+# inspection refuses a model with CR LF (400) before it could be logged; the
+# escaping is what would hold if it did not
+ok(!grep({ /\r/ } grep { /llm gateway/ } split(/\n/, $log)),
+   "no CR in any of the gateway's lines");
 
 # the header written with a client's string: escaped, bounded
 my $model = 'mock-"q\\' . ('b' x 80);
