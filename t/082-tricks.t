@@ -8,9 +8,10 @@
 # definitions, and an upstream that reports far more than was produced
 # (mockllm's x-mock-usage, x-mock-prompt-tokens, as a hostile or broken
 # provider would).  The day ends at or under its cap.  Then two tenants of
-# the same free tier flood for the same seconds, one honestly, one with the
-# tricks: the trickster gets no more tokens than its tier allows, nor than
-# the honest one.
+# the same free tier flood for the same seconds through a gateway as
+# shipped (a client's x-mock-* headers reach nobody), one honestly, one with
+# the tricks, forged usage headers included: the trickster gets no more
+# tokens than its tier allows, nor than the honest one.
 
 use strict;
 use warnings;
@@ -65,6 +66,25 @@ my $ng = nginx(http => <<'EOF')->run();
 
         proxy_http_version  1.1;
         proxy_set_header    Connection "";
+
+        %%APIS%%
+    }
+EOF
+
+# as shipped: no client's x-mock-* header reaches the mock; the operator
+# has every answer take the whole limit, up to 1,000 tokens
+my $shipped = nginx(pass_mock => 0, http => <<'EOF')->run();
+    %%GATEWAY%%
+    llm_gateway_tier  free  tpm=10000 burst=15000 max_tokens=4096;
+
+    %%UPSTREAM%%
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+        proxy_set_header    x-mock-tokens 1000;
 
         %%APIS%%
     }
@@ -162,8 +182,8 @@ sub tricks {
 }
 
 sub send_one {
-    my ($t, $path, $body, $mock) = @_;
-    return $http->request('POST', $ng->url($path), {
+    my ($t, $path, $body, $mock, $via) = @_;
+    return $http->request('POST', ($via // $ng)->url($path), {
         headers => { 'content-type' => 'application/json',
                      authorization => "Bearer $t->{key}",
                      'anthropic-version' => '2023-06-01', %$mock },
@@ -173,7 +193,7 @@ sub send_one {
 # $clients processes, each sending the tricks (or an honest request) in
 # turn until $until; returns the statuses seen, counted
 sub flood {
-    my ($t, $clients, $until, $honest_max, $forged) = @_;
+    my ($t, $clients, $until, $honest_max, $forged, $via) = @_;
     my @kids;
 
     for my $c (1 .. $clients) {
@@ -192,7 +212,7 @@ sub flood {
                 : tricks(4096, $forged);
             my $i = $c;
             while (time() < $until) {
-                my $r = send_one($t, @{ $t[$i++ % @t] });
+                my $r = send_one($t, @{ $t[$i++ % @t] }, $via);
                 my $code = eval { decode_json($r->{content})->{error}{code} };
                 $seen{ $r->{status} . ($code ? " $code" : '') }++;
                 sleep(0.05) if $r->{status} == 429;
@@ -326,10 +346,10 @@ my $t0 = time();
 my $until = $t0 + 15 * LLMGW::time_scale();
 my $pid = fork() // die "fork: $!";
 if ($pid == 0) {
-    flood($honest, 4, $until, 1000);
+    flood($honest, 4, $until, 1000, 0, $shipped);
     POSIX::_exit(0);
 }
-my $tseen = flood($trick, 4, $until);
+my $tseen = flood($trick, 4, $until, undef, 1, $shipped);
 waitpid($pid, 0);
 my $elapsed = time() - $t0;
 
@@ -352,5 +372,6 @@ ok($k->{tokens} <= $h->{tokens} + 8 * 4096,
    'nor more than the honest tenant, but for one request in flight');
 
 $ng->no_alerts();
+$shipped->no_alerts(name => 'no alerts in the shipped gateway\'s error.log');
 
 done_testing();
