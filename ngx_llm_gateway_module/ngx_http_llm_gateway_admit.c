@@ -10,6 +10,8 @@
 
 
 static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);
+static ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_bare_ctx(
+    ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
@@ -1468,33 +1470,17 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
 {
     ngx_uint_t                         status;
     const char                        *code, *msg;
-    ngx_http_variable_value_t         *vv;
     ngx_http_llm_gateway_ctx_t        *ctx;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     status = r->err_status ? r->err_status : NGX_HTTP_BAD_REQUEST;
 
     ctx = ngx_http_llm_gateway_get_ctx(r);
 
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+        ctx = ngx_http_llm_gateway_bare_ctx(r);
         if (ctx == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-
-        ctx->request = r;
-        ctx->status = NGX_DECLINED;
-
-        lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
-
-        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
-
-        if (vv != NULL && !vv->not_found) {
-            ctx->request_id.data = vv->data;
-            ctx->request_id.len = vv->len;
-        }
-
-        ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
     }
 
     switch (status) {
@@ -1547,6 +1533,41 @@ send:
 
 
 /*
+ * A context for a request the gateway answers without admitting it (one
+ * nginx refused itself): its request id, nothing to settle.
+ */
+
+static ngx_http_llm_gateway_ctx_t *
+ngx_http_llm_gateway_bare_ctx(ngx_http_request_t *r)
+{
+    ngx_http_variable_value_t         *vv;
+    ngx_http_llm_gateway_ctx_t        *ctx;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    ctx->request = r;
+    ctx->status = NGX_DECLINED;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
+
+    if (vv != NULL && !vv->not_found) {
+        ctx->request_id.data = vv->data;
+        ctx->request_id.len = vv->len;
+    }
+
+    ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
+
+    return ctx;
+}
+
+
+/*
  * nginx's own 413, a body above client_max_body_size refused before or
  * while the gateway reads it, is an HTML page: in a gateway location it
  * becomes the gateway's own 413, in JSON.  The header filter asks; the
@@ -1558,10 +1579,8 @@ ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t **pctx)
 {
     ngx_str_t                          v;
-    ngx_http_variable_value_t         *vv;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
@@ -1572,24 +1591,11 @@ ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
     ctx = *pctx;
 
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_gateway_ctx_t));
+        ctx = ngx_http_llm_gateway_bare_ctx(r);
         if (ctx == NULL) {
             return NGX_ERROR;
         }
 
-        ctx->request = r;
-        ctx->status = NGX_DECLINED;
-
-        lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
-
-        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
-
-        if (vv != NULL && !vv->not_found) {
-            ctx->request_id.data = vv->data;
-            ctx->request_id.len = vv->len;
-        }
-
-        ngx_http_set_ctx(r, ctx, ngx_http_llm_gateway_module);
         *pctx = ctx;
     }
 
