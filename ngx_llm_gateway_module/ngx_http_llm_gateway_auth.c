@@ -347,19 +347,32 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
         }
     }
 
-    if (ok && ngx_http_llm_gateway_addr_key(r, &addr, &len) == NGX_OK) {
-        ngx_http_llm_gateway_addr_expire(zone->sh, zone->shpool, now,
-                                         llcf->bad_keys_window, 2);
+    /*
+     * A request without a tenant by its address, if the address has an
+     * entry (a bad key made it); else with every other such address: a
+     * refusal never makes an entry, so that a flood of them takes no room
+     * from the tenants.
+     */
+    if (ok && ctx->key == NULL
+        && ngx_http_llm_gateway_addr_key(r, &addr, &len) == NGX_OK)
+    {
+        a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, 0);
 
-        a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, 1);
-
-        if (a != NULL) {
-            /* as a bad key would: the window, which keeps it from expiry */
-            if (now - a->start_ms >= (int64_t) llcf->bad_keys_window) {
-                a->start_ms = now;
-                a->failures = 0;
+        if (a == NULL) {
+            if (zone->sh->log_s != sec) {
+                zone->sh->log_s = sec;
+                zone->sh->logs = 0;
             }
 
+            if (zone->sh->logs >= llcf->reject_log_rate) {
+                zone->sh->log_suppressed[0]++;
+                ok = 0;
+
+            } else {
+                zone->sh->logs++;
+            }
+
+        } else {
             if (a->log_s != sec) {
                 a->log_s = sec;
                 a->logs = 0;
@@ -598,7 +611,9 @@ ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r)
  * llm_gateway_pass_headers, and what the proxy sets itself (host,
  * connection, content-length, transfer-encoding).  Any other could choose
  * for the client what the operator's provider account does or bills
- * (OpenAI-Organization, OpenAI-Project, a mock's controls).
+ * (OpenAI-Organization, OpenAI-Project, a mock's controls; a beta such as
+ * Anthropic's context-1m changes the price of a token: an operator who
+ * offers betas passes anthropic-beta or openai-beta).
  */
 
 static ngx_str_t  ngx_http_llm_gateway_passed[] = {
@@ -606,8 +621,6 @@ static ngx_str_t  ngx_http_llm_gateway_passed[] = {
     ngx_string("accept"),
     ngx_string("user-agent"),
     ngx_string("anthropic-version"),
-    ngx_string("anthropic-beta"),
-    ngx_string("openai-beta"),
     ngx_string("host"),
     ngx_string("connection"),
     ngx_string("content-length"),

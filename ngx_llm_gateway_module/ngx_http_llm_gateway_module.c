@@ -1661,6 +1661,12 @@ ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf, ngx_command_t *cmd,
 
     for (i = 1; i < cf->args->nelts; i++) {
 
+        if (value[i].len == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "empty header name");
+            return NGX_CONF_ERROR;
+        }
+
         for (c = value[i].data; c < value[i].data + value[i].len; c++) {
             if (*c == '*' && c == value[i].data + value[i].len - 1
                 && value[i].len > 1)

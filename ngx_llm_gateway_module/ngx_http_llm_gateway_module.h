@@ -341,7 +341,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  14
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  15
 
 
 typedef struct {
@@ -358,6 +358,9 @@ typedef struct {
     ngx_http_llm_gateway_worker_t workers[NGX_HTTP_LLM_GATEWAY_WORKERS];
     llm_fair_t                   fair;      /* capacity=, inflight= */
     uint64_t                     log_suppressed[2];  /* address, tenant */
+    int64_t                      log_s;     /* the second of logs */
+    ngx_uint_t                   logs;      /* refusals without an address
+                                               entry logged in it */
 } ngx_http_llm_gateway_shctx_t;
 
 

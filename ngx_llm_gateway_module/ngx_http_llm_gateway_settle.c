@@ -103,6 +103,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     in.prompt_estimate = ctx->req.prompt_tokens;
     in.prompt_bound = ctx->req.prompt_bound;
+    in.hold_prompt = ctx->budget_held;
     in.max_tokens = ctx->req.output_bound;
 
     if (ctx->upstream_failed) {
@@ -154,12 +155,15 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
                                                 : "client_closed";
     }
 
-    if (st.flags & LLM_REC_F_BOUND) {
-        /* once a request: a hostile or broken upstream shows */
+    if ((st.flags & LLM_REC_F_BOUND)
+        && ngx_http_llm_gateway_log_allowed(r, ctx))
+    {
+        /* once a request: a hostile or broken upstream, a worst case set
+           too low, shows */
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "llm gateway: upstream reported more than request "
-                      "\"%V\" could cost (in %uL, out %uL); settled at its "
-                      "bound (in %L, out %L)", &ctx->request_id,
+                      "\"%V\" could cost (in %uL, out %uL); its bound: in "
+                      "%L, out %L", &ctx->request_id,
                       ctx->sse.usage.input_tokens,
                       ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
                       ctx->req.output_bound);
@@ -507,6 +511,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
 
     in.prompt_estimate = f->prompt_estimate;
     in.prompt_bound = f->prompt_bound;
+    in.hold_prompt = f->budget_held;
     in.max_tokens = f->max_tokens;
 
     /* no response yet: the prompt may have gone up, and owes */

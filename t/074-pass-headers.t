@@ -71,11 +71,11 @@ sub body {
                       authorization => "Bearer $t->{key}", %evil);
     is($r->{status}, 200, 'nginx.conf.in: 200 through the echo');
     is(seen($r), 'org=[] proj=[] mock=[] team=[] other=[] ua=[t074] '
-       . 'ver=[2023-06-01] beta=[assistants=v2] cookie=[] '
+       . 'ver=[2023-06-01] beta=[] cookie=[] '
        . 'uri=[/v1/chat/completions]',
        'nginx.conf.in: no OpenAI-Organization, OpenAI-Project, x-mock-usage, '
-       . 'cookie or other header of the client; user-agent, '
-       . 'anthropic-version, openai-beta go');
+       . 'a beta (it may change the price), cookie or other header of the '
+       . 'client; user-agent, anthropic-version go');
 
     my $h = $r->{headers};
     is($h->{'x-ratelimit-limit-tokens'}, 10000,
@@ -171,7 +171,7 @@ my $ng = nginx(pass_mock => 0, http => $http)->run();
 my $r = http_post($ng->url('/v1/chat/completions'), body(),
                   authorization => "Bearer $t->{key}", %evil);
 is(seen($r), 'org=[] proj=[] mock=[] team=[] other=[] ua=[t074] '
-   . 'ver=[2023-06-01] beta=[assistants=v2] cookie=[] '
+   . 'ver=[2023-06-01] beta=[] cookie=[] '
    . 'uri=[/v1/chat/completions]', 'the built-in set only');
 
 # the access log still has them, once the upstream had the request
@@ -192,7 +192,7 @@ is(seen($r), 'org=[] proj=[] mock=[] team=[] other=[] ua=[t074] '
 $r = http_post($ng->url('/v1/team'), body(),
                authorization => "Bearer $t->{key}", %evil);
 is(seen($r), 'org=[org-set-here] proj=[proj-of-the-client] mock=[] team=[a] '
-   . 'other=[] ua=[t074] ver=[2023-06-01] beta=[assistants=v2] cookie=[] '
+   . 'other=[] ua=[t074] ver=[2023-06-01] beta=[] cookie=[] '
    . 'uri=[/v1/chat/completions]',
    'llm_gateway_pass_headers x-team-* OpenAI-Project: those pass too; '
    . "proxy_set_header's OpenAI-Organization replaces the client's");

@@ -179,6 +179,21 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
+    /*
+     * A service tier priced above the model's price: the ledger would
+     * bill it at the model's.
+     */
+    v = cJSON_GetObjectItemCaseSensitive(root, "service_tier");
+
+    if (cJSON_IsString(v)
+        && (strcmp(v->valuestring, "priority") == 0
+            || strcmp(v->valuestring, "scale") == 0))
+    {
+        llm_inspect_fail(req, "service_tier", "this service tier is not "
+                         "offered through this gateway");
+        goto done;
+    }
+
     /* answered later, elsewhere: its usage never passes the gateway */
     if (api == LLM_API_RESPONSES
         && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "background")))

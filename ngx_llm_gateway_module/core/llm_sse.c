@@ -641,8 +641,11 @@ llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     }
 
     if (in->prompt_bound > 0 && out->input_tokens > in->prompt_bound) {
-        out->input_tokens = in->prompt_bound;
         out->flags |= LLM_REC_F_BOUND;
+
+        if (in->hold_prompt) {
+            out->input_tokens = in->prompt_bound;
+        }
     }
 
     if (out->cached_input_tokens > out->input_tokens) {

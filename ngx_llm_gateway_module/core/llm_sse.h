@@ -212,6 +212,8 @@ typedef struct {
                                         its output limit */
     uint64_t      prompt_bound;      /* the most its prompt can be; 0: no
                                         bound */
+    unsigned      hold_prompt:1;     /* a figure above prompt_bound is held
+                                        to it, not only flagged */
     unsigned      upstream_ok:1;     /* the upstream answered 2xx */
     llm_end_e     end;
 } llm_settle_in_t;
@@ -242,9 +244,11 @@ typedef struct {
  * A response that did not end cleanly is flagged partial, and its finish
  * reason is client_closed or upstream_error unless the final usage came.
  * A figure that is not a number counts as no usage.  Whatever the upstream
- * said, the output is held to max_tokens and the prompt to prompt_bound,
- * flagged LLM_REC_F_BOUND: a request is never charged more than it could
- * cost.
+ * said, the output is held to max_tokens (no model makes more), flagged
+ * LLM_REC_F_BOUND.  A prompt above prompt_bound is flagged too, and held
+ * to it with hold_prompt (a spend cap reserved that bound): the bound of a
+ * prompt with images or stored context is a configured worst case, which
+ * a provider's bill may pass.
  */
 void llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out);

@@ -216,6 +216,7 @@ fuzz_settle(const llm_usage_t *u, const char *how)
         for (end = LLM_END_CLEAN; end <= LLM_END_UNREADABLE; end++) {
             in.prompt_estimate = 1000;
             in.prompt_bound = 2000;
+            in.hold_prompt = 1;
             in.max_tokens = 500;
             in.upstream_ok = ok;
             in.end = end;

@@ -176,6 +176,12 @@ static const struct {
                          "\"background\":true}", "background" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
                          "\"background\":false}", NULL },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"service_tier\":\"priority\"}", "service_tier" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"service_tier\":\"scale\"}", "service_tier" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"service_tier\":\"flex\"}", NULL },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":7}", "input" },
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"hi\","
                          "\"max_output_tokens\":0}", "max_output_tokens" },

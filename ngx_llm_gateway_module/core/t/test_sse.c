@@ -2694,6 +2694,7 @@ test_settle_bounds(void)
     in.prompt_estimate = 100;
     in.max_tokens = 3 * 50;
     in.prompt_bound = 400;
+    in.hold_prompt = 1;
     in.upstream_ok = 1;
     in.end = LLM_END_CLEAN;
 
@@ -2715,6 +2716,14 @@ test_settle_bounds(void)
            && s.reasoning_tokens <= s.output_tokens,
            "parts never above their whole");
     tap_ok(s.flags & LLM_REC_F_BOUND, "flagged bound");
+
+    /* without a cap to keep, the prompt is what the provider bills */
+    in.hold_prompt = 0;
+    llm_usage_settle(&u, &in, &s);
+    tap_ok(s.output_tokens == 150 && s.input_tokens == 100000000
+           && (s.flags & LLM_REC_F_BOUND),
+           "no cap: the output held, the prompt as reported, flagged");
+    in.hold_prompt = 1;
 
     u.input_tokens = 300;
     u.output_tokens = 150;
