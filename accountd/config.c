@@ -337,6 +337,7 @@ conf_free(acd_conf_t *cf)
     free(cf->pidfile);
     free(cf->logfile);
     free(cf->metrics_listen);
+    free(cf->gateway_name);
 
     memset(cf, 0, sizeof(acd_conf_t));
 }
