@@ -22,6 +22,8 @@ static void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
 static void ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier);
+static void ngx_http_llm_gateway_downgrade_undo(
+    ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
     int64_t until);
@@ -31,8 +33,6 @@ static ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
 static ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx);
-static ngx_uint_t ngx_http_llm_gateway_model_allowed(
-    ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
     ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
 static ngx_int_t ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r,
@@ -314,14 +314,15 @@ ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx)
 /*
  * The tier's cheaper model instead of a refusal for a spent cap: the
  * request is served by it, and says so.  NGX_DECLINED: it is that model
- * already.
+ * already, or one the key or its tier may not call.  The model asked for
+ * is kept, for ngx_http_llm_gateway_downgrade_undo().
  */
 
 static ngx_int_t
 ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier)
 {
-    ngx_str_t  *from;
+    ngx_str_t  *from, *model;
 
     if (ctx->req.model_len == tier->downgrade.len
         && ngx_strncmp(ctx->req.model, tier->downgrade.data,
@@ -329,6 +330,23 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     {
         return NGX_DECLINED;
     }
+
+    if (!ngx_http_llm_gateway_model_allowed(ctx,
+                                            (char *) tier->downgrade.data,
+                                            tier->downgrade.len))
+    {
+        return NGX_DECLINED;
+    }
+
+    model = &ctx->downgrade_asked;
+
+    model->len = ctx->req.model_len;
+    model->data = ngx_pnalloc(r->pool, model->len);
+    if (model->data == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_memcpy(model->data, ctx->req.model, model->len);
 
     from = &ctx->downgraded_from;
 
@@ -350,6 +368,21 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * The cheaper model cannot be paid for either (or has no price): the
+ * request is refused as asked, with nothing said of a downgrade.
+ */
+
+static void
+ngx_http_llm_gateway_downgrade_undo(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ctx->downgraded_from.len = 0;
+
+    (void) llm_inspect_set_model(&ctx->req, (char *) ctx->downgrade_asked.data,
+                                 ctx->downgrade_asked.len);
 }
 
 
@@ -548,7 +581,8 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
      * The key and its tier must both allow the model; either may name the
      * alias the client calls or the model it stands for.
      */
-    allowed = ngx_http_llm_gateway_model_allowed(ctx);
+    allowed = ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
+                                                  ctx->req.model_len);
 
     /* a role: its backend for this attempt, and that backend's model */
     rc = ngx_http_llm_gateway_route(r, ctx);
@@ -565,7 +599,9 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     }
 
     if (ctx->role) {
-        allowed = allowed || ngx_http_llm_gateway_model_allowed(ctx);
+        allowed = allowed
+                  || ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
+                                                        ctx->req.model_len);
     }
 
     alias = ctx->role ? NULL
@@ -583,7 +619,9 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
             return NGX_DECLINED;
         }
 
-        allowed = allowed || ngx_http_llm_gateway_model_allowed(ctx);
+        allowed = allowed
+                  || ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
+                                                        ctx->req.model_len);
     }
 
     if (!allowed) {
@@ -738,6 +776,14 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             /* the cheaper model, if the budget pays for it */
             brc_budget = ngx_http_llm_gateway_budget_admit(ctx, holder, wall,
                                                     ctx->req.prompt_bound);
+        }
+
+        /* nor can it pay for the cheaper one: refused as asked */
+        if (brc_budget != NGX_OK && brc_budget != NGX_AGAIN
+            && ctx->downgraded_from.len)
+        {
+            ngx_http_llm_gateway_downgrade_undo(ctx);
+            brc_budget = NGX_DECLINED;
         }
     }
 
@@ -1310,16 +1356,6 @@ ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
     }
 
     return NGX_OK;
-}
-
-
-static ngx_uint_t
-ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    return llm_key_model_allowed((char *) ctx->key->models.data,
-                                 ctx->req.model, ctx->req.model_len)
-           && llm_key_model_allowed((char *) ctx->tier->models,
-                                    ctx->req.model, ctx->req.model_len);
 }
 
 

@@ -1063,3 +1063,14 @@ ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_table_t *t)
     /* the table itself lives in its pool */
     ngx_destroy_pool(t->pool);
 }
+
+
+/* the key and its tier both let the request call model (len bytes) */
+
+ngx_uint_t
+ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *model, size_t len)
+{
+    return llm_key_model_allowed((char *) ctx->key->models.data, model, len)
+           && llm_key_model_allowed((char *) ctx->tier->models, model, len);
+}

@@ -21,6 +21,9 @@
 /* the waiter asks again at least this often (ms): plans can move earlier */
 #define NGX_HTTP_LLM_GATEWAY_PACE_POLL     250
 
+/* " Left out: ..." of a refusal, at most */
+#define NGX_HTTP_LLM_GATEWAY_LEFT_OUT      256
+
 /* a waiter that has not asked this long is taken for gone (a dead worker) */
 #define NGX_HTTP_LLM_GATEWAY_PACE_STALE    3000
 
@@ -32,6 +35,8 @@ static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
 static ngx_http_llm_gateway_member_t *ngx_http_llm_gateway_choose(
     ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx, int64_t now);
+static ngx_uint_t ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t i);
 static ngx_uint_t ngx_http_llm_gateway_backend_state(
     ngx_http_llm_gateway_backend_t *b, int64_t now, ngx_uint_t *take,
     int64_t *until);
@@ -45,6 +50,10 @@ static void ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t state, int64_t until,
     int64_t now);
+static void ngx_http_llm_gateway_left_out(ngx_http_llm_gateway_ctx_t *ctx,
+    u_char *buf);
+static void ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_verdict(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
 static void ngx_http_llm_gateway_saturated(ngx_http_request_t *r,
@@ -595,39 +604,49 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, int64_t now)
 {
     int64_t                         until, first;
-    ngx_uint_t                      i, best, total, pick, state, worst, take;
+    uint32_t                        out;
+    ngx_uint_t                      i, n, best, total, pick, state, worst,
+                                    take;
     ngx_http_llm_gateway_member_t  *m, *chosen;
 
     m = ctx->role->members.elts;
 
-    best = NGX_MAX_UINT32_VALUE;
-    total = 0;
+    /* a pass rules out one candidate, unless states change meanwhile */
+    for (n = 0; n < 2 * NGX_HTTP_LLM_GATEWAY_BACKENDS; n++) {
+        out = ctx->tried | ctx->not_allowed | ctx->not_priced
+              | ctx->not_covered;
 
-    for (i = 0; i < ctx->role->members.nelts; i++) {
-        if ((ctx->tried & ((uint32_t) 1 << i))
-            || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
-                                                  &until)
-               != NGX_HTTP_LLM_GATEWAY_UP)
-        {
-            continue;
+        best = NGX_MAX_UINT32_VALUE;
+        total = 0;
+
+        for (i = 0; i < ctx->role->members.nelts; i++) {
+            if ((out & ((uint32_t) 1 << i))
+                || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
+                                                      &until)
+                   != NGX_HTTP_LLM_GATEWAY_UP)
+            {
+                continue;
+            }
+
+            if (m[i].priority < best) {
+                best = m[i].priority;
+                total = 0;
+            }
+
+            if (m[i].priority == best) {
+                total += m[i].weight;
+            }
         }
 
-        if (m[i].priority < best) {
-            best = m[i].priority;
-            total = 0;
+        if (total == 0) {
+            break;
         }
 
-        if (m[i].priority == best) {
-            total += m[i].weight;
-        }
-    }
-
-    while (total) {
         pick = (ngx_uint_t) ngx_random() % total;
         chosen = NULL;
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
-            if ((ctx->tried & ((uint32_t) 1 << i)) || m[i].priority != best
+            if ((out & ((uint32_t) 1 << i)) || m[i].priority != best
                 || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                       &until)
                    != NGX_HTTP_LLM_GATEWAY_UP)
@@ -644,7 +663,13 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
         }
 
         if (chosen == NULL) {
-            break;
+            /* its state changed meanwhile: the next pass sees it */
+            continue;
+        }
+
+        /* one the request may not use: the next pass goes without it */
+        if (!ngx_http_llm_gateway_eligible(r, ctx, chosen - m)) {
+            continue;
         }
 
         /* a half-open breaker lets one request through: this one, if free */
@@ -659,15 +684,22 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
             return chosen;
         }
 
-        total -= chosen->weight;
         ctx->tried |= (uint32_t) 1 << (chosen - m);
     }
 
-    /* none: the reason that lasts least, and when it ends */
+    /*
+     * None: the reason that lasts least, and when it ends, among those the
+     * request may use; those it may not never come back for it.
+     */
     first = -1;
     worst = NGX_HTTP_LLM_GATEWAY_UP;
+    out = ctx->not_allowed | ctx->not_priced | ctx->not_covered;
 
     for (i = 0; i < ctx->role->members.nelts; i++) {
+        if (out & ((uint32_t) 1 << i) & ~ctx->tried) {
+            continue;
+        }
+
         state = ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                    &until);
 
@@ -686,6 +718,50 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     ngx_http_llm_gateway_unserved(r, ctx, worst, first, now);
 
     return NULL;
+}
+
+
+
+/*
+ * Whether the request may go to the role's member i: the key and its tier
+ * allow the role itself or the member's model, a tier that serves priced
+ * models only knows its price, and a spend cap held for the request
+ * covers it.  Else 0, and why in ctx: a failover never serves a model the
+ * client could not have asked for.
+ */
+
+static ngx_uint_t
+ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t i)
+{
+    uint32_t                        bit;
+    ngx_str_t                      *model;
+    ngx_http_llm_gateway_member_t  *m;
+
+    m = ctx->role->members.elts;
+    model = m[i].model.len ? &m[i].model : &ctx->role_name;
+    bit = (uint32_t) 1 << i;
+
+    if (!ngx_http_llm_gateway_model_allowed(ctx, (char *) ctx->role_name.data,
+                                            ctx->role_name.len)
+        && !ngx_http_llm_gateway_model_allowed(ctx, (char *) model->data,
+                                               model->len))
+    {
+        ctx->not_allowed |= bit;
+        return 0;
+    }
+
+    if (ngx_http_llm_gateway_budget_unpriced(r, ctx, model)) {
+        ctx->not_priced |= bit;
+        return 0;
+    }
+
+    if (!ngx_http_llm_gateway_budget_covers(ctx, model)) {
+        ctx->not_covered |= bit;
+        return 0;
+    }
+
+    return 1;
 }
 
 
@@ -995,13 +1071,6 @@ ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
             break;
         }
 
-        if (!ngx_http_llm_gateway_budget_covers(ctx, m->model.len
-                                                     ? &m->model
-                                                     : &ctx->role_name))
-        {
-            continue;
-        }
-
         if (ngx_http_llm_gateway_use(r, ctx, m) != NGX_OK
             || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
         {
@@ -1137,25 +1206,52 @@ ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t state, int64_t until,
     int64_t now)
 {
-    u_char     *p;
-    ngx_str_t  *name;
+    u_char      *p, left[NGX_HTTP_LLM_GATEWAY_LEFT_OUT];
+    ngx_str_t    name, tried;
+    ngx_uint_t   diag;
 
-    name = ctx->role ? &ctx->role_name : &ctx->backend->name;
+    if (until == -1) {
+        ngx_http_llm_gateway_ineligible(r, ctx);
+        return;
+    }
+
+    diag = ngx_http_llm_gateway_diagnostics(r);
+
+    ngx_str_null(&name);
+    ngx_str_null(&tried);
+
+    if (diag) {
+        tried = ctx->tried_names;
+    }
+
+    if (ctx->role) {
+        /* the name the client called: escaped, bounded */
+        (void) ngx_http_llm_gateway_safe(r->pool, ctx->role_name.data,
+                                         ctx->role_name.len,
+                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &name);
+
+    } else if (diag) {
+        /* the location's own backend: a name the client did not call */
+        name = ctx->backend->name;
+    }
+
+    ngx_http_llm_gateway_left_out(ctx, left);
 
     ctx->retry_after_ms = ngx_max(until - now, 1000);
     ctx->retry_after = llm_bucket_seconds(ctx->retry_after_ms);
 
-    p = ngx_pnalloc(r->pool, 256 + name->len + ctx->tried_names.len);
+    p = ngx_pnalloc(r->pool, 256 + sizeof(left) + name.len + tried.len);
     if (p == NULL) {
         return;
     }
 
-    ngx_sprintf(p, "%s \"%V\" %s%s; the first comes back in %Ls.%s%V%s%Z",
+    ngx_sprintf(p, "%s%s%V%s %s%s; the first comes back in %Ls.%s%V%s%s%Z",
                 ctx->role ? "Every backend of" : "The backend",
-                name, ctx->role ? "is unavailable, the first " : "is ",
+                name.len ? " \"" : "", &name, name.len ? "\"" : "",
+                ctx->role ? "is unavailable, the first " : "is ",
                 ngx_http_llm_gateway_states[state], ctx->retry_after,
-                ctx->tried_names.len ? " Tried: " : "", &ctx->tried_names,
-                ctx->tried_names.len ? "." : "");
+                tried.len ? " Tried: " : "", &tried, tried.len ? "." : "",
+                left);
 
     switch (state) {
 
@@ -1178,6 +1274,86 @@ ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
     }
 }
 
+
+/*
+ * " Left out: 1 backend whose model ...": the role's backends the request
+ * may not use, and why, as a NUL-terminated sentence (empty: none).
+ */
+
+static void
+ngx_http_llm_gateway_left_out(ngx_http_llm_gateway_ctx_t *ctx, u_char *buf)
+{
+    u_char      *p;
+    ngx_uint_t   i, n[3];
+
+    static const char  *why[] = {
+        "whose model this API key or its tier may not call",
+        "whose model has no price (this tier serves priced models only)",
+        "whose model costs more than the spend cap held for the request"
+    };
+
+    n[0] = (ngx_uint_t) __builtin_popcount(ctx->not_allowed & ~ctx->tried);
+    n[1] = (ngx_uint_t) __builtin_popcount(ctx->not_priced & ~ctx->tried);
+    n[2] = (ngx_uint_t) __builtin_popcount(ctx->not_covered & ~ctx->tried);
+
+    p = buf;
+
+    for (i = 0; i < 3; i++) {
+        if (n[i] == 0) {
+            continue;
+        }
+
+        p = ngx_sprintf(p, "%s%ui backend%s %s",
+                        p == buf ? " Left out: " : ", ", n[i],
+                        n[i] == 1 ? "" : "s", why[i]);
+    }
+
+    if (p != buf) {
+        *p++ = '.';
+    }
+
+    *p = '\0';
+}
+
+
+/*
+ * No backend of the role is one the request may use: the model is as
+ * good as not allowed, not priced or beyond the cap, and that is said,
+ * not a time at which one comes back.
+ */
+
+static void
+ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char     *p, left[NGX_HTTP_LLM_GATEWAY_LEFT_OUT];
+    ngx_str_t   name;
+
+    (void) ngx_http_llm_gateway_safe(r->pool, ctx->role_name.data,
+                                     ctx->role_name.len,
+                                     NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &name);
+
+    ngx_http_llm_gateway_left_out(ctx, left);
+
+    p = ngx_pnalloc(r->pool, 128 + sizeof(left) + name.len);
+    if (p != NULL) {
+        ngx_sprintf(p, "No backend of \"%V\" can serve this request.%s%Z",
+                    &name, left);
+    }
+
+    if (ctx->not_covered & ~ctx->tried) {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                    "insufficient_quota", "insufficient_quota",
+                                    NULL, (char *) p);
+        return;
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN, "permission_error",
+                                (ctx->not_priced & ~ctx->tried)
+                                ? "model_not_priced" : "model_not_allowed",
+                                "model", (char *) p);
+    ctx->never = 1;
+}
 
 /*
  * The header filter: the upstream answered.  Its answer is read for the
@@ -1486,20 +1662,11 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
 
     prev = ctx->backend;
 
-    for ( ;; ) {
-        m = ngx_http_llm_gateway_choose(r, ctx,
-                                        ngx_http_llm_gateway_wall_ms());
-        if (m == NULL) {
-            /* choose() said why, with the earliest time one comes back */
-            return NGX_DECLINED;
-        }
+    m = ngx_http_llm_gateway_choose(r, ctx, ngx_http_llm_gateway_wall_ms());
 
-        if (ngx_http_llm_gateway_budget_covers(ctx, m->model.len
-                                                    ? &m->model
-                                                    : &ctx->role_name))
-        {
-            break;
-        }
+    if (m == NULL) {
+        /* choose() said why, with the earliest time one comes back */
+        return NGX_DECLINED;
     }
 
     /* the refused request is in the old pacer's minute, with no tokens */
@@ -1634,6 +1801,29 @@ ngx_http_llm_gateway_clear_headers(ngx_http_request_t *r)
 }
 
 
+/*
+ * Whether this client may be told which backends served it, failed it or
+ * kept it waiting (llm_gateway_diagnostics): their names are the
+ * operator's, not the tenants'.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_diagnostics(ngx_http_request_t *r)
+{
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->diagnostics == NULL) {
+        return 0;
+    }
+
+    return llcf->diagnostics->nelts == 0
+           || ngx_cidr_match(r->connection->sockaddr, llcf->diagnostics)
+              == NGX_OK;
+}
+
+
 /* which backend served, and how long the request waited for it */
 
 static ngx_int_t
@@ -1642,6 +1832,10 @@ ngx_http_llm_gateway_backend_headers(ngx_http_request_t *r,
 {
     u_char     *p;
     ngx_str_t   v;
+
+    if (!ngx_http_llm_gateway_diagnostics(r)) {
+        return NGX_OK;
+    }
 
     if (ngx_http_llm_gateway_add_header(r, "x-llmgw-backend",
                                         &ctx->backend->name)

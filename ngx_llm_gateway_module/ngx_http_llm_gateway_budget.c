@@ -610,7 +610,10 @@ ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     price = ngx_http_llm_gateway_price(ctx->zone->sh, model->data, model->len,
                                        0);
 
-    if (price != NULL) {
+    /* a model without a price cannot be held to the cap */
+    if (price != NULL
+        && price->p[LLM_LEASE_IN] >= 0 && price->p[LLM_LEASE_OUT] >= 0)
+    {
         ok = 1;
 
         for (i = 0; i < 4; i++) {
@@ -623,4 +626,49 @@ ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_shmtx_unlock(&ctx->zone->shpool->mutex);
 
     return ok;
+}
+
+
+/*
+ * A model the request may be moved to (another backend of its role), for
+ * a tier that serves priced models only: 1 if it may not have it, its
+ * price known to be none or, once admitted (too late to wait for
+ * accountd's word), not known at all.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_budget_unpriced(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *model)
+{
+    ngx_uint_t                         no;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_price_t      *price;
+    ngx_http_llm_gateway_loc_conf_t   *llcf;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (!ctx->tier->unpriced_refuse || lmcf->journal_data == NULL
+        || llcf->shm_zone == NULL)
+    {
+        return 0;
+    }
+
+    zone = llcf->shm_zone->data;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    price = ngx_http_llm_gateway_price(zone->sh, model->data, model->len, 0);
+
+    if (price == NULL) {
+        no = ctx->inspected;
+
+    } else {
+        no = (price->p[LLM_LEASE_IN] < 0 || price->p[LLM_LEASE_OUT] < 0);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return no;
 }

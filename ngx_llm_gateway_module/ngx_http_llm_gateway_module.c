@@ -50,6 +50,8 @@ static char *ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_gateway_sunset(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static time_t ngx_http_llm_gateway_parse_date(u_char *p, size_t len);
@@ -249,6 +251,13 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
     { ngx_string("llm_gateway_pass_headers"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_llm_gateway_pass_headers,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_gateway_diagnostics"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_gateway_diagnostics_conf,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -778,6 +787,7 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
     conf->bad_keys_checks = NGX_CONF_UNSET_UINT;
     conf->reject_log_rate = NGX_CONF_UNSET_UINT;
     conf->pass_headers = NGX_CONF_UNSET_PTR;
+    conf->diagnostics = NGX_CONF_UNSET_PTR;
 
     return conf;
 }
@@ -825,6 +835,7 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->reject_log_rate, prev->reject_log_rate,
                               5);
     ngx_conf_merge_ptr_value(conf->pass_headers, prev->pass_headers, NULL);
+    ngx_conf_merge_ptr_value(conf->diagnostics, prev->diagnostics, NULL);
 
     if (!conf->enable) {
         return NGX_CONF_OK;
@@ -1695,6 +1706,68 @@ ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf, ngx_command_t *cmd,
     return NGX_CONF_OK;
 }
 
+
+/*
+ * llm_gateway_diagnostics off | on | address[/prefix] ...;
+ *
+ * The gateway's own headers that name backends (and their waits): off,
+ * for every client, or for clients of the networks listed only.
+ */
+
+static char *
+ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_llm_gateway_loc_conf_t *llcf = conf;
+
+    ngx_int_t    rc;
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+    ngx_cidr_t  *cidr;
+
+    if (llcf->diagnostics != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "off") == 0) {
+        llcf->diagnostics = NULL;
+        return NGX_CONF_OK;
+    }
+
+    llcf->diagnostics = ngx_array_create(cf->pool, 2, sizeof(ngx_cidr_t));
+    if (llcf->diagnostics == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "on") == 0) {
+        return NGX_CONF_OK;
+    }
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        cidr = ngx_array_push(llcf->diagnostics);
+        if (cidr == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        rc = ngx_ptocidr(&value[i], cidr);
+
+        if (rc == NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid network \"%V\"", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+
+        if (rc == NGX_DONE) {
+            ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                               "low address bits of %V are meaningless",
+                               &value[i]);
+        }
+    }
+
+    return NGX_CONF_OK;
+}
 
 static char *
 ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)

@@ -416,6 +416,8 @@ typedef struct {
     ngx_msec_t                   bad_keys_window;
     ngx_uint_t                   bad_keys_checks;  /* a second, locked */
     ngx_array_t                 *pass_headers;     /* ngx_str_t, lowcase */
+    ngx_array_t                 *diagnostics;      /* ngx_cidr_t; none: all,
+                                                      NULL: off */
     ngx_str_t                    backend_name;
     ngx_http_llm_gateway_backend_t  *backend;   /* backend= */
 } ngx_http_llm_gateway_loc_conf_t;
@@ -474,6 +476,7 @@ typedef struct {
     int64_t                      wait_until;      /* ms, for a lease */
     ngx_str_t                    body;            /* as inspected */
     ngx_str_t                    downgraded_from; /* the model asked for */
+    ngx_str_t                    downgrade_asked; /* the same, as sent */
 
     /* the proxy's own, wrapped to learn how the upstream ended */
     void                       (*upstream_finalize)(ngx_http_request_t *r,
@@ -485,6 +488,9 @@ typedef struct {
     ngx_str_t                    role_name;
     ngx_http_llm_gateway_backend_t  *backend;  /* this attempt's */
     uint32_t                     tried;     /* the role's members, bits */
+    uint32_t                     not_allowed;   /* by the key or tier */
+    uint32_t                     not_priced;    /* the tier wants a price */
+    uint32_t                     not_covered;   /* by the spend cap held */
     ngx_str_t                    tried_names;   /* "a=code, b=code" */
     uint64_t                     pace_ticket;
     int64_t                      pace_asked;    /* ms */
@@ -570,6 +576,8 @@ ngx_int_t ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
 void ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *model, size_t len);
 
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
@@ -655,6 +663,8 @@ ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
+ngx_uint_t ngx_http_llm_gateway_budget_unpriced(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *model);
 ngx_int_t ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask);
 
@@ -678,6 +688,7 @@ ngx_http_llm_gateway_backend_t *ngx_http_llm_gateway_backend_find(
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *name);
 ngx_http_llm_gateway_role_t *ngx_http_llm_gateway_role_find(
     ngx_http_llm_gateway_main_conf_t *lmcf, u_char *name, size_t len);
+ngx_uint_t ngx_http_llm_gateway_diagnostics(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_pace(ngx_http_request_t *r,

@@ -123,6 +123,12 @@ llm_gateway_backend a rpm=1;
       "llm_gateway_backend a;
 llm_gateway_role r a weight=0;
 " ],
+    [ 'a bad diagnostics network', 'llm_gateway  zone=llm;',
+      "llm_gateway  zone=llm;\n llm_gateway_diagnostics 10.0.0.300/8;",
+      qr/invalid network "10.0.0.300\/8"/ ],
+    [ 'diagnostics for networks', 'llm_gateway  zone=llm;',
+      "llm_gateway  zone=llm;\n llm_gateway_diagnostics 10.0.0.0/8 ::1;",
+      undef ],
     [ 'a role with a bad name', '', '', qr/invalid role name "r\$"/,
       "llm_gateway_backend a;
 llm_gateway_role r\$ a;

@@ -465,7 +465,8 @@ my $instances = 0;
 #                 (responses)
 #
 # pass_mock => 0 leaves out the llm_gateway_pass_headers x-mock-* that
-# every other test has.
+# every other test has; diagnostics => 0 the llm_gateway_diagnostics on
+# (x-llmgw-backend and the others, off by default) that they read.
 #
 # modules_enabled => 1 loads the modules Debian's packages enabled, as
 # Debian's nginx.conf does (include /etc/nginx/modules-enabled/*.conf),
@@ -536,6 +537,8 @@ EOF
     # which passes no such header unless told (pass_mock => 0: as shipped)
     my $pass = ($o{pass_mock} // 1) ? '    llm_gateway_pass_headers  x-mock-*;'
                                     : '';
+
+    $pass .= "\n    llm_gateway_diagnostics  on;" if $o{diagnostics} // 1;
 
     my $workers = $o{workers} // 2;
     my $level = $o{log_level} // 'debug';
