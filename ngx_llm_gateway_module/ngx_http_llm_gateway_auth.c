@@ -29,12 +29,20 @@ static ngx_int_t ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t left);
 static ngx_int_t ngx_http_llm_gateway_addr_key(ngx_http_request_t *r,
-    u_char **addr, size_t *len);
+    ngx_uint_t prefix6, u_char *addr, size_t *len);
 static ngx_http_llm_gateway_addr_t *ngx_http_llm_gateway_addr(
-    ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, u_char *addr,
-    size_t len, ngx_uint_t create);
-static void ngx_http_llm_gateway_addr_expire(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, int64_t now, ngx_msec_t window, ngx_uint_t n);
+    ngx_http_llm_gateway_addrs_t *addrs, u_char *addr, size_t len,
+    ngx_uint_t create);
+static void ngx_http_llm_gateway_addr_free(ngx_http_llm_gateway_addrs_t *addrs,
+    ngx_http_llm_gateway_addr_t *a);
+static void ngx_http_llm_gateway_addr_expire(
+    ngx_http_llm_gateway_addrs_t *addrs, int64_t now, ngx_msec_t window,
+    ngx_uint_t n);
+static ngx_int_t ngx_http_llm_gateway_addrs_init(ngx_shm_zone_t *shm_zone,
+    void *data);
+static void ngx_http_llm_gateway_addr_rbtree_insert_value(
+    ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
+    ngx_rbtree_node_t *sentinel);
 static ngx_uint_t ngx_http_llm_gateway_key_header(ngx_str_t *key);
 static ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_find_key(
     ngx_http_llm_gateway_table_t *t, u_char *hash);
@@ -48,6 +56,13 @@ static void ngx_http_llm_gateway_mac_free(void *data);
 /* the table lookups use, and the one being received */
 static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_active;
 static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_building;
+
+/* the bad-key stores' zones, apart from the tenant zones */
+static ngx_uint_t  ngx_http_llm_gateway_addrs_tag;
+
+
+/* bumped whenever the layout of a bad-key store changes */
+#define NGX_HTTP_LLM_GATEWAY_ADDRS_VERSION  1
 
 
 /*
@@ -158,46 +173,49 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
 
 
 /*
- * Bad keys per client address, in the location's zone: past
+ * Bad keys per client address, in the location's store of them: past
  * llm_gateway_bad_keys within the window, 429 until the window ends.
  * failed = 0 checks: NGX_OK, not locked; NGX_AGAIN, locked, but one of
  * the few keys a second it may still have looked up; NGX_DECLINED,
- * refused.  failed = 1 counts one more.
+ * refused.  failed = 1 counts one more.  An address the store has no
+ * room for is not counted: never refused for it.
  */
 
 static ngx_int_t
 ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed)
 {
-    u_char                           *addr;
+    u_char                            addr[16];
     size_t                            len;
     int64_t                           now, left;
     ngx_int_t                         rc;
     ngx_http_llm_gateway_addr_t      *a;
-    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_addrs_t     *addrs;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
     if (llcf->bad_keys == 0
-        || ngx_http_llm_gateway_addr_key(r, &addr, &len) != NGX_OK)
+        || llcf->bad_keys_store == NULL
+        || ngx_http_llm_gateway_addr_key(r, llcf->bad_keys_prefix6, addr,
+                                         &len)
+           != NGX_OK)
     {
         return NGX_OK;
     }
 
-    zone = llcf->shm_zone->data;
+    addrs = llcf->bad_keys_store->data;
     now = ngx_http_llm_gateway_now_ms();
     left = 0;
     rc = NGX_OK;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&addrs->shpool->mutex);
 
-    if (failed) {
-        ngx_http_llm_gateway_addr_expire(zone->sh, zone->shpool, now,
-                                         llcf->bad_keys_window, 2);
-    }
+    /* a few stale addresses go on every request, so that few are evicted */
+    ngx_http_llm_gateway_addr_expire(addrs, now, llcf->bad_keys_window,
+                                     failed ? 2 : 1);
 
-    a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, failed);
+    a = ngx_http_llm_gateway_addr(addrs, addr, len, failed);
 
     if (a != NULL) {
         if (now - a->start_ms >= (int64_t) llcf->bad_keys_window) {
@@ -226,7 +244,7 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
         }
     }
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&addrs->shpool->mutex);
 
     if (failed) {
         /* what the failure found, for a locked address's refusal */
@@ -259,14 +277,20 @@ ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx, int64_t left)
 }
 
 
-/* the client's address as the bad keys and the log lines count it */
+/*
+ * The client's address as the bad keys and the log lines count it: an
+ * IPv4 address (an IPv4-mapped one too), or an IPv6 address cut to its
+ * first prefix6 bits, since one host owns a whole /64.
+ */
 
 static ngx_int_t
-ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, u_char **addr,
-    size_t *len)
+ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, ngx_uint_t prefix6,
+    u_char *addr, size_t *len)
 {
     struct sockaddr_in   *sin;
 #if (NGX_HAVE_INET6)
+    u_char               *p;
+    ngx_uint_t            n;
     struct sockaddr_in6  *sin6;
 #endif
 
@@ -274,14 +298,30 @@ ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, u_char **addr,
 
     case AF_INET:
         sin = (struct sockaddr_in *) r->connection->sockaddr;
-        *addr = (u_char *) &sin->sin_addr;
+        ngx_memcpy(addr, &sin->sin_addr, 4);
         *len = 4;
         return NGX_OK;
 
 #if (NGX_HAVE_INET6)
     case AF_INET6:
         sin6 = (struct sockaddr_in6 *) r->connection->sockaddr;
-        *addr = sin6->sin6_addr.s6_addr;
+        p = sin6->sin6_addr.s6_addr;
+
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+            ngx_memcpy(addr, p + 12, 4);
+            *len = 4;
+            return NGX_OK;
+        }
+
+        n = prefix6 / 8;
+
+        ngx_memcpy(addr, p, n);
+        ngx_memzero(addr + n, 16 - n);
+
+        if (prefix6 % 8) {
+            addr[n] = p[n] & (u_char) (0xff << (8 - prefix6 % 8));
+        }
+
         *len = 16;
         return NGX_OK;
 #endif
@@ -303,13 +343,14 @@ ngx_uint_t
 ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char                           *addr;
+    u_char                            addr[16];
     size_t                            len;
     int64_t                           now, sec;
-    ngx_uint_t                        ok;
+    ngx_uint_t                        ok, found;
     ngx_http_llm_gateway_addr_t      *a;
     ngx_http_llm_gateway_node_t      *node;
     ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_addrs_t     *addrs;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
@@ -322,6 +363,42 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     now = ngx_http_llm_gateway_now_ms();
     sec = now / 1000;
     ok = 1;
+    found = 0;
+
+    /*
+     * A request without a tenant by its address, if the address has an
+     * entry (a bad key made it); else with every other such address: a
+     * refusal never makes an entry.
+     */
+    if (ctx->key == NULL && llcf->bad_keys_store
+        && ngx_http_llm_gateway_addr_key(r, llcf->bad_keys_prefix6, addr,
+                                         &len)
+           == NGX_OK)
+    {
+        addrs = llcf->bad_keys_store->data;
+
+        ngx_shmtx_lock(&addrs->shpool->mutex);
+
+        a = ngx_http_llm_gateway_addr(addrs, addr, len, 0);
+
+        if (a != NULL) {
+            found = 1;
+
+            if (a->log_s != sec) {
+                a->log_s = sec;
+                a->logs = 0;
+            }
+
+            if (a->logs >= llcf->reject_log_rate) {
+                ok = 0;
+
+            } else {
+                a->logs++;
+            }
+        }
+
+        ngx_shmtx_unlock(&addrs->shpool->mutex);
+    }
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -345,47 +422,23 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
                 node->logs++;
             }
         }
-    }
 
-    /*
-     * A request without a tenant by its address, if the address has an
-     * entry (a bad key made it); else with every other such address: a
-     * refusal never makes an entry, so that a flood of them takes no room
-     * from the tenants.
-     */
-    if (ok && ctx->key == NULL
-        && ngx_http_llm_gateway_addr_key(r, &addr, &len) == NGX_OK)
-    {
-        a = ngx_http_llm_gateway_addr(zone->sh, zone->shpool, addr, len, 0);
+    } else if (!found) {
+        if (zone->sh->log_s != sec) {
+            zone->sh->log_s = sec;
+            zone->sh->logs = 0;
+        }
 
-        if (a == NULL) {
-            if (zone->sh->log_s != sec) {
-                zone->sh->log_s = sec;
-                zone->sh->logs = 0;
-            }
-
-            if (zone->sh->logs >= llcf->reject_log_rate) {
-                zone->sh->log_suppressed[0]++;
-                ok = 0;
-
-            } else {
-                zone->sh->logs++;
-            }
+        if (zone->sh->logs >= llcf->reject_log_rate) {
+            zone->sh->log_suppressed[0]++;
+            ok = 0;
 
         } else {
-            if (a->log_s != sec) {
-                a->log_s = sec;
-                a->logs = 0;
-            }
-
-            if (a->logs >= llcf->reject_log_rate) {
-                zone->sh->log_suppressed[0]++;
-                ok = 0;
-
-            } else {
-                a->logs++;
-            }
+            zone->sh->logs++;
         }
+
+    } else if (!ok) {
+        zone->sh->log_suppressed[0]++;
     }
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -395,18 +448,22 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
 
 
 static ngx_http_llm_gateway_addr_t *
-ngx_http_llm_gateway_addr(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, u_char *addr, size_t len, ngx_uint_t create)
+ngx_http_llm_gateway_addr(ngx_http_llm_gateway_addrs_t *addrs, u_char *addr,
+    size_t len, ngx_uint_t create)
 {
-    uint32_t                      hash;
-    ngx_int_t                     rc;
-    ngx_rbtree_node_t            *node, *sentinel;
-    ngx_http_llm_gateway_addr_t  *a;
+    uint32_t                          hash;
+    ngx_int_t                         rc;
+    ngx_uint_t                        n;
+    ngx_queue_t                      *q;
+    ngx_rbtree_node_t                *node, *sentinel;
+    ngx_http_llm_gateway_addr_t      *a;
+    ngx_http_llm_gateway_addrs_sh_t  *sh;
 
+    sh = addrs->sh;
     hash = ngx_crc32_short(addr, len);
 
-    node = sh->addrs.root;
-    sentinel = sh->addrs.sentinel;
+    node = sh->rbtree.root;
+    sentinel = sh->rbtree.sentinel;
 
     while (node != sentinel) {
 
@@ -421,7 +478,7 @@ ngx_http_llm_gateway_addr(ngx_http_llm_gateway_shctx_t *sh,
 
         if (rc == 0) {
             ngx_queue_remove(&a->queue);
-            ngx_queue_insert_head(&sh->addrs_queue, &a->queue);
+            ngx_queue_insert_head(&sh->queue, &a->queue);
             return a;
         }
 
@@ -432,9 +489,30 @@ ngx_http_llm_gateway_addr(ngx_http_llm_gateway_shctx_t *sh,
         return NULL;
     }
 
-    a = ngx_slab_alloc_locked(shpool, sizeof(ngx_http_llm_gateway_addr_t));
+    a = ngx_slab_alloc_locked(addrs->shpool,
+                              sizeof(ngx_http_llm_gateway_addr_t));
 
-    /* a full zone counts nothing rather than refuse anyone */
+    /*
+     * A full store gives up the addresses least recently seen: many
+     * addresses make the limit count less precisely, and never take the
+     * room of anything else.  Entries are all of one size: one freed
+     * makes room for one.
+     */
+    for (n = 0; a == NULL && n < 2; n++) {
+
+        if (ngx_queue_empty(&sh->queue)) {
+            return NULL;
+        }
+
+        q = ngx_queue_last(&sh->queue);
+        ngx_http_llm_gateway_addr_free(addrs,
+                     ngx_queue_data(q, ngx_http_llm_gateway_addr_t, queue));
+        sh->evictions++;
+
+        a = ngx_slab_alloc_locked(addrs->shpool,
+                                  sizeof(ngx_http_llm_gateway_addr_t));
+    }
+
     if (a == NULL) {
         return NULL;
     }
@@ -445,38 +523,48 @@ ngx_http_llm_gateway_addr(ngx_http_llm_gateway_shctx_t *sh,
     a->len = (u_short) len;
     ngx_memcpy(a->addr, addr, len);
 
-    ngx_rbtree_insert(&sh->addrs, &a->node);
-    ngx_queue_insert_head(&sh->addrs_queue, &a->queue);
+    ngx_rbtree_insert(&sh->rbtree, &a->node);
+    ngx_queue_insert_head(&sh->queue, &a->queue);
+    sh->count++;
 
     return a;
+}
+
+
+static void
+ngx_http_llm_gateway_addr_free(ngx_http_llm_gateway_addrs_t *addrs,
+    ngx_http_llm_gateway_addr_t *a)
+{
+    ngx_queue_remove(&a->queue);
+    ngx_rbtree_delete(&addrs->sh->rbtree, &a->node);
+    ngx_slab_free_locked(addrs->shpool, a);
+    addrs->sh->count--;
 }
 
 
 /* the least recently seen addresses whose window has passed go */
 
 static void
-ngx_http_llm_gateway_addr_expire(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, int64_t now, ngx_msec_t window, ngx_uint_t n)
+ngx_http_llm_gateway_addr_expire(ngx_http_llm_gateway_addrs_t *addrs,
+    int64_t now, ngx_msec_t window, ngx_uint_t n)
 {
     ngx_queue_t                  *q;
     ngx_http_llm_gateway_addr_t  *a;
 
-    while (n-- && !ngx_queue_empty(&sh->addrs_queue)) {
-        q = ngx_queue_last(&sh->addrs_queue);
+    while (n-- && !ngx_queue_empty(&addrs->sh->queue)) {
+        q = ngx_queue_last(&addrs->sh->queue);
         a = ngx_queue_data(q, ngx_http_llm_gateway_addr_t, queue);
 
         if (now - a->start_ms < (int64_t) window) {
             return;
         }
 
-        ngx_queue_remove(q);
-        ngx_rbtree_delete(&sh->addrs, &a->node);
-        ngx_slab_free_locked(shpool, a);
+        ngx_http_llm_gateway_addr_free(addrs, a);
     }
 }
 
 
-void
+static void
 ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
 {
@@ -512,6 +600,144 @@ ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
     node->left = sentinel;
     node->right = sentinel;
     ngx_rbt_red(node);
+}
+
+
+/*
+ * A bad-key store: its zone, or the one of that name another location
+ * made (llm_gateway_bad_keys zone=name:size names it in each of them).
+ */
+
+ngx_shm_zone_t *
+ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf, ngx_str_t *name, size_t size)
+{
+    ngx_shm_zone_t                *shm_zone;
+    ngx_http_llm_gateway_addrs_t  *addrs;
+
+    shm_zone = ngx_shared_memory_add(cf, name, size,
+                                     &ngx_http_llm_gateway_addrs_tag);
+    if (shm_zone == NULL) {
+        return NULL;
+    }
+
+    if (shm_zone->data) {
+        return shm_zone;
+    }
+
+    addrs = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_gateway_addrs_t));
+    if (addrs == NULL) {
+        return NULL;
+    }
+
+    addrs->name = shm_zone->shm.name;
+
+    shm_zone->init = ngx_http_llm_gateway_addrs_init;
+    shm_zone->data = addrs;
+
+    return shm_zone;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_addrs_init(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_llm_gateway_addrs_t  *oaddrs = data;
+
+    size_t                         len;
+    ngx_http_llm_gateway_addrs_t  *addrs;
+
+    addrs = shm_zone->data;
+
+    if (oaddrs) {
+        addrs->sh = oaddrs->sh;
+        addrs->shpool = oaddrs->shpool;
+        goto version;
+    }
+
+    addrs->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        addrs->sh = addrs->shpool->data;
+        goto version;
+    }
+
+    addrs->sh = ngx_slab_alloc(addrs->shpool,
+                               sizeof(ngx_http_llm_gateway_addrs_sh_t));
+    if (addrs->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(addrs->sh, sizeof(ngx_http_llm_gateway_addrs_sh_t));
+
+    addrs->shpool->data = addrs->sh;
+    addrs->sh->version = NGX_HTTP_LLM_GATEWAY_ADDRS_VERSION;
+
+    ngx_rbtree_init(&addrs->sh->rbtree, &addrs->sh->sentinel,
+                    ngx_http_llm_gateway_addr_rbtree_insert_value);
+
+    ngx_queue_init(&addrs->sh->queue);
+
+    len = sizeof(" in llm_gateway_bad_keys zone \"\"") + shm_zone->shm.name.len;
+
+    addrs->shpool->log_ctx = ngx_slab_alloc(addrs->shpool, len);
+    if (addrs->shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(addrs->shpool->log_ctx,
+                " in llm_gateway_bad_keys zone \"%V\"%Z", &shm_zone->shm.name);
+
+    /* a full store is handled: eviction */
+    addrs->shpool->log_nomem = 0;
+
+    return NGX_OK;
+
+version:
+
+    if (addrs->sh->version != NGX_HTTP_LLM_GATEWAY_ADDRS_VERSION) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "llm_gateway_bad_keys zone \"%V\" was made by another "
+                      "version of the module: restart nginx, or rename or "
+                      "resize the zone", &shm_zone->shm.name);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the bad-key stores of the cycle, one a call, then NULL */
+
+ngx_http_llm_gateway_addrs_t *
+ngx_http_llm_gateway_addrs_next(ngx_list_part_t **part, ngx_uint_t *i)
+{
+    ngx_shm_zone_t                *shm_zone;
+    ngx_http_llm_gateway_addrs_t  *addrs;
+
+    for ( ;; ) {
+
+        if (*i >= (*part)->nelts) {
+            if ((*part)->next == NULL) {
+                return NULL;
+            }
+
+            *part = (*part)->next;
+            *i = 0;
+            continue;
+        }
+
+        shm_zone = (ngx_shm_zone_t *) (*part)->elts + (*i)++;
+
+        if (shm_zone->tag != &ngx_http_llm_gateway_addrs_tag) {
+            continue;
+        }
+
+        addrs = shm_zone->data;
+
+        if (addrs != NULL && addrs->sh != NULL) {
+            return addrs;
+        }
+    }
 }
 
 

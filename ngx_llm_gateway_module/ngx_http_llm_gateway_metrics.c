@@ -137,6 +137,8 @@ static ngx_buf_t *ngx_http_llm_gateway_json(ngx_http_request_t *r,
 static u_char *ngx_http_llm_gateway_backends(ngx_http_request_t *r,
     u_char *p, ngx_uint_t json);
 static size_t ngx_http_llm_gateway_backends_size(ngx_http_request_t *r);
+static u_char *ngx_http_llm_gateway_addrs(u_char *p);
+static size_t ngx_http_llm_gateway_addrs_size(void);
 static ngx_int_t ngx_http_llm_gateway_send_buf(ngx_http_request_t *r,
     ngx_buf_t *b, char *type, size_t type_len);
 
@@ -894,6 +896,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     v = snap->tenants.elts;
     size = NGX_HTTP_LLM_GATEWAY_METRICS_FIXED
            + ngx_http_llm_gateway_backends_size(r)
+           + ngx_http_llm_gateway_addrs_size()
            + snap->zones.nelts * NGX_HTTP_LLM_GATEWAY_METRICS_ZONE
            + NGX_HTTP_LLM_GATEWAY_METRICS_ZONES;
 
@@ -960,6 +963,7 @@ ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
 
     p = ngx_http_llm_gateway_backends(r, p, 0);
     p = ngx_http_llm_gateway_zones(p, snap, 0);
+    p = ngx_http_llm_gateway_addrs(p);
 
     if (snap->tenants.nelts == 0) {
         b->last = p;
@@ -1279,6 +1283,81 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             "llmgw_log_suppressed_total{%*s,by=\"tenant\"} %uL\n",
             lp - labels, labels, z[i].suppressed[0],
             lp - labels, labels, z[i].suppressed[1]);
+    }
+
+    return p;
+}
+
+
+/* the bad-key stores (llm_gateway_bad_keys zone=): how full, evicting */
+
+static u_char  ngx_http_llm_gateway_addrs_help[] =
+    "# HELP llmgw_bad_key_addresses Client addresses (IPv6 prefixes) a "
+    "bad-key store counts.\n"
+    "# TYPE llmgw_bad_key_addresses gauge\n"
+    "# HELP llmgw_bad_key_evictions_total Addresses a full bad-key store "
+    "gave up for others, least recently seen first: the limit counted them "
+    "less precisely.\n"
+    "# TYPE llmgw_bad_key_evictions_total counter\n";
+
+
+/* a store's two lines, its name (64 bytes at most) escaped in each */
+#define NGX_HTTP_LLM_GATEWAY_METRICS_ADDRS  1024
+
+
+static size_t
+ngx_http_llm_gateway_addrs_size(void)
+{
+    size_t            size;
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+
+    size = sizeof(ngx_http_llm_gateway_addrs_help);
+    part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
+    i = 0;
+
+    while (ngx_http_llm_gateway_addrs_next(&part, &i)) {
+        size += NGX_HTTP_LLM_GATEWAY_METRICS_ADDRS;
+    }
+
+    return size;
+}
+
+
+static u_char *
+ngx_http_llm_gateway_addrs(u_char *p)
+{
+    u_char                        *lp, labels[512];
+    uint64_t                       evictions;
+    ngx_uint_t                     i, n, count;
+    ngx_list_part_t               *part;
+    ngx_http_llm_gateway_addrs_t  *addrs;
+
+    part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
+    i = 0;
+    n = 0;
+
+    while ((addrs = ngx_http_llm_gateway_addrs_next(&part, &i))) {
+
+        ngx_shmtx_lock(&addrs->shpool->mutex);
+        count = addrs->sh->count;
+        evictions = addrs->sh->evictions;
+        ngx_shmtx_unlock(&addrs->shpool->mutex);
+
+        if (n++ == 0) {
+            p = ngx_cpymem(p, ngx_http_llm_gateway_addrs_help,
+                           sizeof(ngx_http_llm_gateway_addrs_help) - 1);
+        }
+
+        lp = ngx_cpymem(labels, "zone=\"", sizeof("zone=\"") - 1);
+        lp = ngx_http_llm_gateway_escape(lp, addrs->name.data,
+                                         ngx_min(addrs->name.len, 64), 0);
+        *lp++ = '"';
+
+        p = ngx_sprintf(p,
+            "llmgw_bad_key_addresses{%*s} %ui\n"
+            "llmgw_bad_key_evictions_total{%*s} %uL\n",
+            lp - labels, labels, count, lp - labels, labels, evictions);
     }
 
     return p;

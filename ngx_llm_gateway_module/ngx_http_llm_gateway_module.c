@@ -186,7 +186,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
       NULL },
 
     { ngx_string("llm_gateway_bad_keys"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE123,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_llm_gateway_bad_keys,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
@@ -641,10 +641,6 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     ngx_queue_init(&zone->sh->queue);
 
-    ngx_rbtree_init(&zone->sh->addrs, &zone->sh->addrs_sentinel,
-                    ngx_http_llm_gateway_addr_rbtree_insert_value);
-
-    ngx_queue_init(&zone->sh->addrs_queue);
     ngx_queue_init(&zone->sh->flights);
 
     zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
@@ -785,6 +781,8 @@ ngx_http_llm_gateway_create_loc_conf(ngx_conf_t *cf)
     conf->bad_keys = NGX_CONF_UNSET_UINT;
     conf->bad_keys_window = NGX_CONF_UNSET_MSEC;
     conf->bad_keys_checks = NGX_CONF_UNSET_UINT;
+    conf->bad_keys_prefix6 = NGX_CONF_UNSET_UINT;
+    conf->bad_keys_zone = NGX_CONF_UNSET_PTR;
     conf->reject_log_rate = NGX_CONF_UNSET_UINT;
     conf->pass_headers = NGX_CONF_UNSET_PTR;
     conf->diagnostics = NGX_CONF_UNSET_PTR;
@@ -799,6 +797,7 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_llm_gateway_loc_conf_t  *prev = parent;
     ngx_http_llm_gateway_loc_conf_t  *conf = child;
 
+    ngx_str_t                          name;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
     if (conf->enable == NGX_CONF_UNSET) {
@@ -832,6 +831,9 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               60000);
     ngx_conf_merge_uint_value(conf->bad_keys_checks, prev->bad_keys_checks,
                               5);
+    ngx_conf_merge_uint_value(conf->bad_keys_prefix6, prev->bad_keys_prefix6,
+                              64);
+    ngx_conf_merge_ptr_value(conf->bad_keys_zone, prev->bad_keys_zone, NULL);
     ngx_conf_merge_uint_value(conf->reject_log_rate, prev->reject_log_rate,
                               5);
     ngx_conf_merge_ptr_value(conf->pass_headers, prev->pass_headers, NULL);
@@ -857,6 +859,27 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "unknown backend \"%V\" in \"llm_gateway\"",
                                &conf->backend_name);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    /* by default each llm_gateway_zone's addresses have a store apart */
+    conf->bad_keys_store = conf->bad_keys_zone;
+
+    if (conf->bad_keys && conf->bad_keys_store == NULL) {
+        name.len = sizeof("llm_gateway_bad_keys:") - 1
+                   + conf->shm_zone->shm.name.len;
+        name.data = ngx_pnalloc(cf->pool, name.len);
+        if (name.data == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_sprintf(name.data, "llm_gateway_bad_keys:%V",
+                    &conf->shm_zone->shm.name);
+
+        conf->bad_keys_store = ngx_http_llm_gateway_addrs_add(cf, &name,
+                                        NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE);
+        if (conf->bad_keys_store == NULL) {
             return NGX_CONF_ERROR;
         }
     }
@@ -1774,8 +1797,10 @@ ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_gateway_loc_conf_t *llcf = conf;
 
+    u_char      *p;
+    ssize_t      size;
     ngx_int_t    n;
-    ngx_str_t   *value, s;
+    ngx_str_t   *value, s, name;
     ngx_uint_t   i;
 
     if (llcf->bad_keys != NGX_CONF_UNSET_UINT) {
@@ -1827,6 +1852,58 @@ ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             }
 
             llcf->bad_keys_checks = n;
+            continue;
+        }
+
+        /* how much of an IPv6 address is one client */
+        if (ngx_strncmp(value[i].data, "ipv6_prefix=", 12) == 0) {
+            n = ngx_atoi(value[i].data + 12, value[i].len - 12);
+            if (n < 1 || n > 128) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid ipv6_prefix \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            llcf->bad_keys_prefix6 = n;
+            continue;
+        }
+
+        /* the store of the counters, apart from the tenants */
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+            name.data = value[i].data + 5;
+            p = (u_char *) ngx_strlchr(name.data,
+                                       value[i].data + value[i].len, ':');
+
+            if (p == NULL || p == name.data) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid zone size \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            name.len = p - name.data;
+            s.data = p + 1;
+            s.len = value[i].data + value[i].len - s.data;
+
+            size = ngx_parse_size(&s);
+
+            if (size == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid zone size \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            if (size < (ssize_t) (8 * ngx_pagesize)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "zone \"%V\" is too small", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            llcf->bad_keys_zone = ngx_http_llm_gateway_addrs_add(cf, &name,
+                                                                 size);
+            if (llcf->bad_keys_zone == NULL) {
+                return NGX_CONF_ERROR;
+            }
+
             continue;
         }
 

@@ -311,10 +311,14 @@ typedef struct {
 } ngx_http_llm_gateway_flight_t;
 
 
-/* a client address that sent bad keys or was refused, in the same zone */
+/*
+ * A client address (an IPv6 prefix) that sent bad keys, in a zone of its
+ * own (llm_gateway_bad_keys zone=): a flood of them takes nothing from
+ * the tenants and the requests in flight.
+ */
 typedef struct {
     ngx_rbtree_node_t            node;      /* key: crc32 of the address */
-    ngx_queue_t                  queue;     /* LRU, for expiry */
+    ngx_queue_t                  queue;     /* LRU: expiry, eviction */
     int64_t                      start_ms;  /* the window began */
     ngx_uint_t                   failures;
     int64_t                      check_s;   /* the second of checks */
@@ -324,6 +328,26 @@ typedef struct {
     u_short                      len;
     u_char                       addr[16];
 } ngx_http_llm_gateway_addr_t;
+
+
+typedef struct {
+    ngx_uint_t                   version;
+    ngx_rbtree_t                 rbtree;
+    ngx_rbtree_node_t            sentinel;
+    ngx_queue_t                  queue;
+    ngx_uint_t                   count;
+    uint64_t                     evictions;  /* within their window */
+} ngx_http_llm_gateway_addrs_sh_t;
+
+
+typedef struct {
+    ngx_http_llm_gateway_addrs_sh_t  *sh;
+    ngx_slab_pool_t              *shpool;
+    ngx_str_t                     name;
+} ngx_http_llm_gateway_addrs_t;
+
+/* the store of an llm_gateway_zone whose bad keys name none */
+#define NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE  (1024 * 1024)
 
 
 /*
@@ -349,9 +373,6 @@ typedef struct {
     ngx_rbtree_t                 rbtree;
     ngx_rbtree_node_t            sentinel;
     ngx_queue_t                  queue;
-    ngx_rbtree_t                 addrs;
-    ngx_rbtree_node_t            addrs_sentinel;
-    ngx_queue_t                  addrs_queue;
     ngx_queue_t                  flights;
     int64_t                      demand_reported;   /* ms, by any worker */
     ngx_http_llm_gateway_price_t prices[NGX_HTTP_LLM_GATEWAY_PRICES];
@@ -415,6 +436,9 @@ typedef struct {
     ngx_uint_t                   bad_keys;  /* 0: no limit */
     ngx_msec_t                   bad_keys_window;
     ngx_uint_t                   bad_keys_checks;  /* a second, locked */
+    ngx_uint_t                   bad_keys_prefix6;  /* bits of IPv6 */
+    ngx_shm_zone_t              *bad_keys_zone;    /* zone= */
+    ngx_shm_zone_t              *bad_keys_store;   /* it, or the default */
     ngx_array_t                 *pass_headers;     /* ngx_str_t, lowcase */
     ngx_array_t                 *diagnostics;      /* ngx_cidr_t; none: all,
                                                       NULL: off */
@@ -559,8 +583,10 @@ typedef struct {
 
 ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+ngx_shm_zone_t *ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf,
+    ngx_str_t *name, size_t size);
+ngx_http_llm_gateway_addrs_t *ngx_http_llm_gateway_addrs_next(
+    ngx_list_part_t **part, ngx_uint_t *i);
 void ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf);
 void ngx_http_llm_gateway_keys_release(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_keys_begin(uint64_t generation,
