@@ -365,7 +365,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  15
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  16
 
 
 typedef struct {
