@@ -377,7 +377,11 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
         node->spent = (node->capped && l->remaining == 0);
 
         price = ngx_http_llm_gateway_price(zone->sh, (u_char *) l->model,
-                                           l->model_len, 1);
+                                           l->model_len,
+                                           (l->prices[LLM_LEASE_IN] < 0
+                                            || l->prices[LLM_LEASE_OUT] < 0)
+                                           ? NGX_HTTP_LLM_GATEWAY_PRICE_NONE
+                                           : NGX_HTTP_LLM_GATEWAY_PRICE_SOME);
         price->seen = now;
         ngx_memcpy(price->p, l->prices, sizeof(price->p));
 
@@ -435,11 +439,13 @@ static ngx_http_llm_gateway_price_t *
 ngx_http_llm_gateway_price(ngx_http_llm_gateway_shctx_t *sh, u_char *model,
     size_t len, ngx_uint_t create)
 {
-    ngx_uint_t                     i;
-    ngx_http_llm_gateway_price_t  *p, *oldest;
+    ngx_uint_t                     i, unpriced;
+    ngx_http_llm_gateway_price_t  *p, *oldest, *oldest_unpriced;
 
     len = ngx_min(len, LLM_RECORD_MODEL_MAX);
     oldest = &sh->prices[0];
+    oldest_unpriced = NULL;
+    unpriced = 0;
 
     for (i = 0; i < NGX_HTTP_LLM_GATEWAY_PRICES; i++) {
         p = &sh->prices[i];
@@ -452,10 +458,29 @@ ngx_http_llm_gateway_price(ngx_http_llm_gateway_shctx_t *sh, u_char *model,
         if (p->seen < oldest->seen) {
             oldest = p;
         }
+
+        if (p->seen && (p->p[LLM_LEASE_IN] < 0 || p->p[LLM_LEASE_OUT] < 0)) {
+            unpriced++;
+
+            if (oldest_unpriced == NULL || p->seen < oldest_unpriced->seen) {
+                oldest_unpriced = p;
+            }
+        }
     }
 
     if (!create) {
         return NULL;
+    }
+
+    /*
+     * Names without a price are the client's to choose: they take at most
+     * half the places, so that a flood of made-up models cannot push the
+     * priced ones out and make every capped request wait for accountd.
+     */
+    if (create == NGX_HTTP_LLM_GATEWAY_PRICE_NONE && oldest->seen
+        && unpriced >= NGX_HTTP_LLM_GATEWAY_PRICES / 2)
+    {
+        oldest = oldest_unpriced;
     }
 
     oldest->len = (u_char) len;

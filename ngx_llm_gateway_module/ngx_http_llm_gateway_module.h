@@ -204,6 +204,10 @@ typedef struct {
 /* the models priced at once; the one seen longest ago makes room */
 #define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
+/* what a price place is taken for (budget.c) */
+#define NGX_HTTP_LLM_GATEWAY_PRICE_SOME    1
+#define NGX_HTTP_LLM_GATEWAY_PRICE_NONE    2
+
 
 /* llmgw_requests_total's status classes: 1xx to 5xx */
 #define NGX_HTTP_LLM_GATEWAY_CLASSES       5

@@ -105,6 +105,26 @@ is(unpriced($open, 'tokens'), 7 + 5,
    'llmgw_unpriced_total{kind="tokens"}: its 7 in and 5 out');
 is(unpriced($strict, 'requests'), 0, '  none for the tier that refused');
 
+# made-up model names, each answered "no price", take at most half the
+# places the zone keeps prices in (32): the priced model's stays, and with
+# accountd gone a strict tenant is still served it from what the zone knows
+for my $i (1 .. 40) {
+    my $name = "made-up-$$-$i";
+    for (1 .. 50) {
+        last if ask($strict, $name)->{status} == 403;
+        sleep(0.05);
+    }
+}
+is(ask($strict, "made-up-$$-40")->{status}, 403,
+   '40 made-up models: each refused once accountd said it has no price');
+
+ok(accountd_stop(), 'accountd stopped');
+$r = ask($strict, $priced);
+is($r->{status}, 200, 'the priced model is still known: 200, without '
+                      . 'accountd')
+    or diag($r->{content});
+ok(accountd_start(), 'accountd started again');
+
 my $bad = nginx(http => <<'EOF');
     %%GATEWAY%%
     llm_gateway_tier  strict  tpm=600000 unpriced=maybe;
