@@ -150,6 +150,7 @@ void listener_reap(void);
 int listener_idle(void);
 void listener_keyset(void);
 unsigned listener_clients(void);
+void listener_recheck(void);
 
 
 /* queue.c */

@@ -52,6 +52,7 @@ struct acd_client_s {
     acd_event_t      ev;
     uint64_t         id;
     pid_t            pid;
+    uid_t            uid;
     size_t           pending;
 
     uint8_t         *out;
@@ -84,6 +85,7 @@ struct acd_client_s {
 static void listener_accept(acd_event_t *ev, uint32_t events);
 static int listener_group(gid_t *gid);
 static int listener_peer_allowed(int fd, acd_client_t *c);
+static int listener_uid_allowed(uid_t uid);
 static void client_handler(acd_event_t *ev, uint32_t events);
 static void client_read(acd_client_t *c);
 static void client_process(acd_client_t *c);
@@ -644,7 +646,6 @@ listener_group(gid_t *gid)
 static int
 listener_peer_allowed(int fd, acd_client_t *c)
 {
-    unsigned      i;
     socklen_t     len;
     struct ucred  cred;
 
@@ -658,15 +659,10 @@ listener_peer_allowed(int fd, acd_client_t *c)
     }
 
     c->pid = cred.pid;
+    c->uid = cred.uid;
 
-    if (cred.uid == geteuid()) {
+    if (listener_uid_allowed(cred.uid)) {
         return 1;
-    }
-
-    for (i = 0; i < acd_cf.nallow_uids; i++) {
-        if (cred.uid == acd_cf.allow_uids[i]) {
-            return 1;
-        }
     }
 
     log_warning("client #%llu refused: uid %u (pid %d) is not in "
@@ -674,6 +670,53 @@ listener_peer_allowed(int fd, acd_client_t *c)
                 (unsigned) cred.uid, (int) cred.pid);
 
     return 0;
+}
+
+
+static int
+listener_uid_allowed(uid_t uid)
+{
+    unsigned  i;
+
+    if (uid == geteuid()) {
+        return 1;
+    }
+
+    for (i = 0; i < acd_cf.nallow_uids; i++) {
+        if (uid == acd_cf.allow_uids[i]) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * allow_users read again (SIGHUP): a connection of a user no longer in it
+ * is closed, as a new one would be refused; what it sent and was not
+ * acknowledged stays in the gateway's journal.
+ */
+
+void
+listener_recheck(void)
+{
+    acd_client_t  *c, *next;
+
+    for (c = clients; c; c = next) {
+        next = c->next;
+
+        if (c->closed || listener_uid_allowed(c->uid)) {
+            continue;
+        }
+
+        log_warning("client #%llu closed: uid %u (pid %d) is no longer in "
+                    "\"allow_users\"", (unsigned long long) c->id,
+                    (unsigned) c->uid, (int) c->pid);
+
+        acd_stats.peers_refused++;
+        client_close(c);
+    }
 }
 
 

@@ -469,6 +469,7 @@ main_signal(acd_event_t *ev, uint32_t events)
             log_info("SIGHUP received, reloading");
 
             if (conf_reload() == 0) {
+                listener_recheck();
                 db_snapshot_request();
             }
 

@@ -364,6 +364,34 @@ like($out, qr/^connect=ok .* keys=[1-9]\d* ack=\Q$tag-o2\E /,
 is(rows("$tag-o2"), 1, 'its record is in the ledger');
 is(rows("$tag-o1"), 0, 'the refused one\'s is not');
 
+# a connection made while www-data was allowed does not outlive its
+# removal: the SIGHUP that takes www-data out of allow_users closes it
+open(my $bg, '-|', "runuser -u www-data -- perl $dir/client.pl "
+                   . "$own/accountd.sock 00 0 " . 30 * time_scale())
+    or die "client: $!";
+my $reloads = () = log_since("$own/accountd.log", 0) =~ /configuration reloaded/g;
+for (1 .. 100 * time_scale()) {
+    last if log_since("$own/accountd.log", 0) =~ /client #\d+ connected/
+            || $_ > 20;
+    sleep(0.05);
+}
+accountd_conf($own, 'allow_users =');
+kill('HUP', $opid);
+for (1 .. 100 * time_scale()) {
+    my $n = () = log_since("$own/accountd.log", 0)
+                 =~ /configuration reloaded/g;
+    last if $n > $reloads;
+    sleep(0.05);
+}
+chomp($out = <$bg> // '');
+close($bg);
+like($out, qr/^connect=ok .* keys=[1-9]\d* ack=- eof=1 /,
+     "www-data taken out of allow_users: its open connection, served the "
+     . "key set, is closed ($out)");
+like(log_since("$own/accountd.log", 0),
+     qr/closed: uid \Q$www[2]\E \(pid \d+\) is no longer in "allow_users"/,
+     'and the log says why');
+
 kill('TERM', $opid);
 for (1 .. 100 * time_scale()) {
     last unless kill(0, $opid);
