@@ -421,6 +421,19 @@ ok(replayed(ask('flood150', url => $url2)), "the flood's newest is kept");
 ok(!replayed(ask('flood1', url => $url2)),
    'its oldest made room, within its share');
 
+# per_tenant= sets the share
+for my $c (['per_tenant=16k', 0, qr/test is successful/],
+           ['per_tenant=0', 1, qr/invalid parameter "per_tenant=0"/])
+{
+    my ($rc, $out) = nginx(http => <<"EOF")->test();
+    %%GATEWAY%%
+    llm_gateway_idempotency  zone=idem:64k $c->[0];
+EOF
+    is($rc ? 1 : 0, $c->[1],
+       "$c->[0]: nginx -t " . ($c->[1] ? 'fails' : 'passes'));
+    like($out, $c->[2], 'and says so');
+}
+
 $ng->no_alerts();
 $ng2->no_alerts();
 
