@@ -84,6 +84,7 @@ typedef struct {
 
 
 typedef struct {
+    ngx_uint_t                     version;   /* of the layout, first */
     ngx_rbtree_t                   rbtree;
     ngx_rbtree_node_t              sentinel;
     ngx_queue_t                    queue;
@@ -265,14 +266,14 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     if (oz) {
         z->sh = oz->sh;
         z->shpool = oz->shpool;
-        return NGX_OK;
+        goto version;
     }
 
     z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
     if (shm_zone->shm.exists) {
         z->sh = z->shpool->data;
-        return NGX_OK;
+        goto version;
     }
 
     z->sh = ngx_slab_alloc(z->shpool, sizeof(ngx_http_llm_gateway_idem_sh_t));
@@ -281,6 +282,7 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
 
     z->shpool->data = z->sh;
+    z->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
                     ngx_http_llm_gateway_idem_rbtree_insert_value);
@@ -289,6 +291,19 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
                     ngx_http_llm_gateway_idem_tenant_insert_value);
 
     z->shpool->log_nomem = 0;
+
+    return NGX_OK;
+
+version:
+
+    /* a reload into a module built with another layout cannot reuse it */
+    if (z->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "llm_gateway_idempotency zone \"%V\" was made by "
+                      "another version of the module: restart nginx, or "
+                      "rename or resize the zone", &shm_zone->shm.name);
+        return NGX_ERROR;
+    }
 
     return NGX_OK;
 }

@@ -423,6 +423,11 @@ ok(replayed(ask('flood150', url => $url2)), "the flood's newest is kept");
 ok(!replayed(ask('flood1', url => $url2)),
    'its oldest made room, within its share');
 
+# a reload keeps the zone and what it holds
+$ng2->reload();
+ok(replayed(ask('victim1', tenant => $u, url => $url2)),
+   'after a reload, still a replay');
+
 # per_tenant= sets the share
 for my $c (['per_tenant=16k', 0, qr/test is successful/],
            ['per_tenant=0', 1, qr/invalid parameter "per_tenant=0"/])
