@@ -16,6 +16,8 @@ static ngx_int_t ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
     const char *code, const char *message, int64_t seconds);
@@ -684,7 +686,12 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                     "Internal error.");
         return;
 
-    default: /* NGX_DONE: served from the store; NGX_DECLINED: refused */
+    case NGX_DONE:
+        /* served from the store: a request, if not tokens */
+        ngx_http_llm_gateway_admit_replay(r, ctx);
+        return;
+
+    default: /* NGX_DECLINED: refused */
         return;
     }
 
@@ -1001,6 +1008,90 @@ full:
     ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
                                      "The gateway is overloaded; retry "
                                      "shortly.", 1);
+}
+
+
+/*
+ * A request served from the Idempotency-Key store (idem.c) is neither sent
+ * upstream nor billed, and takes no tokens; but it is a request, and takes
+ * one from the tenant's requests a minute as any other does.
+ */
+
+static void
+ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    u_char                           *p;
+    int64_t                           now, wait;
+    llm_bucket_rc_e                   brc;
+    ngx_http_llm_gateway_node_t      *node;
+    ngx_http_llm_gateway_tier_t      *tier;
+    ngx_http_llm_gateway_zone_t      *zone;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    tier = ctx->tier;
+
+    if (tier->limits.rpm.rate == 0) {
+        return;
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+    zone = llcf->shm_zone->data;
+    now = ngx_http_llm_gateway_now_ms();
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+
+    if (node == NULL) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "llm_gateway_zone \"%V\" is full",
+                      &llcf->shm_zone->shm.name);
+
+        ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
+                                         "The gateway is overloaded; retry "
+                                         "shortly.", 1);
+        return;
+    }
+
+    if (node->state.tpm.last_ms == -1) {
+        llm_tenant_init(&node->state, &tier->limits, now);
+    }
+
+    ngx_http_llm_gateway_name_node(node, ctx->key);
+    ngx_http_llm_gateway_share_limits(node, &tier->limits, &ctx->limits);
+
+    brc = llm_bucket_reserve(&node->state.rpm, &ctx->limits.rpm, 1, now,
+                             &wait);
+
+    ctx->zone = zone;
+    ctx->remaining = llm_bucket_available(&node->state.tpm);
+    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
+    ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
+    ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
+                                                &ctx->limits.rpm);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (brc == LLM_BUCKET_OK) {
+        return;
+    }
+
+    ctx->retry_after = llm_bucket_seconds(wait);
+    ctx->retry_after_ms = wait;
+
+    p = ngx_pnalloc(r->pool, 200);
+    if (p != NULL) {
+        ngx_sprintf(p, "Rate limit reached for requests per min (RPM): "
+                    "limit %L. Please try again in %Ls.%Z",
+                    tier->limits.rpm.rate, ctx->retry_after);
+    }
+
+    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "requests",
+                                "rate_limit_exceeded", NULL, (char *) p);
+    ctx->rejected_by = ngx_http_llm_gateway_by_requests;
 }
 
 

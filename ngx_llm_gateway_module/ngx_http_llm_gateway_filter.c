@@ -551,6 +551,8 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
+    ctx->error_event = 1;
+
     ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                   "llm gateway: stream not finished by the upstream (%s), "
                   "error event sent", why);

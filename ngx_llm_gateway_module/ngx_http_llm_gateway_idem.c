@@ -13,6 +13,12 @@
  * work is billed once.  The same key with another body is refused.  Only
  * a whole 2xx response is replayed: a refusal or a failure is not a
  * result, and the next request with its key runs.
+ *
+ * A key belongs to its tenant, its location and its API, and look-ups
+ * compare all of them and the key's bytes, not its hash alone: keys are
+ * the clients', and forging crc32 collisions is easy.  A tenant holds at
+ * most its share of the zone; room is made from results past retain and
+ * from the tenant's own, never from another tenant's.
  */
 
 
@@ -26,6 +32,9 @@
 
 #define NGX_HTTP_LLM_GATEWAY_IDEM_KEY_MAX  255
 
+/* a tenant's share of the zone unless per_tenant= says: a quarter */
+#define NGX_HTTP_LLM_GATEWAY_IDEM_SHARE    4
+
 
 typedef struct ngx_http_llm_gateway_piece_s  ngx_http_llm_gateway_piece_t;
 
@@ -36,10 +45,21 @@ struct ngx_http_llm_gateway_piece_s {
 };
 
 
+/* a tenant with results kept: what they take of the zone */
+typedef struct {
+    ngx_rbtree_node_t              node;      /* key: tenant id */
+    ngx_queue_t                    queue;     /* its entries, LRU */
+    int64_t                        tenant_id;
+    size_t                         held;      /* bytes, as the slab has them */
+} ngx_http_llm_gateway_idem_tenant_t;
+
+
 /* a key's entry: the response as the first client got it */
 typedef struct {
-    ngx_rbtree_node_t              node;      /* key: crc32 */
+    ngx_rbtree_node_t              node;      /* key: crc32 ^ tenant id */
     ngx_queue_t                    queue;     /* LRU */
+    ngx_queue_t                    tqueue;    /* its tenant's LRU */
+    ngx_http_llm_gateway_idem_tenant_t  *tenant;
     int64_t                        tenant_id;
     int64_t                        expires;   /* wall ms; 0: running */
     int64_t                        touched;   /* wall ms: bytes came */
@@ -48,6 +68,8 @@ typedef struct {
     ngx_uint_t                     status;    /* 0: no header yet */
     ngx_uint_t                     refs;      /* joiners reading it */
     size_t                         size;      /* bytes kept */
+    size_t                         held;      /* its slab bytes, pieces too */
+    u_char                         scope[SHA256_DIGEST_LENGTH];
     ngx_http_llm_gateway_piece_t  *first;
     ngx_http_llm_gateway_piece_t  *last;
     u_char                         type[64];  /* its Content-Type */
@@ -55,39 +77,67 @@ typedef struct {
     unsigned                       done:1;
     unsigned                       replayable:1;
     unsigned                       truncated:1;   /* above max_size */
+    unsigned                       cut:1;     /* ends short of its end */
     u_short                        key_len;
     u_char                         key[1];
 } ngx_http_llm_gateway_idem_t;
 
 
 typedef struct {
+    ngx_uint_t                     version;   /* of the layout, first */
     ngx_rbtree_t                   rbtree;
     ngx_rbtree_node_t              sentinel;
     ngx_queue_t                    queue;
+    ngx_rbtree_t                   tenants;
+    ngx_rbtree_node_t              tenants_sentinel;
 } ngx_http_llm_gateway_idem_sh_t;
 
 
 typedef struct {
     ngx_http_llm_gateway_idem_sh_t  *sh;
     ngx_slab_pool_t                 *shpool;
+    size_t                           share;     /* a tenant's, in bytes */
 } ngx_http_llm_gateway_idem_zone_t;
 
 
 static ngx_int_t ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
+static ngx_int_t ngx_http_llm_gateway_idem_scope(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, u_char *scope);
 static ngx_http_llm_gateway_idem_t *ngx_http_llm_gateway_idem_find(
     ngx_http_llm_gateway_idem_zone_t *z, uint32_t hash, int64_t tenant_id,
-    ngx_str_t *key);
-static void *ngx_http_llm_gateway_idem_alloc(
-    ngx_http_llm_gateway_idem_zone_t *z, size_t size, int64_t now);
-static void ngx_http_llm_gateway_idem_free(
-    ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e);
-static void ngx_http_llm_gateway_idem_expire(
-    ngx_http_llm_gateway_idem_zone_t *z, int64_t now, ngx_uint_t n);
+    u_char *scope, ngx_str_t *key);
+static ngx_int_t ngx_http_llm_gateway_idem_order(int64_t tenant_id,
+    u_char *scope, u_char *key, size_t len, ngx_http_llm_gateway_idem_t *e);
 static void ngx_http_llm_gateway_idem_rbtree_insert_value(
     ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
     ngx_rbtree_node_t *sentinel);
+static ngx_http_llm_gateway_idem_tenant_t *ngx_http_llm_gateway_idem_tenant(
+    ngx_http_llm_gateway_idem_zone_t *z, int64_t tenant_id, int64_t now);
+static void ngx_http_llm_gateway_idem_tenant_insert_value(
+    ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
+    ngx_rbtree_node_t *sentinel);
+static size_t ngx_http_llm_gateway_idem_cost(size_t size);
+static void *ngx_http_llm_gateway_idem_alloc(
+    ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_tenant_t *t, size_t size, int64_t now);
+static ngx_int_t ngx_http_llm_gateway_idem_evict(
+    ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_tenant_t *t);
+static void ngx_http_llm_gateway_idem_free(
+    ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e);
+static void ngx_http_llm_gateway_idem_forget(
+    ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e,
+    ngx_http_llm_gateway_idem_tenant_t *keep);
+static void ngx_http_llm_gateway_idem_expire(
+    ngx_http_llm_gateway_idem_zone_t *z, int64_t now, ngx_uint_t n,
+    ngx_http_llm_gateway_idem_tenant_t *keep);
 static void ngx_http_llm_gateway_idem_step(ngx_http_request_t *r);
+static const char *ngx_http_llm_gateway_idem_closing(
+    ngx_http_llm_gateway_idem_t *e);
+static ngx_chain_t *ngx_http_llm_gateway_idem_error_event(
+    ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx,
+    const char *closing, const char *why);
 static void ngx_http_llm_gateway_idem_release(void *data);
 
 
@@ -95,7 +145,8 @@ static ngx_uint_t  ngx_http_llm_gateway_idem_tag;
 
 
 /*
- * llm_gateway_idempotency zone=name:size [retain=time] [max_size=size];
+ * llm_gateway_idempotency zone=name:size [retain=time] [max_size=size]
+ *     [per_tenant=size];
  */
 
 char *
@@ -104,6 +155,7 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 {
     ngx_http_llm_gateway_main_conf_t *lmcf = conf;
 
+    size_t                             share;
     ngx_str_t                         *value, s;
     ngx_uint_t                         i;
     ngx_msec_t                         ms;
@@ -120,6 +172,7 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     lmcf->idem_max = 1024 * 1024;
 
     shm_zone = NULL;
+    share = 0;
 
     for (i = 1; i < cf->args->nelts; i++) {
 
@@ -158,6 +211,18 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "per_tenant=", 11) == 0) {
+            s.data = value[i].data + 11;
+            s.len = value[i].len - 11;
+
+            share = ngx_parse_size(&s);
+            if (share == (size_t) NGX_ERROR || share == 0) {
+                goto invalid;
+            }
+
+            continue;
+        }
+
         goto invalid;
     }
 
@@ -171,6 +236,9 @@ ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     if (z == NULL) {
         return NGX_CONF_ERROR;
     }
+
+    z->share = share ? share
+                     : shm_zone->shm.size / NGX_HTTP_LLM_GATEWAY_IDEM_SHARE;
 
     shm_zone->init = ngx_http_llm_gateway_idem_init_zone;
     shm_zone->data = z;
@@ -198,14 +266,14 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     if (oz) {
         z->sh = oz->sh;
         z->shpool = oz->shpool;
-        return NGX_OK;
+        goto version;
     }
 
     z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
     if (shm_zone->shm.exists) {
         z->sh = z->shpool->data;
-        return NGX_OK;
+        goto version;
     }
 
     z->sh = ngx_slab_alloc(z->shpool, sizeof(ngx_http_llm_gateway_idem_sh_t));
@@ -214,12 +282,28 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
 
     z->shpool->data = z->sh;
+    z->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
                     ngx_http_llm_gateway_idem_rbtree_insert_value);
     ngx_queue_init(&z->sh->queue);
+    ngx_rbtree_init(&z->sh->tenants, &z->sh->tenants_sentinel,
+                    ngx_http_llm_gateway_idem_tenant_insert_value);
 
     z->shpool->log_nomem = 0;
+
+    return NGX_OK;
+
+version:
+
+    /* a reload into a module built with another layout cannot reuse it */
+    if (z->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "llm_gateway_idempotency zone \"%V\" was made by "
+                      "another version of the module: restart nginx, or "
+                      "rename or resize the zone", &shm_zone->shm.name);
+        return NGX_ERROR;
+    }
 
     return NGX_OK;
 }
@@ -235,16 +319,20 @@ ngx_int_t
 ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    size_t                              len;
-    int64_t                             now;
-    uint32_t                            hash;
-    ngx_str_t                           key, name = ngx_string("idempotency-key");
-    ngx_table_elt_t                    *h;
-    ngx_pool_cleanup_t                 *cln;
-    ngx_http_llm_gateway_idem_t        *e;
-    ngx_http_llm_gateway_idem_zone_t   *z;
-    ngx_http_llm_gateway_main_conf_t   *lmcf;
-    u_char                              digest[SHA256_DIGEST_LENGTH];
+    size_t                               len;
+    int64_t                              now;
+    uint32_t                             hash;
+    ngx_str_t                            key;
+    ngx_table_elt_t                     *h;
+    ngx_pool_cleanup_t                  *cln;
+    ngx_http_llm_gateway_idem_t         *e;
+    ngx_http_llm_gateway_idem_zone_t    *z;
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+    ngx_http_llm_gateway_main_conf_t    *lmcf;
+    u_char                               digest[SHA256_DIGEST_LENGTH];
+    u_char                               scope[SHA256_DIGEST_LENGTH];
+
+    static ngx_str_t  name = ngx_string("idempotency-key");
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
@@ -274,6 +362,11 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     (void) SHA256(ctx->body.data, ctx->body.len, digest);
 
+    if (ngx_http_llm_gateway_idem_scope(r, ctx, scope) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* the tree's key only: equal ones are told apart by what they are */
     hash = ngx_crc32_short(key.data, key.len)
            ^ (uint32_t) ctx->key->tenant_id;
 
@@ -287,9 +380,10 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
-    ngx_http_llm_gateway_idem_expire(z, now, 2);
+    ngx_http_llm_gateway_idem_expire(z, now, 2, NULL);
 
-    e = ngx_http_llm_gateway_idem_find(z, hash, ctx->key->tenant_id, &key);
+    e = ngx_http_llm_gateway_idem_find(z, hash, ctx->key->tenant_id, scope,
+                                       &key);
 
     if (e && ngx_memcmp(e->body_hash, digest, sizeof(digest)) != 0) {
         ngx_shmtx_unlock(&z->shpool->mutex);
@@ -310,28 +404,39 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         && kill(e->owner, 0) == -1 && ngx_errno == NGX_ESRCH)
     {
         e->done = 1;
+        e->cut = 1;
         e->expires = now;
     }
 
+    if (e && ((e->done && !e->replayable && e->refs)
+              || (!e->done && e->truncated)))
+    {
+        /*
+         * Its last readers still read it, or it runs but is too large to
+         * be kept whole: a retry after its end runs.
+         */
+        ngx_shmtx_unlock(&z->shpool->mutex);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
+                                    "invalid_request_error",
+                                    "idempotency_key_in_use",
+                                    "Idempotency-Key",
+                                    e->done ? "A request with this "
+                                              "Idempotency-Key just ended; "
+                                              "retry shortly."
+                                            : "A request with this "
+                                              "Idempotency-Key still runs, "
+                                              "and its response is too large "
+                                              "to share; retry once it "
+                                              "has ended.");
+        ctx->retry_after = 1;
+        ctx->retry_after_ms = 1000;
+        return NGX_DECLINED;
+    }
+
     if (e && e->done && !e->replayable) {
-
-        if (e->refs) {
-            /* its last readers still read it: a retry comes shortly */
-            ngx_shmtx_unlock(&z->shpool->mutex);
-
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                        "invalid_request_error",
-                                        "idempotency_key_in_use",
-                                        "Idempotency-Key",
-                                        "A request with this Idempotency-Key "
-                                        "just ended; retry shortly.");
-            ctx->retry_after = 1;
-            ctx->retry_after_ms = 1000;
-            return NGX_DECLINED;
-        }
-
         /* a refusal or a failure is not a result: this one runs */
-        ngx_http_llm_gateway_idem_free(z, e);
+        ngx_http_llm_gateway_idem_forget(z, e, NULL);
         e = NULL;
     }
 
@@ -340,6 +445,8 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         e->refs++;
         ngx_queue_remove(&e->queue);
         ngx_queue_insert_head(&z->sh->queue, &e->queue);
+        ngx_queue_remove(&e->tqueue);
+        ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
 
         ngx_shmtx_unlock(&z->shpool->mutex);
 
@@ -355,29 +462,41 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     len = offsetof(ngx_http_llm_gateway_idem_t, key) + key.len;
 
-    e = ngx_http_llm_gateway_idem_alloc(z, len, now);
+    t = ngx_http_llm_gateway_idem_tenant(z, ctx->key->tenant_id, now);
+
+    e = t ? ngx_http_llm_gateway_idem_alloc(z, t, len, now) : NULL;
 
     if (e == NULL) {
+        if (t && ngx_queue_empty(&t->queue)) {
+            ngx_rbtree_delete(&z->sh->tenants, &t->node);
+            ngx_slab_free_locked(z->shpool, t);
+        }
+
         ngx_shmtx_unlock(&z->shpool->mutex);
 
         /* no room: the request runs, unprotected, as without a key */
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "llm gateway: idempotency zone full, key not kept");
+                      "llm gateway: idempotency zone full, or the tenant's "
+                      "share of it, key not kept");
         return NGX_OK;
     }
 
     ngx_memzero(e, len);
 
     e->node.key = hash;
+    e->tenant = t;
     e->tenant_id = ctx->key->tenant_id;
     e->owner = ngx_pid;
     e->touched = now;
+    e->held = ngx_http_llm_gateway_idem_cost(len);
     ngx_memcpy(e->body_hash, digest, sizeof(digest));
+    ngx_memcpy(e->scope, scope, sizeof(scope));
     e->key_len = (u_short) key.len;
     ngx_memcpy(e->key, key.data, key.len);
 
     ngx_rbtree_insert(&z->sh->rbtree, &e->node);
     ngx_queue_insert_head(&z->sh->queue, &e->queue);
+    ngx_queue_insert_head(&t->queue, &e->tqueue);
 
     ngx_shmtx_unlock(&z->shpool->mutex);
 
@@ -393,6 +512,75 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
 
 /*
+ * What a result belongs to besides its tenant: the API, the server (the
+ * address the request came to and the server's name) and the location.
+ * A digest of them, each part preceded by its length.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_scope(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, u_char *scope)
+{
+    u_char                    *p, *buf;
+    size_t                     len;
+    ngx_str_t                  addr, *part[3];
+    ngx_uint_t                 i;
+    ngx_http_core_srv_conf_t  *cscf;
+    ngx_http_core_loc_conf_t  *clcf;
+    u_char                     text[NGX_SOCKADDR_STRLEN];
+
+    addr.data = text;
+    addr.len = NGX_SOCKADDR_STRLEN;
+
+    if (ngx_connection_local_sockaddr(r->connection, &addr, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    cscf = ngx_http_get_module_srv_conf(r, ngx_http_core_module);
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    part[0] = &addr;
+    part[1] = &cscf->server_name;
+    part[2] = &clcf->name;
+
+    len = 2;
+
+    for (i = 0; i < 3; i++) {
+        len += sizeof(uint32_t) + part[i]->len;
+    }
+
+    buf = ngx_pnalloc(r->pool, len);
+    if (buf == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = buf;
+
+    *p++ = (u_char) ctx->req.api;
+
+    /* "location = /x" and "location /x" are two */
+    *p++ = (u_char) (clcf->exact_match | clcf->noregex << 1
+                     | clcf->named << 2
+#if (NGX_PCRE)
+                     | (clcf->regex != NULL) << 3
+#endif
+                     );
+
+    for (i = 0; i < 3; i++) {
+        *p++ = (u_char) (part[i]->len >> 24);
+        *p++ = (u_char) (part[i]->len >> 16);
+        *p++ = (u_char) (part[i]->len >> 8);
+        *p++ = (u_char) part[i]->len;
+        p = ngx_cpymem(p, part[i]->data, part[i]->len);
+    }
+
+    (void) SHA256(buf, p - buf, scope);
+
+    return NGX_OK;
+}
+
+
+/*
  * The first request's bytes as its client gets them, from the body
  * filter: kept for the others, up to max_size.
  */
@@ -401,7 +589,7 @@ void
 ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
 {
-    size_t                              len;
+    size_t                              len, size;
     ngx_buf_t                          *b;
     ngx_chain_t                        *cl;
     ngx_http_llm_gateway_idem_t        *e;
@@ -451,13 +639,17 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
             break;
         }
 
-        piece = ngx_http_llm_gateway_idem_alloc(z,
-                    offsetof(ngx_http_llm_gateway_piece_t, data) + len,
-                    ngx_http_llm_gateway_wall_ms());
+        size = offsetof(ngx_http_llm_gateway_piece_t, data) + len;
+
+        /* beyond the tenant's share or the zone: kept no further */
+        piece = ngx_http_llm_gateway_idem_alloc(z, e->tenant, size,
+                                               ngx_http_llm_gateway_wall_ms());
         if (piece == NULL) {
             e->truncated = 1;
             break;
         }
+
+        e->held += ngx_http_llm_gateway_idem_cost(size);
 
         piece->next = NULL;
         piece->len = len;
@@ -486,7 +678,8 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
 void
 ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_uint_t                         status;
+    ngx_uint_t                         status, cut;
+    llm_usage_t                       *u;
     ngx_http_request_t                *r;
     ngx_http_llm_gateway_idem_t       *e;
     ngx_http_llm_gateway_idem_zone_t  *z;
@@ -505,6 +698,22 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
 
     status = r->err_status ? r->err_status : r->headers_out.status;
 
+    /*
+     * Whether what was kept ends as a response ends: a stream with its
+     * terminal event (the upstream's, or the gateway's error event), a
+     * body with its last buffer.  Joiners of one that does not are told.
+     */
+    if (ctx->streaming) {
+        u = &ctx->sse.usage;
+        cut = !(u->done || u->error || ctx->error_event);
+
+    } else if (ctx->metering) {
+        cut = !ctx->response_done;
+
+    } else {
+        cut = ctx->upstream_failed || ctx->client_closed;
+    }
+
     ngx_shmtx_lock(&z->shpool->mutex);
 
     if (e->status == 0) {
@@ -512,6 +721,7 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     e->done = 1;
+    e->cut = e->truncated || cut;
     e->replayable = status >= NGX_HTTP_OK && status < 300 && !e->truncated
                     && ctx->response_done && !ctx->upstream_failed
                     && !ctx->client_closed;
@@ -519,7 +729,7 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
                  + (e->replayable ? (int64_t) lmcf->idem_retain : 0);
 
     if (!e->replayable && e->refs == 0) {
-        ngx_http_llm_gateway_idem_free(z, e);
+        ngx_http_llm_gateway_idem_forget(z, e, NULL);
     }
 
     ngx_shmtx_unlock(&z->shpool->mutex);
@@ -552,8 +762,9 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
     ngx_int_t                          rc;
     ngx_str_t                          v;
     ngx_buf_t                         *b;
-    ngx_uint_t                         done, last, status;
-    ngx_chain_t                        out;
+    ngx_uint_t                         end, cut, stream, status, nomem;
+    const char                        *closing, *why;
+    ngx_chain_t                        out, *cl;
     ngx_event_t                       *wev;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_idem_t       *e;
@@ -590,11 +801,25 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
     e = ctx->idem;
     z = ctx->idem_zone;
     b = NULL;
+    closing = NULL;
+    nomem = 0;
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
     status = e->status;
-    done = e->done;
+
+    /* past max_size nothing more comes: the end, short of it */
+    cut = e->cut || e->truncated;
+
+    why = e->truncated ? "the response was larger than what is kept for a "
+                         "retry"
+                       : "the first request with this Idempotency-Key "
+                         "ended early";
+
+    stream = e->type_len >= sizeof("text/event-stream") - 1
+             && ngx_strncasecmp(e->type, (u_char *) "text/event-stream",
+                                sizeof("text/event-stream") - 1)
+                == 0;
 
     if (status && ctx->idem_sent < e->size) {
         len = e->size - ctx->idem_sent;
@@ -617,7 +842,16 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
             b->last = p;
             ctx->idem_sent = e->size;
+
+        } else {
+            nomem = 1;
         }
+    }
+
+    end = status && (e->done || cut) && ctx->idem_sent == e->size;
+
+    if (end && cut && stream) {
+        closing = ngx_http_llm_gateway_idem_closing(e);
     }
 
     if (!r->header_sent && status) {
@@ -633,7 +867,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
     ngx_shmtx_unlock(&z->shpool->mutex);
 
-    if (status && b == NULL && ctx->idem_sent < e->size) {
+    if (nomem) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
@@ -659,7 +893,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
         }
     }
 
-    if (b != NULL || (done && status)) {
+    if (b != NULL || end) {
 
         if (b == NULL) {
             b = ngx_calloc_buf(r->pool);
@@ -669,14 +903,25 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
             }
         }
 
-        /* the chunked filter moves last_buf to its own buffer: kept here */
-        last = done && ctx->idem_sent == e->size;
-
         b->flush = 1;
-        b->last_buf = last;
 
         out.buf = b;
         out.next = NULL;
+
+        if (end && cut && stream) {
+            /* the terminal error event of any stream cut short */
+            out.next = ngx_http_llm_gateway_idem_error_event(r, ctx, closing,
+                                                             why);
+            if (out.next == NULL) {
+                ngx_http_finalize_request(r, NGX_ERROR);
+                return;
+            }
+        }
+
+        /* the chunked filter moves last_buf to its own buffer: kept here */
+        for (cl = &out; cl->next; cl = cl->next) { /* void */ }
+
+        cl->buf->last_buf = end && !(cut && !stream);
 
         rc = ngx_http_output_filter(r, &out);
 
@@ -685,13 +930,112 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
             return;
         }
 
-        if (last) {
+        if (end && cut && !stream) {
+            /* a body cut short ends as a proxied one does: without its end */
+            ngx_http_finalize_request(r, NGX_ERROR);
+            return;
+        }
+
+        if (end) {
             ngx_http_finalize_request(r, rc);
             return;
         }
     }
 
     ngx_add_timer(wev, NGX_HTTP_LLM_GATEWAY_IDEM_POLL);
+}
+
+
+/*
+ * What ends the line or the event that the kept bytes leave unfinished,
+ * as llm_sse_closing() says of a stream it read: their last three bytes
+ * tell.  SSE lines end with CR, LF or CRLF; a blank one ends an event.
+ */
+
+static const char *
+ngx_http_llm_gateway_idem_closing(ngx_http_llm_gateway_idem_t *e)
+{
+    size_t                         i, n;
+    u_char                         c[3];
+    ngx_http_llm_gateway_piece_t  *piece;
+
+    c[0] = '\0';
+    c[1] = '\0';
+    c[2] = '\0';
+    n = 0;
+
+    for (piece = e->first; piece; piece = piece->next) {
+        for (i = (piece->len > 3) ? piece->len - 3 : 0; i < piece->len; i++) {
+            c[0] = c[1];
+            c[1] = c[2];
+            c[2] = piece->data[i];
+            n++;
+        }
+    }
+
+    if (n == 0) {
+        return "";
+    }
+
+    switch (c[2]) {
+
+    case LF:
+        if (n >= 2 && c[1] == CR) {
+            return (n == 2 || c[0] == CR || c[0] == LF) ? "" : "\n";
+        }
+
+        return (n == 1 || c[1] == LF) ? "" : "\n";
+
+    case CR:
+        /* an LF alone would only complete its line end */
+        return (n == 1 || c[1] == CR || c[1] == LF) ? "" : "\n\n";
+
+    default:
+        return "\n\n";
+    }
+}
+
+
+/* a joiner's stream cut short: as filter.c ends one the upstream cut */
+
+static ngx_chain_t *
+ngx_http_llm_gateway_idem_error_event(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, const char *closing, const char *why)
+{
+    size_t        n, len;
+    u_char        msg[200];
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+    char          event[512];
+
+    ngx_snprintf(msg, sizeof(msg), "The response ended before it was "
+                 "complete (%s); request %V.%Z", why, &ctx->request_id);
+
+    n = llm_sse_error_event(ctx->req.api, (char *) msg, event, sizeof(event));
+    len = ngx_strlen(closing);
+
+    b = ngx_create_temp_buf(r->pool, len + n);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    b->last = ngx_cpymem(b->last, closing, len);
+    b->last = ngx_cpymem(b->last, event, n);
+    b->flush = 1;
+
+    cl = ngx_alloc_chain_link(r->pool);
+    if (cl == NULL) {
+        return NULL;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "llm gateway: replayed stream ended short (%s), "
+                  "error event sent", why);
+
+    return cl;
 }
 
 
@@ -725,7 +1069,7 @@ ngx_http_llm_gateway_idem_release(void *data)
     e->refs--;
 
     if (e->refs == 0 && e->done && !e->replayable) {
-        ngx_http_llm_gateway_idem_free(z, e);
+        ngx_http_llm_gateway_idem_forget(z, e, NULL);
     }
 
     ngx_shmtx_unlock(&z->shpool->mutex);
@@ -734,8 +1078,9 @@ ngx_http_llm_gateway_idem_release(void *data)
 
 static ngx_http_llm_gateway_idem_t *
 ngx_http_llm_gateway_idem_find(ngx_http_llm_gateway_idem_zone_t *z,
-    uint32_t hash, int64_t tenant_id, ngx_str_t *key)
+    uint32_t hash, int64_t tenant_id, u_char *scope, ngx_str_t *key)
 {
+    ngx_int_t                     rc;
     ngx_rbtree_node_t            *node, *sentinel;
     ngx_http_llm_gateway_idem_t  *e;
 
@@ -744,29 +1089,52 @@ ngx_http_llm_gateway_idem_find(ngx_http_llm_gateway_idem_zone_t *z,
 
     while (node != sentinel) {
 
-        if (hash < node->key) {
-            node = node->left;
+        if (hash != node->key) {
+            node = (hash < node->key) ? node->left : node->right;
             continue;
         }
 
-        if (hash > node->key) {
-            node = node->right;
-            continue;
-        }
+        /* the same hash: ordered as insert_value put them */
 
         e = (ngx_http_llm_gateway_idem_t *) node;
 
-        if (e->tenant_id == tenant_id && e->key_len == key->len
-            && ngx_memcmp(e->key, key->data, key->len) == 0)
-        {
+        rc = ngx_http_llm_gateway_idem_order(tenant_id, scope, key->data,
+                                             key->len, e);
+
+        if (rc == 0) {
             return e;
         }
 
-        /* the same hash: equal keys go right, as insert_value puts them */
-        node = node->right;
+        node = (rc < 0) ? node->left : node->right;
     }
 
     return NULL;
+}
+
+
+/* an entry's place among those of its hash: tenant, scope, then the key */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_order(int64_t tenant_id, u_char *scope,
+    u_char *key, size_t len, ngx_http_llm_gateway_idem_t *e)
+{
+    ngx_int_t  rc;
+
+    if (tenant_id != e->tenant_id) {
+        return (tenant_id < e->tenant_id) ? -1 : 1;
+    }
+
+    rc = ngx_memcmp(scope, e->scope, SHA256_DIGEST_LENGTH);
+
+    if (rc != 0) {
+        return rc;
+    }
+
+    if (len != e->key_len) {
+        return (len < e->key_len) ? -1 : 1;
+    }
+
+    return ngx_memcmp(key, e->key, len);
 }
 
 
@@ -774,10 +1142,23 @@ static void
 ngx_http_llm_gateway_idem_rbtree_insert_value(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
 {
-    ngx_rbtree_node_t  **p;
+    ngx_rbtree_node_t           **p;
+    ngx_http_llm_gateway_idem_t  *e;
+
+    e = (ngx_http_llm_gateway_idem_t *) node;
 
     for ( ;; ) {
-        p = (node->key < temp->key) ? &temp->left : &temp->right;
+
+        if (node->key != temp->key) {
+            p = (node->key < temp->key) ? &temp->left : &temp->right;
+
+        } else {
+            p = (ngx_http_llm_gateway_idem_order(e->tenant_id, e->scope,
+                                          e->key, e->key_len,
+                                          (ngx_http_llm_gateway_idem_t *) temp)
+                 < 0)
+                ? &temp->left : &temp->right;
+        }
 
         if (*p == sentinel) {
             break;
@@ -794,33 +1175,188 @@ ngx_http_llm_gateway_idem_rbtree_insert_value(ngx_rbtree_node_t *temp,
 }
 
 
-/* under the lock: room is made from the oldest results when needed */
+/* under the lock: the tenant's node, made if it has none */
+
+static ngx_http_llm_gateway_idem_tenant_t *
+ngx_http_llm_gateway_idem_tenant(ngx_http_llm_gateway_idem_zone_t *z,
+    int64_t tenant_id, int64_t now)
+{
+    ngx_rbtree_key_t                     key;
+    ngx_rbtree_node_t                   *node, *sentinel;
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+
+    key = (ngx_rbtree_key_t) tenant_id;
+
+    node = z->sh->tenants.root;
+    sentinel = z->sh->tenants.sentinel;
+
+    while (node != sentinel) {
+
+        if (key != node->key) {
+            node = (key < node->key) ? node->left : node->right;
+            continue;
+        }
+
+        t = (ngx_http_llm_gateway_idem_tenant_t *) node;
+
+        if (t->tenant_id == tenant_id) {
+            return t;
+        }
+
+        node = (tenant_id < t->tenant_id) ? node->left : node->right;
+    }
+
+    t = ngx_slab_alloc_locked(z->shpool,
+                              sizeof(ngx_http_llm_gateway_idem_tenant_t));
+
+    if (t == NULL) {
+        ngx_http_llm_gateway_idem_expire(z, now, 16, NULL);
+
+        t = ngx_slab_alloc_locked(z->shpool,
+                                  sizeof(ngx_http_llm_gateway_idem_tenant_t));
+        if (t == NULL) {
+            return NULL;
+        }
+    }
+
+    ngx_memzero(t, sizeof(ngx_http_llm_gateway_idem_tenant_t));
+
+    t->node.key = key;
+    t->tenant_id = tenant_id;
+    ngx_queue_init(&t->queue);
+
+    ngx_rbtree_insert(&z->sh->tenants, &t->node);
+
+    return t;
+}
+
+
+static void
+ngx_http_llm_gateway_idem_tenant_insert_value(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
+{
+    ngx_rbtree_node_t                  **p;
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+
+    t = (ngx_http_llm_gateway_idem_tenant_t *) node;
+
+    for ( ;; ) {
+
+        if (node->key != temp->key) {
+            p = (node->key < temp->key) ? &temp->left : &temp->right;
+
+        } else {
+            p = (t->tenant_id
+                 < ((ngx_http_llm_gateway_idem_tenant_t *) temp)->tenant_id)
+                ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+
+/* what size bytes take of the zone: the slab's chunk, or whole pages */
+
+static size_t
+ngx_http_llm_gateway_idem_cost(size_t size)
+{
+    size_t  n;
+
+    if (size > ngx_pagesize / 2) {
+        return ngx_align(size, ngx_pagesize);
+    }
+
+    for (n = 8; n < size; n <<= 1) { /* void */ }
+
+    return n;
+}
+
+
+/*
+ * Under the lock: size bytes for tenant t.  A tenant at its share makes
+ * room from its own oldest results; a full zone from results past their
+ * retain, then from the tenant's own: never from another tenant's that
+ * are still kept.
+ */
 
 static void *
 ngx_http_llm_gateway_idem_alloc(ngx_http_llm_gateway_idem_zone_t *z,
-    size_t size, int64_t now)
+    ngx_http_llm_gateway_idem_tenant_t *t, size_t size, int64_t now)
 {
-    void  *p;
+    void    *p;
+    size_t   cost;
+
+    cost = ngx_http_llm_gateway_idem_cost(size);
+
+    while (t->held + cost > z->share) {
+        if (ngx_http_llm_gateway_idem_evict(z, t) != NGX_OK) {
+            return NULL;
+        }
+    }
 
     p = ngx_slab_alloc_locked(z->shpool, size);
 
     if (p == NULL) {
-        ngx_http_llm_gateway_idem_expire(z, 0, 16);
+        ngx_http_llm_gateway_idem_expire(z, now, 16, t);
         p = ngx_slab_alloc_locked(z->shpool, size);
+    }
+
+    while (p == NULL && ngx_http_llm_gateway_idem_evict(z, t) == NGX_OK) {
+        p = ngx_slab_alloc_locked(z->shpool, size);
+    }
+
+    if (p != NULL) {
+        t->held += cost;
     }
 
     return p;
 }
 
 
+/* the tenant's least recently used result that nobody reads goes */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_evict(ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_tenant_t *t)
+{
+    ngx_queue_t                  *q;
+    ngx_http_llm_gateway_idem_t  *e;
+
+    for (q = ngx_queue_last(&t->queue);
+         q != ngx_queue_sentinel(&t->queue);
+         q = ngx_queue_prev(q))
+    {
+        e = ngx_queue_data(q, ngx_http_llm_gateway_idem_t, tqueue);
+
+        if (e->done && e->refs == 0) {
+            ngx_http_llm_gateway_idem_free(z, e);
+            return NGX_OK;
+        }
+    }
+
+    return NGX_DECLINED;
+}
+
+
 /*
- * n at most from the least recently used end: those expired by now, or
- * with now 0 any that is done and unread, to make room.
+ * n at most from the least recently used end, those expired by now; a
+ * tenant left with none goes too, but for keep.
  */
 
 static void
 ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
-    int64_t now, ngx_uint_t n)
+    int64_t now, ngx_uint_t n, ngx_http_llm_gateway_idem_tenant_t *keep)
 {
     ngx_queue_t                  *q, *prev;
     ngx_http_llm_gateway_idem_t  *e;
@@ -832,12 +1368,31 @@ ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
         prev = ngx_queue_prev(q);
         e = ngx_queue_data(q, ngx_http_llm_gateway_idem_t, queue);
 
-        if (!e->done || e->refs || (now && e->expires > now)) {
+        if (!e->done || e->refs || e->expires > now) {
             continue;
         }
 
-        ngx_http_llm_gateway_idem_free(z, e);
+        ngx_http_llm_gateway_idem_forget(z, e, keep);
         n--;
+    }
+}
+
+
+/* an entry goes, and its tenant if that was its last, unless it is keep */
+
+static void
+ngx_http_llm_gateway_idem_forget(ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, ngx_http_llm_gateway_idem_tenant_t *keep)
+{
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+
+    t = e->tenant;
+
+    ngx_http_llm_gateway_idem_free(z, e);
+
+    if (t != keep && ngx_queue_empty(&t->queue)) {
+        ngx_rbtree_delete(&z->sh->tenants, &t->node);
+        ngx_slab_free_locked(z->shpool, t);
     }
 }
 
@@ -853,7 +1408,10 @@ ngx_http_llm_gateway_idem_free(ngx_http_llm_gateway_idem_zone_t *z,
         ngx_slab_free_locked(z->shpool, piece);
     }
 
+    e->tenant->held -= e->held;
+
     ngx_queue_remove(&e->queue);
+    ngx_queue_remove(&e->tqueue);
     ngx_rbtree_delete(&z->sh->rbtree, &e->node);
     ngx_slab_free_locked(z->shpool, e);
 }

@@ -560,6 +560,7 @@ typedef struct {
     unsigned                     idem_checked:1;
     unsigned                     idem_owner:1;     /* the first with its key */
     unsigned                     idem_joiner:1;    /* served from the store */
+    unsigned                     error_event:1;    /* the gateway ended it */
     /* the client headers kept from the upstream, their names saved */
     ngx_array_t                 *dropped;   /* auth.c's _dropped_t */
 
