@@ -700,6 +700,13 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
             continue;
         }
 
+        /* one that is down now, and the request could never use */
+        if (!(ctx->tried & ((uint32_t) 1 << i))
+            && !ngx_http_llm_gateway_eligible(r, ctx, i))
+        {
+            continue;
+        }
+
         state = ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
                                                    &until);
 
@@ -719,7 +726,6 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
     return NULL;
 }
-
 
 
 /*

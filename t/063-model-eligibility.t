@@ -41,10 +41,15 @@ my $b = mockllm();
 
 # providers whose daily quota (1 token) is spent at once, until a reset an
 # hour away: a role's first request to one fails over, the next skip it
-my @spent = qw(mixed tiered capped unpriced strict admin refused);
+my @spent = qw(mixed tiered capped unpriced strict admin refused later);
 my %spent = map { $_ => mockllm('-D', 1, '-P', 3600) } @spent;
 
-my $backends = join('', map {
+# soon: a quota of 1 token a "day" of 10 s, spent by its first request
+my $soon = mockllm('-D', 1, '-P', 10);
+
+my $backends = "    llm_gateway_backend  soon;\n"
+    . "    upstream soon { server 127.0.0.1:$soon->{port}; }\n"
+    . join('', map {
     "    llm_gateway_backend  spent-$_;\n"
     . "    upstream spent-$_ { server 127.0.0.1:$spent{$_}{port}; }\n"
 } @spent);
@@ -90,7 +95,9 @@ my $roles = join('',
     $role->('unpriced', $cheap, [ 'c', $free ]),
     $role->('strict', $cheap, [ 'c', $free ]),
     $role->('admin', $cheap, [ 'b-prod-key2', $pricey ]),
-    $role->('refused', $cheap, [ 'b-prod-key2', $pricey ]));
+    $role->('refused', $cheap, [ 'b-prod-key2', $pricey ]),
+    $role->('later', $cheap, [ 'soon', $pricey ]),
+    "    llm_gateway_role  prime  soon  model=$pricey;\n");
 
 my $loc = sub {
     my ($path, $diag) = @_;
@@ -201,6 +208,19 @@ is($r->{status}, 200, 'a key allowed any model: served');
 $r = ask($tiered, 'tiered');
 isnt($r->{status}, 200, "a tier that allows $cheap only: not served $pricey");
 ok(!billed_as($r, $pricey), "nothing billed as $pricey");
+
+
+# a backend that is down and that the key could not use anyway does not
+# set the time to come back: soon (pricey) is back in 10 s, the cheap one
+# the key may use in an hour
+is(ask($any, 'prime')->{status}, 429, 'soon: spent by its first request');
+$r = ask($narrow, 'later');
+is(err($r)->{code}, 'insufficient_quota', 'later: refused');
+cmp_ok($r->{headers}{'retry-after'} // 0, '>', 60,
+       'Retry-After: when the backend the key may use is back, not the '
+       . 'other (' . ($r->{headers}{'retry-after'} // '-') . ' s)');
+like(err($r)->{message}, qr/ Left out: 1 backend whose model this API key/,
+     'the other is left out, and why');
 
 
 ###############################################################################
