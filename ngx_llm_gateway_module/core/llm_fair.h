@@ -34,21 +34,23 @@
  * Active: a tenant that asked within active_ms, counted by its demand.
  * Its demand is the tokens it asked (admitted or not), decaying linearly
  * over active_ms: asking d tokens a window keeps it at d, whatever the
- * spacing.  The sums count of its weight and minimum the part
+ * spacing.  With x_i = demand_i / (r_i x active_ms), what it asks of the
+ * share r_i it would have were it counted whole, r_i = g_i + w_i / (w_i +
+ * sum(other p w)) x (C - g_i - sum(other p g)), the sums count the part
  *
- *     p_i = min(1, demand_i / (r_i x active_ms / 4))
+ *     p_i = min(1, max(x_i, 8 x_i - 1))
  *
- * r_i its share were it counted whole, r_i = g_i + w_i / (w_i + sum(other
- * p w)) x (C - g_i - sum(other p g)).  A tenant asking a quarter of its
- * share or more counts whole, as before: what it leaves unused goes to
- * the pool, the higher priorities first.  Below, it holds four times what
- * it asks at most, so that a trickle of tiny requests, or a tenant that
- * asked once, holds next to nothing.  Its own share is r_i all the same
- * (what it does not use is idle capacity anyway), and asking more brings
- * its part up to the whole within a quarter of a window.  With every part
- * whole the shares are the formula above; otherwise they add up to the
- * capacity at most.  The part is computed on each of its requests,
- * against the others as they count then.
+ * of its weight and minimum.  A tenant asking a quarter of its share or
+ * more counts whole, as before: what it leaves unused goes to the pool,
+ * the higher priorities first.  Below an eighth it counts as much as it
+ * asks, so that a trickle of tiny requests, or a tenant that asked once,
+ * holds next to nothing, and what the pool lends (first come, first
+ * served) is little that others hold; steeply between.  Its own share is
+ * r_i all the same (what it does not use is idle capacity anyway), and
+ * asking more brings its part up to the whole within a quarter of a
+ * window.  With every part whole the shares are the formula above;
+ * otherwise they add up to the capacity at most.  The part is computed
+ * on each of its requests, against the others as they count then.
  *
  * Each request also expires, at most LLM_FAIR_EXPIRE of them, the active
  * tenants least recently seen that have not asked for active_ms: the

@@ -1101,15 +1101,16 @@ fuzz_share_of(fuzz_t *z, const llm_fair_class_t *cls, int64_t weights,
 
 
 /*
- * p_i = min(1, demand_i / (r_i x active_ms / 4)), r_i its share beside the
- * others active (the books), counted whole
+ * x = demand_i / (r_i x active_ms), r_i its share beside the others
+ * active (the books), counted whole: p_i = max(x, 8x - 1), whole from a
+ * quarter
  */
 
 static uint32_t
 fuzz_want_part(fuzz_t *z, unsigned i)
 {
     unsigned        j;
-    int64_t         w, g;
+    int64_t         w, g, x, p;
     __int128        window;
     fuzz_tenant_t  *s;
 
@@ -1127,14 +1128,20 @@ fuzz_want_part(fuzz_t *z, unsigned i)
     }
 
     s = &z->s[i];
-    window = (__int128) fuzz_share_of(z, &s->cls, w, g) * z->conf.active_ms
-             / FUZZ_SLACK;
+    window = (__int128) fuzz_share_of(z, &s->cls, w, g) * z->conf.active_ms;
 
-    if (window <= 0 || s->demand >= window) {
+    if (window <= 0 || (__int128) s->demand * FUZZ_SLACK >= window) {
         return LLM_FAIR_WHOLE;
     }
 
-    return (uint32_t) (s->demand * (__int128) LLM_FAIR_WHOLE / window);
+    x = (int64_t) (s->demand * (__int128) LLM_FAIR_WHOLE / window);
+    p = x * 8 - LLM_FAIR_WHOLE;
+
+    if (x > LLM_FAIR_WHOLE / FUZZ_SLACK || (p > x ? p : x) > LLM_FAIR_WHOLE) {
+        fuzz_fail(z, "part", "beyond a whole below a quarter");
+    }
+
+    return (uint32_t) (p > x ? p : x);
 }
 
 

@@ -490,8 +490,8 @@ main(void)
     sim_run(&s, 60000, 1);
 
     tap_is(s.f.active, 5, "the trickles are active");
-    tap_ok(a->t.part < LLM_FAIR_WHOLE / 100, "a trickle counts %u per "
-           "million of its weight", a->t.part);
+    tap_ok(a->t.part < LLM_FAIR_WHOLE / 1000, "a trickle counts what it "
+           "asks, %u per million of its weight", a->t.part);
     tap_ok(near(l->admitted * 3, h->admitted) && near(l->admitted, c / 4),
            "weights 1 and 3 beside three trickles: %lld and %lld (ratio "
            "%.2f)", (long long) l->admitted, (long long) h->admitted,
