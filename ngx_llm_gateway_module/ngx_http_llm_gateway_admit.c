@@ -1125,10 +1125,10 @@ ngx_http_llm_gateway_soft_limits(ngx_http_llm_gateway_tier_t *tier,
 
 
 /*
- * Under the zone's lock: the tenant is active, tenants idle for a while
- * are not (the least recently used end of the queue), the request is in
- * flight under the zone's ceiling, and it takes its cost from the
- * tenant's share of the capacity or from capacity nobody uses.
+ * Under the zone's lock: the tenant is active by what it asks, tenants
+ * idle for a while are not (the core expires them, a few a request), the
+ * request is in flight under the zone's ceiling, and it takes its cost
+ * from the tenant's share of the capacity or from capacity nobody uses.
  */
 
 static llm_fair_rc_e
@@ -1136,34 +1136,18 @@ ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_node_t *node,
     int64_t cost, int64_t now, int64_t *wait)
 {
-    ngx_uint_t                    n;
-    ngx_queue_t                  *q;
-    llm_fair_t                   *f;
-    llm_fair_rc_e                 rc;
-    llm_fair_class_t              cls;
-    ngx_http_llm_gateway_node_t  *old;
+    llm_fair_t        *f;
+    llm_fair_rc_e      rc;
+    llm_fair_class_t   cls;
 
     f = &zone->sh->fair;
 
     if (zone->capacity) {
-        for (n = 0, q = ngx_queue_last(&zone->sh->queue);
-             n < 8 && q != ngx_queue_sentinel(&zone->sh->queue);
-             n++, q = ngx_queue_prev(q))
-        {
-            old = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
-
-            if (old != node && old->fair.active
-                && !llm_fair_expire(f, &old->fair, now))
-            {
-                break;
-            }
-        }
-
         cls.weight = ctx->tier->weight;
         cls.minimum = ctx->tier->minimum;
         cls.priority = (int) ctx->tier->priority;
 
-        llm_fair_touch(f, &node->fair, &cls, now);
+        llm_fair_touch(f, &node->fair, &cls, cost, now);
     }
 
     rc = llm_fair_start(f, now, wait);

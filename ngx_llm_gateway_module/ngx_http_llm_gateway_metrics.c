@@ -75,7 +75,7 @@ typedef struct {
     int64_t                        ceiling;      /* now */
     int64_t                        flights;
     int64_t                        active;       /* tenants */
-    int64_t                        weights;
+    int64_t                        weights;      /* millionths */
     uint64_t                       reductions;
     uint64_t                       suppressed[2];  /* address, tenant */
     unsigned                       shared:1;   /* capacity= or inflight= */
@@ -769,6 +769,7 @@ ngx_http_llm_gateway_zone_view(ngx_http_llm_gateway_snapshot_t *snap,
     p->inflight = f->conf.inflight;
     p->flights = f->flights;
     p->active = f->active;
+    /* the weights as counted by demand: a trickle's are fractions */
     p->weights = f->weights;
     p->reductions = f->reductions;
     p->suppressed[0] = zone->sh->log_suppressed[0];
@@ -1190,7 +1191,8 @@ static u_char  ngx_http_llm_gateway_zones_help[] =
     "ceiling as configured and as admitted now.\n"
     "# TYPE llmgw_capacity_inflight gauge\n"
     "# HELP llmgw_capacity_active_tenants Tenants that asked within the "
-    "last 10 s, and the sum of their weights.\n"
+    "last 10 s, and the sum of their weights as counted by their "
+    "demand.\n"
     "# TYPE llmgw_capacity_active_tenants gauge\n"
     "# HELP llmgw_capacity_reductions_total Times the upstream pushed back "
     "and the zone admitted less.\n"
@@ -1229,10 +1231,12 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             p = ngx_sprintf(p, "\",\"capacity\":%L,\"capacity_now\":%L,"
                             "\"inflight_limit\":%L,\"inflight_ceiling\":%L,"
                             "\"inflight\":%L,\"active_tenants\":%L,"
-                            "\"weights\":%L,\"reductions\":%uL}",
+                            "\"weights\":%L.%06L,\"reductions\":%uL}",
                             z[i].capacity, z[i].capacity_now, z[i].inflight,
                             z[i].ceiling, z[i].flights, z[i].active,
-                            z[i].weights, z[i].reductions);
+                            z[i].weights / LLM_FAIR_WHOLE,
+                            z[i].weights % LLM_FAIR_WHOLE,
+                            z[i].reductions);
             continue;
         }
 
@@ -1253,7 +1257,7 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             "llmgw_capacity_inflight{%*s,kind=\"configured\"} %L\n"
             "llmgw_capacity_inflight{%*s,kind=\"ceiling\"} %L\n"
             "llmgw_capacity_active_tenants{%*s,kind=\"tenants\"} %L\n"
-            "llmgw_capacity_active_tenants{%*s,kind=\"weights\"} %L\n"
+            "llmgw_capacity_active_tenants{%*s,kind=\"weights\"} %L.%06L\n"
             "llmgw_capacity_reductions_total{%*s} %uL\n",
             lp - labels, labels, z[i].capacity,
             lp - labels, labels, z[i].capacity_now,
@@ -1261,7 +1265,8 @@ ngx_http_llm_gateway_zones(u_char *p, ngx_http_llm_gateway_snapshot_t *snap,
             lp - labels, labels, z[i].inflight,
             lp - labels, labels, z[i].ceiling,
             lp - labels, labels, z[i].active,
-            lp - labels, labels, z[i].weights,
+            lp - labels, labels, z[i].weights / LLM_FAIR_WHOLE,
+            z[i].weights % LLM_FAIR_WHOLE,
             lp - labels, labels, z[i].reductions);
     }
 

@@ -87,7 +87,7 @@ sub scrape {
             return (undef, "TYPE of $1 after its HELP only")
                 unless $help{$1} && !$type{$1};
             $type{$1} = $2;
-        } elsif ($line =~ /^($name)(\{$label(?:,$label)*\})? (-?\d+)$/) {
+        } elsif ($line =~ /^($name)(\{$label(?:,$label)*\})? (-?\d+(?:\.\d+)?)$/) {
             return (undef, "a sample of $1 before its TYPE") unless $type{$1};
             return (undef, "a counter below 0: $line")
                 if $type{$1} eq 'counter' && $3 < 0;
@@ -152,7 +152,8 @@ ok(($m->{'llmgw_reserved_tokens' . labels($one)} // 0) >= 10,
    'llmgw_reserved_tokens: what it reserved ('
    . ($m->{'llmgw_reserved_tokens' . labels($one)} // 'none') . ')');
 
-# the zone's capacity, shared by the two active tenants, weight 1 each
+# the zone's capacity, shared by the two active tenants, weight 1 each,
+# counted by their demand: a few tokens each, a small part of a weight
 for my $check (
     [ '{zone="llm",kind="configured"}', 'llmgw_capacity_tokens_per_minute',
       600000 ],
@@ -161,14 +162,22 @@ for my $check (
     [ '{zone="llm",kind="configured"}', 'llmgw_capacity_inflight', 64 ],
     [ '{zone="llm",kind="ceiling"}', 'llmgw_capacity_inflight', 64 ],
     [ '{zone="llm",kind="tenants"}', 'llmgw_capacity_active_tenants', 2 ],
-    [ '{zone="llm",kind="weights"}', 'llmgw_capacity_active_tenants', 2 ],
     [ '{zone="llm"}', 'llmgw_capacity_reductions_total', 0 ],
-    [ labels($few), 'llmgw_capacity_share_tokens_per_minute', 300000 ],
 )
 {
     my ($l, $name, $want) = @$check;
     is($m->{"$name$l"}, $want, "$name$l");
 }
+
+my $w = $m->{'llmgw_capacity_active_tenants{zone="llm",kind="weights"}'};
+ok(defined $w && $w > 0 && $w < 0.1,
+   'llmgw_capacity_active_tenants weights: parts of two weights of 1 ('
+   . ($w // 'none') . ')');
+
+# a share as if its own part were whole: all but the other's small part
+my $share = $m->{'llmgw_capacity_share_tokens_per_minute' . labels($few)};
+ok(defined $share && $share > 540000 && $share <= 600000,
+   'llmgw_capacity_share_tokens_per_minute: ' . ($share // 'none'));
 
 my $st = status_json();
 ok($st, '/status.json is JSON');
@@ -177,7 +186,7 @@ is_deeply([ @{ ($st->{zones} // [])->[0] // {} }{qw(name capacity capacity_now
                                                   active_tenants)} ],
           [ 'llm', 600000, 600000, 64, 1, 2 ],
           'status.json: the zone, its capacity and ceiling, 1 in flight');
-is(tenant_of($st, $few)->{share_tpm}, 300000, 'status.json: a share');
+is(tenant_of($st, $few)->{share_tpm}, $share, 'status.json: a share');
 my $t1 = tenant_of($st, $one) // {};
 is($t1->{inflight}, 1, 'status.json: one in flight');
 is($t1->{concurrency_limit}, 1, 'status.json: of a limit of 1');

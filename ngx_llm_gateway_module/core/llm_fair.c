@@ -18,6 +18,13 @@
 #define LLM_FAIR_DT_MAX         3600000             /* ms refilled at once */
 
 /*
+ * A tenant asking a quarter of its share counts whole, as it always did:
+ * what it leaves goes to the pool, the higher priorities first.  Below,
+ * what it asks, so that the pool lends little that others hold.
+ */
+#define LLM_FAIR_SLACK          4
+
+/*
  * Backpressure: the floor of the capacity (per mille of C), the recovery
  * (per mille of C and of the ceiling, a second; all of it in RECOVER_MS),
  * and the least time between two reductions.
@@ -32,8 +39,15 @@ static void llm_fair_update(llm_fair_t *f, int64_t now);
 static void llm_fair_refill(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now);
 static int64_t llm_fair_cap(llm_fair_t *f, llm_fair_tenant_t *t);
 static int64_t llm_fair_clamp(int64_t v, int64_t max);
-static void llm_fair_count(llm_fair_t *f, const llm_fair_class_t *cls,
+static void llm_fair_count(llm_fair_t *f, llm_fair_tenant_t *t,
     int64_t sign);
+static int64_t llm_fair_share_of(llm_fair_t *f, const llm_fair_class_t *cls,
+    int64_t weights, int64_t minimums);
+static void llm_fair_demand(llm_fair_t *f, llm_fair_tenant_t *t,
+    int64_t cost, int64_t now);
+static uint32_t llm_fair_part(llm_fair_t *f, llm_fair_tenant_t *t);
+static void llm_fair_link(llm_fair_t *f, llm_fair_tenant_t *t);
+static void llm_fair_unlink(llm_fair_t *f, llm_fair_tenant_t *t);
 static void llm_fair_configure(llm_fair_t *f, const llm_fair_conf_t *cf);
 static void llm_fair_window(llm_fair_t *f, int64_t now, int64_t tokens);
 static int64_t llm_fair_burst(llm_fair_t *f);
@@ -49,6 +63,8 @@ llm_fair_init(llm_fair_t *f, const llm_fair_conf_t *cf, int64_t now)
     f->weights = 0;
     f->minimums = 0;
     f->active = 0;
+    f->latest = NULL;
+    f->oldest = NULL;
     f->flights = 0;
     f->reductions = 0;
 
@@ -112,9 +128,11 @@ llm_fair_configure(llm_fair_t *f, const llm_fair_conf_t *cf)
 
 void
 llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
-    const llm_fair_class_t *cls, int64_t now)
+    const llm_fair_class_t *cls, int64_t cost, int64_t now)
 {
-    llm_fair_class_t  c;
+    unsigned            n, was;
+    llm_fair_tenant_t  *o;
+    llm_fair_class_t    c;
 
     c = *cls;
     c.weight = c.weight < 1 ? 1 : llm_fair_clamp(c.weight,
@@ -130,19 +148,39 @@ llm_fair_touch(llm_fair_t *f, llm_fair_tenant_t *t,
 
     llm_fair_update(f, now);
 
-    if (t->active) {
-        /* its tier may have changed: the sums follow */
+    was = t->active;
+
+    if (was) {
+        /* out of the sums while its part and its tier are new */
         llm_fair_refill(f, t, now);
-        llm_fair_count(f, &t->cls, -1);
-        t->cls = c;
-        llm_fair_count(f, &t->cls, 1);
+        llm_fair_count(f, t, -1);
+        llm_fair_unlink(f, t);
+        t->active = 0;
+    }
 
-    } else {
+    /* the least recently seen: stale ones out, a few at a time */
+    for (n = 0; n < LLM_FAIR_EXPIRE && f->oldest != NULL; n++) {
+        o = f->oldest;
+
+        if (now - o->seen_ms < f->conf.active_ms) {
+            break;
+        }
+
+        llm_fair_count(f, o, -1);
+        llm_fair_unlink(f, o);
+        o->active = 0;
+    }
+
+    llm_fair_demand(f, t, cost, now);
+
+    t->cls = c;
+    t->part = llm_fair_part(f, t);
+    t->active = 1;
+    llm_fair_count(f, t, 1);
+    llm_fair_link(f, t);
+
+    if (!was) {
         /* a tenant coming back starts with its share whole */
-        t->cls = c;
-        t->active = 1;
-        llm_fair_count(f, &t->cls, 1);
-
         t->last_ms = now;
         t->share = llm_fair_cap(f, t);
     }
@@ -175,7 +213,8 @@ llm_fair_leave(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now)
     }
 
     llm_fair_update(f, now);
-    llm_fair_count(f, &t->cls, -1);
+    llm_fair_count(f, t, -1);
+    llm_fair_unlink(f, t);
     t->active = 0;
 }
 
@@ -183,21 +222,41 @@ llm_fair_leave(llm_fair_t *f, llm_fair_tenant_t *t, int64_t now)
 int64_t
 llm_fair_rate(llm_fair_t *f, llm_fair_tenant_t *t)
 {
-    int64_t  c, g;
+    int64_t  w, g;
 
-    if (!t->active || f->weights <= 0) {
+    if (!t->active) {
         return 0;
     }
 
+    /* the others as they count */
+    w = f->weights - t->cls.weight * (int64_t) t->part;
+    g = f->minimums
+        - (int64_t) ((__int128) t->cls.minimum * t->part / LLM_FAIR_WHOLE);
+
+    return llm_fair_share_of(f, &t->cls, w, g);
+}
+
+
+/* a share of its class, whole, beside others of these sums */
+
+static int64_t
+llm_fair_share_of(llm_fair_t *f, const llm_fair_class_t *cls,
+    int64_t weights, int64_t minimums)
+{
+    int64_t  c, g, w;
+
     c = f->capacity_now;
-    g = f->minimums;
+    g = minimums + cls->minimum;
+    w = weights + cls->weight * LLM_FAIR_WHOLE;
 
     if (g >= c) {
         /* the minimums alone are more than there is: each in proportion */
-        return g ? (int64_t) ((__int128) t->cls.minimum * c / g) : 0;
+        return g ? (int64_t) ((__int128) cls->minimum * c / g) : 0;
     }
 
-    return t->cls.minimum + t->cls.weight * (c - g) / f->weights;
+    return cls->minimum
+           + (int64_t) ((__int128) cls->weight * LLM_FAIR_WHOLE * (c - g)
+                        / w);
 }
 
 
@@ -562,9 +621,109 @@ llm_fair_clamp(int64_t v, int64_t max)
 
 
 static void
-llm_fair_count(llm_fair_t *f, const llm_fair_class_t *cls, int64_t sign)
+llm_fair_count(llm_fair_t *f, llm_fair_tenant_t *t, int64_t sign)
 {
-    f->weights += sign * cls->weight;
-    f->minimums += sign * cls->minimum;
+    f->weights += sign * t->cls.weight * (int64_t) t->part;
+    f->minimums += sign * (int64_t) ((__int128) t->cls.minimum * t->part
+                                     / LLM_FAIR_WHOLE);
     f->active += sign;
+}
+
+
+/*
+ * Its demand: what it asked decays linearly over active_ms, all of it
+ * after that long; d tokens asked a window, at any spacing, keep it at d
+ * (d = d (1 - dt / window) + d dt / window).
+ */
+
+static void
+llm_fair_demand(llm_fair_t *f, llm_fair_tenant_t *t, int64_t cost,
+    int64_t now)
+{
+    int64_t  dt;
+
+    dt = now - t->seen_ms;
+
+    if (dt >= f->conf.active_ms || t->demand < 0) {
+        t->demand = 0;
+
+    } else if (dt > 0) {
+        t->demand -= (int64_t) ((__int128) t->demand * dt
+                                / f->conf.active_ms);
+    }
+
+    t->demand += llm_fair_clamp(cost, LLM_FAIR_RATE_MAX) * LLM_FAIR_TICKS;
+
+    /* a window of the largest capacity at most: a whole part is all */
+    if (t->demand > LLM_FAIR_RATE_MAX * LLM_FAIR_TICKS) {
+        t->demand = LLM_FAIR_RATE_MAX * LLM_FAIR_TICKS;
+    }
+}
+
+
+/*
+ * Its part, out of the sums: x, its demand against a window of the share
+ * it would have counted whole, up to an eighth; whole from a quarter,
+ * 8x - 1 between.
+ */
+
+static uint32_t
+llm_fair_part(llm_fair_t *f, llm_fair_tenant_t *t)
+{
+    int64_t   x;
+    __int128  window;
+
+    window = (__int128) llm_fair_share_of(f, &t->cls, f->weights,
+                                          f->minimums)
+             * f->conf.active_ms;
+
+    if (window <= 0 || (__int128) t->demand * LLM_FAIR_SLACK >= window) {
+        return LLM_FAIR_WHOLE;
+    }
+
+    x = (int64_t) ((__int128) t->demand * LLM_FAIR_WHOLE / window);
+
+    return (uint32_t) (x * 8 - LLM_FAIR_WHOLE > x ? x * 8 - LLM_FAIR_WHOLE
+                                                  : x);
+}
+
+
+/* the list of the active, latest first */
+
+static void
+llm_fair_link(llm_fair_t *f, llm_fair_tenant_t *t)
+{
+    t->older = f->latest;
+    t->newer = NULL;
+
+    if (f->latest != NULL) {
+        f->latest->newer = t;
+
+    } else {
+        f->oldest = t;
+    }
+
+    f->latest = t;
+}
+
+
+static void
+llm_fair_unlink(llm_fair_t *f, llm_fair_tenant_t *t)
+{
+    if (t->newer != NULL) {
+        t->newer->older = t->older;
+
+    } else {
+        f->latest = t->older;
+    }
+
+    if (t->older != NULL) {
+        t->older->newer = t->newer;
+
+    } else {
+        f->oldest = t->newer;
+    }
+
+    t->newer = NULL;
+    t->older = NULL;
 }

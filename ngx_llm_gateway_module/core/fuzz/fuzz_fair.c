@@ -17,7 +17,7 @@
  * none, milliseconds to hours, or back by up to a second: the cached
  * clocks of the workers sharing a zone differ a little) and its own bytes:
  *
- *     0, 12   touch      in class x
+ *     0, 12   touch      in class x, a cost
  *     1       expire
  *     2, 11   admit      a cost
  *     3       settle     reserved and used; x: used as read, as reserved,
@@ -31,17 +31,21 @@
  *     8       rate
  *     9       capacity
  *     10      ceiling
- *     13      request    as the module asks: touch in class x, start,
- *                        admit a cost, end if refused
+ *     13      request    as the module asks: touch in class x with a
+ *                        cost, start, admit it, end if refused
  *     14      done       settle as 3, then end
  *     15      sweep      every tenant's expire
  *
  * The fuzzer keeps its own books: the configuration and the classes as
- * the core normalizes them, which tenants are active and when each was
- * last seen, the requests in flight, the reductions.  After every op the
- * sums, flights and counters must be the books', the rates what the
- * header's formula gives, and every bucket, capacity and ceiling within
- * its bounds; each op's answer is checked against what its state allows
+ * the core normalizes them, which tenants are active, when each was last
+ * seen and in which order, its demand and the part of it counted, the
+ * requests in flight, the reductions.  A touch expires, oldest first and
+ * LLM_FAIR_EXPIRE at most, the other tenants idle for active_ms.  After
+ * every op the sums, the list of the active, flights and counters must be
+ * the books', the rates and parts what the header's formulas give, the
+ * shares counted no more than the capacity, and every bucket, capacity
+ * and ceiling within its bounds; each op's answer is checked against what
+ * its state allows
  * (a refused admit with a share that holds the cost is a failure, and so
  * is a wait after which it still would not, or a longer one).  What a
  * call will find is asked of a copy of the state: the queries update it.
@@ -71,6 +75,7 @@
 #define FUZZ_INFLIGHT_MAX  1000000
 #define FUZZ_FLOOR      100             /* per mille of the capacity */
 #define FUZZ_HOLD_MS    1000
+#define FUZZ_SLACK      4               /* a quarter of a share: whole */
 
 
 typedef enum {
@@ -94,6 +99,9 @@ typedef enum {
 typedef struct {
     llm_fair_class_t    cls;          /* as counted */
     int64_t             seen_ms;
+    int64_t             demand;       /* ticks */
+    uint64_t            order;        /* its last touch, of all */
+    uint32_t            part;
     unsigned            active:1;
 } fuzz_tenant_t;
 
@@ -111,13 +119,18 @@ typedef struct {
                                          clock of a call that updates */
     int64_t             flights;
     uint64_t            reductions;
+    uint64_t            touches;
 
     const uint8_t      *in;
     const uint8_t      *end;
 } fuzz_t;
 
 
-static void fuzz_touch(fuzz_t *z, unsigned i, unsigned k);
+static void fuzz_touch(fuzz_t *z, unsigned i, unsigned k, int64_t cost);
+static uint32_t fuzz_want_part(fuzz_t *z, unsigned i);
+static int64_t fuzz_share_of(fuzz_t *z, const llm_fair_class_t *cls,
+    int64_t weights, int64_t minimums);
+static void fuzz_list(fuzz_t *z);
 static int fuzz_expire(fuzz_t *z, unsigned i);
 static llm_fair_rc_e fuzz_admit(fuzz_t *z, unsigned i, int64_t cost);
 static void fuzz_settle(fuzz_t *z, unsigned i, int64_t reserved,
@@ -243,7 +256,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         switch (op) {
 
         case FUZZ_TOUCH:
-            fuzz_touch(z, i, x);
+            fuzz_touch(z, i, x, fuzz_value(z));
             break;
 
         case FUZZ_EXPIRE:
@@ -290,7 +303,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         case FUZZ_REQUEST:
             cost = fuzz_value(z);
-            fuzz_touch(z, i, x);
+            fuzz_touch(z, i, x, cost);
 
             if (fuzz_start(z) == LLM_FAIR_OK
                 && fuzz_admit(z, i, cost) != LLM_FAIR_OK)
@@ -324,10 +337,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 
 static void
-fuzz_touch(fuzz_t *z, unsigned i, unsigned k)
+fuzz_touch(fuzz_t *z, unsigned i, unsigned k, int64_t cost)
 {
     int                 was;
-    int64_t             cap;
+    unsigned            j, n, o;
+    int64_t             cap, dt;
     llm_fair_tenant_t  *t;
     fuzz_tenant_t      *s;
 
@@ -335,13 +349,63 @@ fuzz_touch(fuzz_t *z, unsigned i, unsigned k)
     s = &z->s[i];
     was = t->active;
 
-    llm_fair_touch(z->f, t, &z->cls[k], z->now);
+    llm_fair_touch(z->f, t, &z->cls[k], cost, z->now);
     fuzz_latest(z);
 
-    fuzz_trace(z, "touch", i, k, 0, 0);
+    fuzz_trace(z, "touch", i, k, cost, 0);
 
-    s->active = 1;
+    /* the others idle for active_ms, the least recently touched first */
+    s->active = 0;
+
+    for (n = 0; n < LLM_FAIR_EXPIRE; n++) {
+        o = FUZZ_TENANTS;
+
+        for (j = 0; j < FUZZ_TENANTS; j++) {
+            if (z->s[j].active
+                && (o == FUZZ_TENANTS || z->s[j].order < z->s[o].order))
+            {
+                o = j;
+            }
+        }
+
+        if (o == FUZZ_TENANTS
+            || z->now - z->s[o].seen_ms < z->conf.active_ms)
+        {
+            break;
+        }
+
+        z->s[o].active = 0;
+    }
+
+    /* its demand: linear decay over the window, then what it asks */
+    dt = z->now - s->seen_ms;
+
+    if (dt >= z->conf.active_ms || s->demand < 0) {
+        s->demand = 0;
+
+    } else if (dt > 0) {
+        s->demand -= (int64_t) ((__int128) s->demand * dt
+                                / z->conf.active_ms);
+    }
+
+    s->demand += fuzz_clamp(cost, FUZZ_RATE_MAX) * FUZZ_TICKS;
+
+    if (s->demand > FUZZ_RATE_MAX * FUZZ_TICKS) {
+        s->demand = FUZZ_RATE_MAX * FUZZ_TICKS;
+    }
+
+    if (t->demand != s->demand) {
+        fuzz_fail(z, "touch", "another demand");
+    }
+
     fuzz_norm_class(&s->cls, &z->cls[k]);
+    s->part = fuzz_want_part(z, i);
+    s->order = ++z->touches;
+    s->active = 1;
+
+    if (t->part != s->part) {
+        fuzz_fail(z, "touch", "a part not of its demand");
+    }
 
     if (z->now > s->seen_ms) {
         s->seen_ms = z->now;
@@ -794,8 +858,9 @@ static void
 fuzz_check(fuzz_t *z)
 {
     unsigned            i;
+    int                 whole;
     int64_t             weights, minimums, active, burst, floor, c, r;
-    int64_t             sum, ceiling;
+    int64_t             sum, ceiling, mins;
     llm_fair_t          g, *f;
     fuzz_tenant_t      *s;
     llm_fair_tenant_t  *t;
@@ -834,8 +899,13 @@ fuzz_check(fuzz_t *z)
             fuzz_fail(z, "check", "another class counted");
         }
 
-        weights += s->cls.weight;
-        minimums += s->cls.minimum;
+        if (t->part != s->part || s->part > LLM_FAIR_WHOLE) {
+            fuzz_fail(z, "check", "another part counted");
+        }
+
+        weights += s->cls.weight * (int64_t) s->part;
+        minimums += (int64_t) ((__int128) s->cls.minimum * s->part
+                               / LLM_FAIR_WHOLE);
         active++;
     }
 
@@ -844,6 +914,8 @@ fuzz_check(fuzz_t *z)
     {
         fuzz_fail(z, "check", "sums not of the active tenants");
     }
+
+    fuzz_list(z);
 
     if (f->flights != z->flights || f->reductions != z->reductions) {
         fuzz_fail(z, "check", "other flights or reductions");
@@ -888,6 +960,7 @@ fuzz_check(fuzz_t *z)
     }
 
     sum = 0;
+    whole = 1;
 
     for (i = 0; i < FUZZ_TENANTS; i++) {
         s = &z->s[i];
@@ -907,7 +980,11 @@ fuzz_check(fuzz_t *z)
         }
 
         /* a minimum is kept while the minimums fit, else shared */
-        if (minimums < c ? r < s->cls.minimum : r > s->cls.minimum) {
+        mins = minimums - (int64_t) ((__int128) s->cls.minimum * s->part
+                                     / LLM_FAIR_WHOLE)
+               + s->cls.minimum;
+
+        if (mins < c ? r < s->cls.minimum : r > s->cls.minimum) {
             fuzz_fail(z, "check", "a minimum not kept, or exceeded");
         }
 
@@ -918,22 +995,76 @@ fuzz_check(fuzz_t *z)
             fuzz_fail(z, "check", "a share beyond any bound");
         }
 
-        sum += r;
+        /* the shares as they count */
+        sum += (int64_t) ((__int128) r * s->part / LLM_FAIR_WHOLE);
+        whole &= s->part == LLM_FAIR_WHOLE;
     }
 
-    /* the shares add up to the capacity, but for the rounding */
-    if (active && (sum > c || sum < c - active)) {
+    /*
+     * What the shares count adds up to the capacity at most, but for the
+     * rounding of the minimums' parts; to all of it when every part is
+     * whole.
+     */
+    if (sum > c + active || (active && whole && sum < c - active)) {
         fuzz_fail(z, "check", "the shares do not add up to the capacity");
     }
 }
 
 
-/* r_i = g_i + w_i / sum(w) x (C - sum(g)); the minimums alone, if more */
+/* the list of the active: the books' tenants in the order of touches */
+
+static void
+fuzz_list(fuzz_t *z)
+{
+    unsigned            i, n, active;
+    uint64_t            order;
+    llm_fair_tenant_t  *t, *prev;
+
+    active = 0;
+
+    for (i = 0; i < FUZZ_TENANTS; i++) {
+        active += z->s[i].active;
+    }
+
+    n = 0;
+    order = 0;
+    prev = NULL;
+
+    for (t = z->f->oldest; t != NULL; t = t->newer) {
+        for (i = 0; i < FUZZ_TENANTS && z->t[i] != t; i++) { /* void */ }
+
+        if (i == FUZZ_TENANTS || !z->s[i].active || z->s[i].order <= order
+            || t->older != prev || ++n > active)
+        {
+            fuzz_fail(z, "check", "the list of the active is not the books'");
+        }
+
+        order = z->s[i].order;
+        prev = t;
+    }
+
+    if (n != active || z->f->latest != prev) {
+        fuzz_fail(z, "check", "the list of the active misses some");
+    }
+
+    for (i = 0; i < FUZZ_TENANTS; i++) {
+        if (!z->s[i].active
+            && (z->t[i]->newer != NULL || z->t[i]->older != NULL))
+        {
+            fuzz_fail(z, "check", "an idle tenant still linked");
+        }
+    }
+}
+
+
+/*
+ * r_i = g_i + w_i / (w_i + sum(other p w)) x (C - g_i - sum(other p g));
+ * the minimums alone, if more
+ */
 
 static int64_t
 fuzz_want_rate(fuzz_t *z, unsigned i)
 {
-    __int128        c, g;
     fuzz_tenant_t  *s;
 
     s = &z->s[i];
@@ -942,15 +1073,75 @@ fuzz_want_rate(fuzz_t *z, unsigned i)
         return 0;
     }
 
+    return fuzz_share_of(z, &s->cls,
+                         z->f->weights - s->cls.weight * (int64_t) s->part,
+                         z->f->minimums
+                         - (int64_t) ((__int128) s->cls.minimum * s->part
+                                      / LLM_FAIR_WHOLE));
+}
+
+
+static int64_t
+fuzz_share_of(fuzz_t *z, const llm_fair_class_t *cls, int64_t weights,
+    int64_t minimums)
+{
+    __int128  c, g, w;
+
     c = z->f->capacity_now;
-    g = z->f->minimums;
+    g = (__int128) minimums + cls->minimum;
+    w = (__int128) weights + (__int128) cls->weight * LLM_FAIR_WHOLE;
 
     if (g >= c) {
-        return g ? (int64_t) (s->cls.minimum * c / g) : 0;
+        return g ? (int64_t) (cls->minimum * c / g) : 0;
     }
 
-    return (int64_t) (s->cls.minimum
-                      + s->cls.weight * (c - g) / z->f->weights);
+    return (int64_t) (cls->minimum
+                      + cls->weight * LLM_FAIR_WHOLE * (c - g) / w);
+}
+
+
+/*
+ * x = demand_i / (r_i x active_ms), r_i its share beside the others
+ * active (the books), counted whole: p_i = max(x, 8x - 1), whole from a
+ * quarter
+ */
+
+static uint32_t
+fuzz_want_part(fuzz_t *z, unsigned i)
+{
+    unsigned        j;
+    int64_t         w, g, x, p;
+    __int128        window;
+    fuzz_tenant_t  *s;
+
+    w = 0;
+    g = 0;
+
+    for (j = 0; j < FUZZ_TENANTS; j++) {
+        s = &z->s[j];
+
+        if (j != i && s->active) {
+            w += s->cls.weight * (int64_t) s->part;
+            g += (int64_t) ((__int128) s->cls.minimum * s->part
+                            / LLM_FAIR_WHOLE);
+        }
+    }
+
+    s = &z->s[i];
+    window = (__int128) fuzz_share_of(z, &s->cls, w, g) * z->conf.active_ms;
+
+    if (window <= 0 || (__int128) s->demand * FUZZ_SLACK >= window) {
+        return LLM_FAIR_WHOLE;
+    }
+
+    x = (int64_t) (s->demand * (__int128) LLM_FAIR_WHOLE / window);
+    p = x * 8 - LLM_FAIR_WHOLE;
+
+    if (x > LLM_FAIR_WHOLE / FUZZ_SLACK || (p > x ? p : x) > LLM_FAIR_WHOLE) {
+        fuzz_fail(z, "part", "beyond a whole below a quarter");
+    }
+
+    return (uint32_t) (p > x ? p : x);
 }
 
 
@@ -960,7 +1151,8 @@ fuzz_same(const llm_fair_t *a, const llm_fair_t *b)
     return memcmp(&a->conf, &b->conf, sizeof(llm_fair_conf_t)) == 0
            && a->pool == b->pool && a->last_ms == b->last_ms
            && a->weights == b->weights && a->minimums == b->minimums
-           && a->active == b->active && a->capacity_now == b->capacity_now
+           && a->active == b->active && a->latest == b->latest
+           && a->oldest == b->oldest && a->capacity_now == b->capacity_now
            && a->inflight_now == b->inflight_now
            && a->capacity_base == b->capacity_base
            && a->inflight_base == b->inflight_base

@@ -578,7 +578,9 @@ static const uint8_t  seed_pacer_ring[] = {
 
 #define F_OP(op, t, x, step) (op) | (t) << 4 | (x) << 6, (step)
 
-#define F_TOUCH(t, cls, step)                F_OP(0, t, cls, step)
+/* a touch asks 100,000 tokens: whole in most of the seeds' zones */
+#define F_TOUCH(t, cls, step)                F_OP(0, t, cls, step), F_K(100)
+#define F_TOUCH_COST(t, cls, step, cost)     F_OP(0, t, cls, step), cost
 #define F_EXPIRE(t, step)                    F_OP(1, t, 0, step)
 #define F_ADMIT(t, step, cost)               F_OP(2, t, 0, step), cost
 #define F_SETTLE(t, how, step, reserved, used)                               \
@@ -765,6 +767,26 @@ static const uint8_t  seed_fair_active[] = {
     F_RECONF(F_SAME, F_K(60), F_ZERO, F_ZERO, F_K(1), F_ZERO),
     F_EXPIRE(0, F_SAME), F_TOUCH(0, 0, F_SAME), F_SWEEP(F_50MS(19)),
     F_SWEEP(F_50MS(1))
+};
+
+/*
+ * Demand: three tenants ask a few tokens (parts of a few per million),
+ * one of them a trickle, one asks a quarter of its share and counts
+ * whole; 20 s on a request expires the stale ones, oldest first, without
+ * a sweep; one comes back after its demand decayed.
+ */
+static const uint8_t  seed_fair_demand[] = {
+    F_CLOCK_NOW, F_K(600), F_ZERO, F_ZERO, F_ZERO, F_ZERO,
+    F_CLASSES_1_1_2,
+    F_REQUEST(0, 0, F_SAME, F_N(8)), F_REQUEST(1, 1, F_MS(1), F_N(8)),
+    F_REQUEST(2, 2, F_MS(1), F_N(8)), F_RATE(0, F_SAME),
+    F_REQUEST(3, 3, F_MS(1), F_K(25)), F_RATE(3, F_SAME),
+    F_TOUCH_COST(0, 0, F_S(5), F_N(8)), F_TOUCH_COST(0, 0, F_S(5), F_N(8)),
+    F_RATE(1, F_SAME), F_REQUEST(3, 3, F_S(4), F_K(5)),
+    F_REQUEST(3, 3, F_S(20), F_K(5)), F_RATE(3, F_SAME),
+    F_TOUCH_COST(1, 1, F_S(3), F_K(100)), F_RATE(1, F_SAME),
+    F_REQUEST(2, 2, F_S(9), F_N(1)), F_REQUEST(2, 2, F_MS(1), F_ZERO),
+    F_TOUCH_COST(0, 0, F_BACK(7), F_INT64_MAX), F_RATE(0, F_SAME)
 };
 
 /* nothing configured: a capacity of 0 admits no cost, no ceiling */
@@ -1084,6 +1106,7 @@ seed_fair(const char *dir)
     seed_fair_write(dir, "active", seed_fair_active);
     seed_fair_write(dir, "zero", seed_fair_zero);
     seed_fair_write(dir, "clock", seed_fair_clock);
+    seed_fair_write(dir, "demand", seed_fair_demand);
 
     /*
      * Weights 1:1:2 asking 750 tokens a ms of 10: the pool drained, then

@@ -5,7 +5,9 @@
  * share goes to the others by weight, below the capacity each gets what
  * it asks, a minimum is kept, a lower priority borrows less, and
  * backpressure halves the capacity and the ceiling of requests in flight
- * and lets them recover.
+ * and lets them recover.  Tenants count by their demand: stale ones, in
+ * any number, leave the sums after the window without anything walking
+ * them, and a trickle of tiny requests holds next to nothing.
  */
 
 
@@ -16,7 +18,8 @@
 #include "tap.h"
 
 
-#define SIM_TENANTS  4
+#define SIM_TENANTS  8
+#define SIM_STALE    4000
 
 
 typedef struct {
@@ -36,6 +39,7 @@ typedef struct {
     sim_tenant_t       t[SIM_TENANTS];
     int                n;
     int64_t            now;
+    int                scrape;       /* every tenant's expire, each ms */
 } sim_t;
 
 
@@ -50,6 +54,7 @@ sim_init(sim_t *s, int64_t capacity)
     cf.capacity = capacity;
 
     s->now = 1000;
+    s->scrape = 1;
     llm_fair_init(&s->f, &cf, s->now);
 }
 
@@ -92,7 +97,9 @@ sim_run(sim_t *s, int64_t ms, int measure)
         for (i = 0; i < s->n; i++) {
             t = &s->t[i];
 
-            (void) llm_fair_expire(&s->f, &t->t, s->now);
+            if (s->scrape) {
+                (void) llm_fair_expire(&s->f, &t->t, s->now);
+            }
 
             if (t->every_ms == 0 || s->now < t->next_ms) {
                 continue;
@@ -100,7 +107,7 @@ sim_run(sim_t *s, int64_t ms, int measure)
 
             t->next_ms = s->now + t->every_ms;
 
-            llm_fair_touch(&s->f, &t->t, &t->cls, s->now);
+            llm_fair_touch(&s->f, &t->t, &t->cls, t->cost, s->now);
             rc = llm_fair_admit(&s->f, &t->t, t->cost, s->now, &wait);
 
             if (rc == LLM_FAIR_OK) {
@@ -143,10 +150,13 @@ near(int64_t got, int64_t want)
 int
 main(void)
 {
-    static sim_t     s;
-    int64_t          c, got, wait;
-    sim_tenant_t    *a, *b, *d, *x, *y, *h, *l;
-    llm_fair_conf_t  cf;
+    int                       i;
+    static sim_t              s;
+    int64_t                   c, got, wait, active;
+    sim_tenant_t             *a, *b, *d, *x, *y, *h, *l;
+    llm_fair_conf_t           cf;
+    llm_fair_class_t          one;
+    static llm_fair_tenant_t  stale[SIM_STALE];
 
     /* three tenants of weights 1, 1 and 2, each asking far more than C */
     c = 600000;
@@ -396,8 +406,8 @@ main(void)
     sim_init(&s, 60000);
     a = sim_add(&s, 1, 0, 1, 0, 0);
     b = sim_add(&s, 1, 0, 1, 0, 0);
-    llm_fair_touch(&s.f, &a->t, &a->cls, s.now);
-    llm_fair_touch(&s.f, &b->t, &b->cls, s.now);
+    llm_fair_touch(&s.f, &a->t, &a->cls, 20000, s.now);
+    llm_fair_touch(&s.f, &b->t, &b->cls, 20000, s.now);
 
     /* drain the pool, then a's share */
     s.f.pool = 0;
@@ -413,9 +423,96 @@ main(void)
 
     /* a tenant forgotten while active (its node freed) leaves the sums */
     llm_fair_leave(&s.f, &a->t, s.now);
-    tap_ok(s.f.active == 1 && s.f.weights == 1 && !a->t.active,
+    tap_ok(s.f.active == 1 && s.f.weights == LLM_FAIR_WHOLE && !a->t.active,
            "a left: b alone counts");
     tap_is(llm_fair_rate(&s.f, &b->t), 60000, "and has all of it");
+
+    /*
+     * 4,000 tenants of weight 1 ask 8 tokens once each, then nothing;
+     * weights 1 and 3 ask far more than C; nothing but their requests
+     * expires anyone
+     */
+    c = 600000;
+    sim_init(&s, c);
+    s.scrape = 0;
+    one.weight = 1;
+    one.minimum = 0;
+    one.priority = 1;
+    memset(stale, 0, sizeof(stale));
+
+    for (got = 0, i = 0; i < SIM_STALE; i++) {
+        llm_fair_touch(&s.f, &stale[i], &one, 8, s.now);
+        got += llm_fair_admit(&s.f, &stale[i], 8, s.now, &wait)
+               == LLM_FAIR_OK;
+        s.now += (i % 4 == 3);
+    }
+
+    tap_is(got, SIM_STALE, "4,000 stale ones asked, served");
+    tap_is(s.f.active, SIM_STALE, "4,000 active within the window");
+    tap_ok(s.f.weights < SIM_STALE * (LLM_FAIR_WHOLE / 1000), "each counts "
+           "less than a thousandth of its weight (%lld per million in all)",
+           (long long) s.f.weights);
+
+    l = sim_add(&s, 1, 0, 1, 2, 1000);
+    h = sim_add(&s, 3, 0, 1, 2, 1000);
+    l->next_ms = s.now + 10000;
+    h->next_ms = s.now + 10001;
+    sim_run(&s, 10000, 0);
+
+    active = s.f.active;
+    sim_run(&s, 1, 0);
+    tap_is(active - s.f.active + 1, LLM_FAIR_EXPIRE,
+           "the first request after the window expires %d of them, no more",
+           LLM_FAIR_EXPIRE);
+
+    sim_run(&s, 500, 0);
+    tap_ok(s.f.active == 2 && s.f.weights == 4 * LLM_FAIR_WHOLE,
+           "half a second of requests later, none of them counts: 2 active, "
+           "weights %lld per million", (long long) s.f.weights);
+
+    sim_run(&s, 30000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_ok(near(l->admitted * 3, h->admitted) && near(l->admitted, c / 4),
+           "weights 1 and 3 beside 4,000 stale tenants: %lld and %lld "
+           "(ratio %.2f)", (long long) l->admitted, (long long) h->admitted,
+           (double) h->admitted / (double) (l->admitted ? l->admitted : 1));
+
+    /* 3 tenants ask 8 tokens every 5 s beside weights 1 and 3 */
+    sim_init(&s, c);
+    s.scrape = 0;
+    l = sim_add(&s, 1, 0, 1, 2, 1000);
+    h = sim_add(&s, 3, 0, 1, 2, 1000);
+    a = sim_add(&s, 1, 0, 1, 5000, 8);
+    b = sim_add(&s, 1, 0, 1, 5000, 8);
+    d = sim_add(&s, 1, 0, 1, 5000, 8);
+    sim_run(&s, 30000, 0);
+    sim_run(&s, 60000, 1);
+
+    tap_is(s.f.active, 5, "the trickles are active");
+    tap_ok(a->t.part < LLM_FAIR_WHOLE / 1000, "a trickle counts what it "
+           "asks, %u per million of its weight", a->t.part);
+    tap_ok(near(l->admitted * 3, h->admitted) && near(l->admitted, c / 4),
+           "weights 1 and 3 beside three trickles: %lld and %lld (ratio "
+           "%.2f)", (long long) l->admitted, (long long) h->admitted,
+           (double) h->admitted / (double) (l->admitted ? l->admitted : 1));
+    tap_is(a->refused + b->refused + d->refused, 0,
+           "and every trickle is served");
+
+    /* a trickle that asks far more counts whole within a second */
+    a->every_ms = 2;
+    a->cost = 1000;
+    a->next_ms = s.now;
+    sim_run(&s, 1000, 0);
+
+    tap_is(a->t.part, LLM_FAIR_WHOLE, "a trickle asking more: whole");
+
+    sim_reset(&s);
+    sim_run(&s, 60000, 1);
+    tap_ok(near(a->admitted, c / 5) && near(l->admitted, c / 5)
+           && near(h->admitted, c * 3 / 5),
+           "1:1:3 then (%lld, %lld, %lld)", (long long) a->admitted,
+           (long long) l->admitted, (long long) h->admitted);
 
     return tap_done();
 }
