@@ -369,7 +369,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  17
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  18
 
 
 typedef struct {
