@@ -815,6 +815,7 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
 {
     int64_t                             now, wall, until, start, wait;
+    uint64_t                            tenant;
     ngx_uint_t                          state, take;
     llm_pacer_rc_e                      rc;
     ngx_http_llm_gateway_backend_t     *b;
@@ -869,19 +870,26 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
         return NGX_OK;
     }
 
+    /* the queue's places and starts are shared among tenants */
+    tenant = ctx->key ? (uint64_t) ctx->key->tenant_id : 0;
+
     ngx_shmtx_lock(&b->shpool->mutex);
 
     if (ctx->pace_ticket == 0) {
-        rc = llm_pacer_ask(sh->pacer, ctx->reserved, now, &start,
-                           &ctx->pace_ticket);
+        rc = llm_pacer_ask_for(sh->pacer, tenant, ctx->reserved, now, &start,
+                               &ctx->pace_ticket);
 
     } else {
-        rc = llm_pacer_go(sh->pacer, ctx->pace_ticket, now, &start);
+        rc = llm_pacer_go(sh->pacer, &ctx->pace_ticket, now, &start);
 
         if (rc == LLM_PACER_NOT_FOUND) {
-            /* taken for gone while this worker was stalled: in line again */
-            rc = llm_pacer_ask(sh->pacer, ctx->reserved, now, &start,
-                               &ctx->pace_ticket);
+            /*
+             * Taken for gone while this worker was stalled, or its place
+             * taken by a tenant under its share: in line again, if its
+             * own share has room.
+             */
+            rc = llm_pacer_ask_for(sh->pacer, tenant, ctx->reserved, now,
+                                   &start, &ctx->pace_ticket);
         }
     }
 
