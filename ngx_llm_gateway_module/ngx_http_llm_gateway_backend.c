@@ -192,7 +192,16 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             b->pacer.tpm = n;
 
         } else if (name.len == 5 && ngx_strncmp(name.data, "queue", 5) == 0) {
-            b->pacer.max_queue = (uint32_t) ngx_min(n, 100000);
+
+            /* a longer queue's polls would hold the lock too long */
+            if (n > LLM_PACER_QUEUE_MAX) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"%V\": queue is at most %d",
+                                   &value[i], LLM_PACER_QUEUE_MAX);
+                return NGX_CONF_ERROR;
+            }
+
+            b->pacer.max_queue = (uint32_t) n;
 
         } else if (name.len == 8 && ngx_strncmp(name.data, "failures", 8) == 0)
         {
@@ -224,8 +233,12 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     size = ngx_align(sizeof(ngx_http_llm_gateway_backend_sh_t)
-                     + (n ? llm_pacer_size((uint32_t) n) : 0), ngx_pagesize)
-           + 8 * ngx_pagesize;
+                     + (n ? llm_pacer_size((uint32_t) n) : 0), ngx_pagesize);
+
+    /* the slab pool's own: a descriptor a page, its header and slots */
+    size += ngx_align(size / ngx_pagesize * sizeof(ngx_slab_page_t),
+                      ngx_pagesize)
+            + 8 * ngx_pagesize;
 
     name.len = sizeof("llm_backend_") - 1 + b->name.len;
     name.data = ngx_pnalloc(cf->pool, name.len);

@@ -184,6 +184,29 @@ cmp_ok($r->{max}, '<=', $allowed * time_scale(),
 cmp_ok($r->{a_served}, '>=', $n - 2,
        "A was served too, the starts shared ($r->{a_served})");
 
+
+###############################################################################
+# the longest queue allowed: what make bench-micro measured its polls at
+
+for my $q (2000, 2001) {
+    my ($rc, $out) = nginx(http => <<"EOF")->test();
+    %%GATEWAY%%
+    llm_gateway_backend  long  rpm=60 queue=$q;
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+    }
+EOF
+
+    if ($q == 2000) {
+        is($rc, 0, 'queue=2000: nginx -t passes') or diag($out);
+    } else {
+        isnt($rc, 0, 'queue=2001: nginx -t fails');
+        like($out, qr/\[emerg\].*"queue=2001": queue is at most 2000/,
+             'queue=2001: with a clear message') or diag($out);
+    }
+}
+
 $ng->no_alerts();
 
 done_testing();

@@ -89,6 +89,7 @@ llm_pacer_init(void *mem, size_t size, const llm_pacer_conf_t *cf,
     p->next_ticket = 1;
     p->round = 0;
     p->evicted = 0;
+    p->stale_at = 0;
     p->tenants = 0;
     p->size = n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t) n;
     p->head = 0;
@@ -102,9 +103,9 @@ llm_pacer_init(void *mem, size_t size, const llm_pacer_conf_t *cf,
 /*
  * The earliest start, not before now, for a request of tokens after the
  * first n entries (started, then planned), whose tokens sum to sum.  It
- * is never before the last of them: their order.  Each limit gives a bound of the
- * form "this entry has left the window", so the latest bound is the
- * answer, and every later minute only loses entries.
+ * is never before the last of them: their order.  Each limit gives a
+ * bound of the form "this entry has left the window", so the latest bound
+ * is the answer, and every later minute only loses entries.
  */
 
 static int64_t
@@ -241,6 +242,7 @@ llm_pacer_replan(llm_pacer_t *p, uint32_t k)
 static void
 llm_pacer_update(llm_pacer_t *p, int64_t now_ms)
 {
+    int64_t             seen;
     uint32_t            i, k;
     llm_pacer_entry_t  *e;
 
@@ -264,21 +266,28 @@ llm_pacer_update(llm_pacer_t *p, int64_t now_ms)
      * Every waiter silent for stale_ms goes, wherever it is in the queue:
      * its callers ask far more often than that, so it is a dead one, and
      * each dead one ahead would otherwise hold the queue stale_ms more.
+     * Until the one asked the longest ago may be, none is looked at.
      */
     k = p->waiting;
 
-    if (p->conf.stale_ms) {
+    if (p->conf.stale_ms && p->waiting && p->stale_at < p->now_ms) {
         i = p->started;
+        seen = p->now_ms;
 
         while (i < p->started + p->waiting) {
-            if (llm_pacer_at(p, i)->seen_ms + p->conf.stale_ms < p->now_ms) {
+            e = llm_pacer_at(p, i);
+
+            if (e->seen_ms + p->conf.stale_ms < p->now_ms) {
                 llm_pacer_leave(p, i);
                 k = k < i - p->started ? k : i - p->started;
                 continue;
             }
 
+            seen = e->seen_ms < seen ? e->seen_ms : seen;
             i++;
         }
+
+        p->stale_at = seen + p->conf.stale_ms;
     }
 
     if (p->waiting && llm_pacer_at(p, p->started)->start_ms < p->now_ms) {

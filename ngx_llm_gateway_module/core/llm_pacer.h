@@ -54,8 +54,9 @@
  * seen.  No allocation; the caller holds the lock around every call.
  * Every call is linear in the entries at most: the plans are made again
  * in one pass, the bound of tokens moving forward with them (a few
- * stale waiters dropped at once cost a pass each).  Plain C, no nginx
- * types.
+ * stale waiters dropped at once cost a pass each), and the queue is
+ * looked through for stale waiters only once the one asked the longest
+ * ago may be.  Plain C, no nginx types.
  */
 
 #ifndef _LLM_PACER_H_INCLUDED_
@@ -67,6 +68,13 @@
 
 
 #define LLM_PACER_WINDOW          60000
+
+/*
+ * The longest queue a configuration may ask for: every waiter's poll (4 a
+ * second) looks the queue through under the lock, so a full queue's polls
+ * cost its square; make bench-micro measures it at this size.
+ */
+#define LLM_PACER_QUEUE_MAX       2000
 
 /* tokens above this are taken as this: no sum in the ring can overflow */
 #define LLM_PACER_MAX             1000000000000LL
@@ -102,6 +110,7 @@ typedef struct {
     uint64_t           next_ticket;
     uint64_t           round;        /* of the latest start */
     uint64_t           evicted;      /* waiters whose place was taken */
+    int64_t            stale_at;     /* no waiter is stale before this */
     uint32_t           tenants;      /* with waiters */
     uint32_t           size;         /* entries the ring holds */
     uint32_t           head;         /* the oldest started entry */
