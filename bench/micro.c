@@ -10,6 +10,11 @@
  *   pacer       llm_pacer_ask() + llm_pacer_correct() of one request
  *               starting at once, 1 ms apart, a full minute (60,000
  *               entries) in the ledger
+ *   queue       a pacer's queue at its largest (queue=2000, and 10,000 to
+ *               compare), every waiter held by tokens: a waiter's poll
+ *               (llm_pacer_go, not its turn), a cancel at the head and an
+ *               ask at the tail (each planning every waiter again), a
+ *               correction (the same); what the backend's lock is held for
  *   hmac        the key's HMAC-SHA256 with the worker's keyed context, and
  *               with OpenSSL's one-shot HMAC() for comparison
  *   sse         the SSE/usage parser over a stream's delta event, whole
@@ -59,6 +64,79 @@ bench_now(void)
         }                                                                     \
         best_;                                                                \
     })
+
+
+/*
+ * A queue of n waiters of two tenants, each held by tokens (tpm 1,000,000,
+ * 1,000 each: a minute's worth every 1,000), the worst for the plans.
+ */
+
+static void
+bench_queue(uint32_t n)
+{
+    void              *mem;
+    double             ns, fill;
+    int64_t            at, now;
+    uint32_t           i;
+    uint64_t           ticket, last, first, started;
+    llm_pacer_t       *p;
+    llm_pacer_conf_t   pc = { 1000, 1000000, 3600000, n, 3000 };
+    volatile int64_t   sink;
+
+    now = 1;
+    sink = 0;
+
+    mem = malloc(llm_pacer_size(llm_pacer_entries(&pc)));
+    p = mem ? llm_pacer_init(mem, llm_pacer_size(llm_pacer_entries(&pc)),
+                             &pc, now)
+            : NULL;
+
+    if (p == NULL) {
+        free(mem);
+        return;
+    }
+
+    (void) llm_pacer_ask_for(p, 1, 1000, now, &at, &started);
+
+    fill = bench_now();
+    last = 0;
+
+    for (i = 0; i < n; i++) {
+        (void) llm_pacer_ask_for(p, i % 2 + 1, 1000, now, &at, &last);
+    }
+
+    fill = (bench_now() - fill) * 1e9 / n;
+
+    ns = BENCH(n < 20000 ? 2000 : 200, {
+        (void) llm_pacer_go(p, &last, now, &at);
+        sink += at;
+    });
+
+    /* each waiter asks every 250 ms */
+    printf("queue %6u      %8.1f ns  a waiter's poll (llm_pacer_go), "
+           "%u waiting: their polls hold the lock %.0f ms a second\n",
+           n, ns, p->waiting, ns * p->waiting * 4 / 1e6);
+
+    ns = BENCH(n < 20000 ? 500 : 50, {
+        (void) llm_pacer_next(p, now, &first, &at);
+        (void) llm_pacer_cancel(p, first, now);
+        (void) llm_pacer_ask_for(p, 1, 1000, now, &at, &ticket);
+        sink += at;
+    });
+
+    printf("queue %6u      %8.1f ns  cancel at the head + ask at the "
+           "tail, all planned again\n", n, ns / 2);
+
+    ns = BENCH(n < 20000 ? 500 : 50, {
+        (void) llm_pacer_correct(p, started, 1000 - (sink & 1), now);
+        sink++;
+    });
+
+    printf("queue %6u      %8.1f ns  a correction, all planned again; "
+           "%.1f ns an ask while filling it\n", n, ns, fill);
+
+    free(mem);
+}
 
 
 int
@@ -126,6 +204,9 @@ main(void)
 
         free(mem);
     }
+
+    bench_queue(LLM_PACER_QUEUE_MAX);
+    bench_queue(10000);
 
     m = llm_key_mac_new((const uint8_t *) secret, sizeof(secret) - 1);
 

@@ -201,7 +201,16 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             b->pacer.tpm = n;
 
         } else if (name.len == 5 && ngx_strncmp(name.data, "queue", 5) == 0) {
-            b->pacer.max_queue = (uint32_t) ngx_min(n, 100000);
+
+            /* a longer queue's polls would hold the lock too long */
+            if (n > LLM_PACER_QUEUE_MAX) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"%V\": queue is at most %d",
+                                   &value[i], LLM_PACER_QUEUE_MAX);
+                return NGX_CONF_ERROR;
+            }
+
+            b->pacer.max_queue = (uint32_t) n;
 
         } else if (name.len == 8 && ngx_strncmp(name.data, "failures", 8) == 0)
         {
@@ -233,8 +242,12 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     size = ngx_align(sizeof(ngx_http_llm_gateway_backend_sh_t)
-                     + (n ? llm_pacer_size((uint32_t) n) : 0), ngx_pagesize)
-           + 8 * ngx_pagesize;
+                     + (n ? llm_pacer_size((uint32_t) n) : 0), ngx_pagesize);
+
+    /* the slab pool's own: a descriptor a page, its header and slots */
+    size += ngx_align(size / ngx_pagesize * sizeof(ngx_slab_page_t),
+                      ngx_pagesize)
+            + 8 * ngx_pagesize;
 
     name.len = sizeof("llm_backend_") - 1 + b->name.len;
     name.data = ngx_pnalloc(cf->pool, name.len);
@@ -897,6 +910,7 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
 {
     int64_t                             now, wall, until, start, wait;
+    uint64_t                            tenant;
     ngx_uint_t                          state, take;
     llm_pacer_rc_e                      rc;
     ngx_http_llm_gateway_backend_t     *b;
@@ -951,19 +965,26 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
         return NGX_OK;
     }
 
+    /* the queue's places and starts are shared among tenants */
+    tenant = ctx->key ? (uint64_t) ctx->key->tenant_id : 0;
+
     ngx_shmtx_lock(&b->shpool->mutex);
 
     if (ctx->pace_ticket == 0) {
-        rc = llm_pacer_ask(sh->pacer, ctx->reserved, now, &start,
-                           &ctx->pace_ticket);
+        rc = llm_pacer_ask_for(sh->pacer, tenant, ctx->reserved, now, &start,
+                               &ctx->pace_ticket);
 
     } else {
-        rc = llm_pacer_go(sh->pacer, ctx->pace_ticket, now, &start);
+        rc = llm_pacer_go(sh->pacer, &ctx->pace_ticket, now, &start);
 
         if (rc == LLM_PACER_NOT_FOUND) {
-            /* taken for gone while this worker was stalled: in line again */
-            rc = llm_pacer_ask(sh->pacer, ctx->reserved, now, &start,
-                               &ctx->pace_ticket);
+            /*
+             * Taken for gone while this worker was stalled, or its place
+             * taken by a tenant under its share: in line again, if its
+             * own share has room.
+             */
+            rc = llm_pacer_ask_for(sh->pacer, tenant, ctx->reserved, now,
+                                   &start, &ctx->pace_ticket);
         }
     }
 

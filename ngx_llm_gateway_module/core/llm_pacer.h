@@ -20,10 +20,21 @@
  * when it completes, that entry alone.  A request of more than TPM tokens
  * is refused at once: no wait would ever let it in.
  *
- * Waiters form a FIFO queue behind the started requests.  Each waiter has
- * a planned start, computed as if every waiter ahead of it starts at its
- * own: that planned slot is what keeps the spacing even and a later
- * arrival behind an earlier one.  Plans are derived, never a commitment:
+ * Waiters form a queue behind the started requests, shared among the
+ * tenants that wait: its starts go round the tenants, one waiter of each
+ * a round (a tenant's first waiter joins the current round unless it
+ * started in it already; each next one, the round after its last), in
+ * the order they came within a round.  Its places are shared too: a
+ * tenant holds at most max(1, max_queue / the tenants waiting, it
+ * included), and one under that share finding the queue full takes the
+ * place of the newest waiter of a tenant over it (of the last 8 tenants
+ * in the queue), which then finds itself gone, as a dropped one.  A
+ * tenant alone has the whole queue, in the order its waiters came.
+ *
+ * Each waiter has a planned start, computed as if every waiter ahead of
+ * it starts at its own: that planned slot is what keeps the spacing even
+ * and a later round behind an earlier one.  Plans are derived, never a
+ * commitment:
  * they are made again whenever a cancel or a correction changes what is
  * ahead, so that a cancelled waiter leaves the queue and the ledger as if
  * it had never come, and a short answer lets the waiters in earlier.  A
@@ -41,7 +52,11 @@
  * tokens, an injectable clock: every call takes now_ms, and a clock that
  * steps back (another worker's cached time) is taken as the latest one
  * seen.  No allocation; the caller holds the lock around every call.
- * Plain C, no nginx types.
+ * Every call is linear in the entries at most: the plans are made again
+ * in one pass, the bound of tokens moving forward with them (a few
+ * stale waiters dropped at once cost a pass each), and the queue is
+ * looked through for stale waiters only once the one asked the longest
+ * ago may be.  Plain C, no nginx types.
  */
 
 #ifndef _LLM_PACER_H_INCLUDED_
@@ -53,6 +68,13 @@
 
 
 #define LLM_PACER_WINDOW          60000
+
+/*
+ * The longest queue a configuration may ask for: every waiter's poll (4 a
+ * second) looks the queue through under the lock, so a full queue's polls
+ * cost its square; make bench-micro measures it at this size.
+ */
+#define LLM_PACER_QUEUE_MAX       2000
 
 /* tokens above this are taken as this: no sum in the ring can overflow */
 #define LLM_PACER_MAX             1000000000000LL
@@ -71,6 +93,8 @@ typedef struct {
 
 typedef struct {
     uint64_t   ticket;
+    uint64_t   tenant;
+    uint64_t   round;            /* its turn among the tenants' */
     int64_t    start_ms;         /* started: when; waiting: the plan */
     int64_t    tokens;           /* the estimate, or the usage once known */
     int64_t    seen_ms;          /* a waiter: when it last asked */
@@ -84,6 +108,10 @@ typedef struct {
     int64_t            tokens;       /* of the started entries */
     int64_t            queued;       /* of the waiters */
     uint64_t           next_ticket;
+    uint64_t           round;        /* of the latest start */
+    uint64_t           evicted;      /* waiters whose place was taken */
+    int64_t            stale_at;     /* no waiter is stale before this */
+    uint32_t           tenants;      /* with waiters */
     uint32_t           size;         /* entries the ring holds */
     uint32_t           head;         /* the oldest started entry */
     uint32_t           started;      /* entries from the head */
@@ -120,7 +148,8 @@ llm_pacer_t *llm_pacer_init(void *mem, size_t size,
     const llm_pacer_conf_t *cf, int64_t now_ms);
 
 /*
- * A new request of tokens (its estimate).  GO: it started now, its entry
+ * A new request of tenant, of tokens (its estimate).  GO: it started now,
+ * its entry
  * is in the ledger.  WAIT: it is queued, planned to start at *start_at;
  * the caller asks llm_pacer_go() then.  TOO_LONG: the requests ahead
  * alone (RPM, spacing) hold it more than max_wait_ms; *start_at is when it
@@ -130,15 +159,22 @@ llm_pacer_t *llm_pacer_init(void *mem, size_t size,
  * its own deadline with llm_pacer_cancel().  On every refusal nothing is
  * kept.
  */
+llm_pacer_rc_e llm_pacer_ask_for(llm_pacer_t *p, uint64_t tenant,
+    int64_t tokens, int64_t now_ms, int64_t *start_at, uint64_t *ticket);
+
+/* the same, of tenant 0 */
 llm_pacer_rc_e llm_pacer_ask(llm_pacer_t *p, int64_t tokens, int64_t now_ms,
     int64_t *start_at, uint64_t *ticket);
 
 /*
- * A waiter's turn?  GO: it started now (or had started at *start_at).
- * WAIT: not yet, or not first in line: ask again at *start_at, which may
- * have moved either way since it was queued.  NOT_FOUND: no such ticket.
+ * A waiter's turn?  GO: it started now (or had started at *start_at);
+ * *ticket may then be a new one, the one its entry keeps from now on (the
+ * started entries' tickets grow along the ring, and a waiter may start
+ * before one that came earlier).  WAIT: not yet, or not first in line:
+ * ask again at *start_at, which may have moved either way since it was
+ * queued.  NOT_FOUND: no such ticket (dropped, or its place taken).
  */
-llm_pacer_rc_e llm_pacer_go(llm_pacer_t *p, uint64_t ticket, int64_t now_ms,
+llm_pacer_rc_e llm_pacer_go(llm_pacer_t *p, uint64_t *ticket, int64_t now_ms,
     int64_t *start_at);
 
 /*

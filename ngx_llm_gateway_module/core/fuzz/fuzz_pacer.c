@@ -6,7 +6,7 @@
  *     0-1  rpm, little-endian, modulo 601
  *     2-3  tpm, little-endian, times 3/2 (up to 98,302)
  *     4    max_wait_ms, in 500 ms
- *     5    max_queue, bits 0-5
+ *     5    max_queue, bits 0-5; the tenants less one, bits 6-7
  *     6    stale_ms, in 100 ms; 0: never
  *     7    the ring's entries less one, when rpm is 0
  *
@@ -18,7 +18,8 @@
  *                   0-1); set: calls lag 8 ms times the next byte behind
  *                   the clock from now on (another worker's cached time)
  *     1  ask        x bits 3-4: 1 to 4 asks; x bits 0-2: the estimate's
- *                   kind, the next two bytes its value (see fuzz_tokens)
+ *                   kind, the next two bytes its value (see fuzz_tokens);
+ *                   with more than one tenant, a byte more: whose
  *     2  go         the next byte picks a ticket (see fuzz_pick)
  *     3  due        the first waiter's plan (next), the clock moved to it
  *                   and x * x ms beyond, then its go
@@ -30,8 +31,11 @@
  * The fuzzer keeps its own books: the starts and their tokens as now
  * corrected, the waiters, each ticket's fate.  At every start it checks
  * the rules themselves: not before the ask, at least a spacing after the
- * previous start, no waiter asked earlier still in line, and the minute
- * ending then, as then known, within RPM and TPM.  Each waiter's plan is
+ * previous start, no waiter of its tenant asked earlier nor any of an
+ * earlier round still in line, one start a round for each tenant, and the
+ * minute ending then, as then known, within RPM and TPM.  The books place
+ * each waiter by their own rounds, shares and taken places, as the
+ * pacer's header tells.  Each waiter's plan is
  * worked out again from scratch, the earliest time the requests ahead
  * and their tokens allow, and so is the plan were tokens no limit, which
  * alone may refuse a request as TOO_LONG; every result must be the one
@@ -52,8 +56,8 @@
 
 #define FUZZ_OPS       2000
 
-/* at most 4 asks an op: tickets below this */
-#define FUZZ_TICKETS   (4 * FUZZ_OPS + 2)
+/* at most 4 asks an op, and a new ticket for each start: below this */
+#define FUZZ_TICKETS   (8 * FUZZ_OPS + 2)
 
 /* max_queue is 6 bits */
 #define FUZZ_QUEUE     64
@@ -73,12 +77,15 @@ typedef enum {
     FUZZ_WAITING,
     FUZZ_STARTED,
     FUZZ_CANCELLED,
-    FUZZ_DROPPED
+    FUZZ_DROPPED,
+    FUZZ_RENAMED                      /* started with a new ticket */
 } fuzz_state_e;
 
 
 typedef struct {
     uint64_t            ticket;
+    uint64_t            tenant;
+    uint64_t            round;
     int64_t             start_ms;     /* started: when; waiting: the plan */
     int64_t             tokens;       /* as the pacer keeps them, clamped */
     int64_t             asked_ms;
@@ -108,6 +115,11 @@ typedef struct {
     int64_t             lag;          /* calls are this behind it */
     int64_t             seen;         /* the latest clock given */
     uint64_t            next_ticket;
+
+    unsigned            tenants;      /* 1 to 4 */
+    uint64_t            tenant;       /* of the asks of this op */
+    uint64_t            round;        /* of the latest start */
+    uint64_t            evicted;
 
     fuzz_req_t          start[FUZZ_TICKETS];    /* in start order */
     uint32_t            nstart;
@@ -145,6 +157,10 @@ static int fuzz_next(fuzz_t *f, uint64_t *ticket, int64_t *at);
 static void fuzz_window(fuzz_t *f);
 static void fuzz_started(fuzz_t *f, const fuzz_req_t *r) FUZZ_BOOKS;
 static void fuzz_leave(fuzz_t *f, uint32_t k);
+static uint64_t fuzz_round(fuzz_t *f, uint64_t tenant, uint32_t *mine);
+static uint32_t fuzz_tenants(fuzz_t *f);
+static int fuzz_victim(fuzz_t *f, uint64_t tenant, uint32_t cap);
+static uint32_t fuzz_behind(fuzz_t *f, uint64_t round);
 static void fuzz_check(fuzz_t *f) FUZZ_BOOKS;
 static fuzz_state_e fuzz_state(fuzz_t *f, uint64_t ticket);
 static uint64_t fuzz_pick(fuzz_t *f, unsigned b);
@@ -174,7 +190,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_t            *f;
     llm_pacer_conf_t   bad;
 
-    static const int64_t  units[] = { 1, 50, 1000, 15000 };
+    static const int64_t   units[] = { 1, 50, 1000, 15000 };
+    static const uint64_t  tenants[] = { 0, 1, 0x8000000000000000ULL,
+                                         UINT64_MAX };
 
     if (size < 8) {
         return 0;
@@ -191,6 +209,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f->from = 0;
     f->nwait = 0;
     f->next_ticket = 1;
+    f->tenant = 0;
+    f->round = 0;
+    f->evicted = 0;
     f->now = FUZZ_NOW;
     f->seen = FUZZ_NOW;
     f->lag = 0;
@@ -229,11 +250,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (fuzz_tracing) {
         fprintf(stderr, "conf rpm %lld tpm %lld max_wait %lld max_queue %u "
-                "stale %lld entries %u spacing %lld\n",
+                "stale %lld entries %u spacing %lld tenants %u\n",
                 (long long) f->cf.rpm, (long long) f->cf.tpm,
                 (long long) f->cf.max_wait_ms, f->cf.max_queue,
                 (long long) f->cf.stale_ms, f->size,
-                (long long) f->spacing);
+                (long long) f->spacing, f->tenants);
     }
 
     for (ops = 0; f->in < f->end && ops < FUZZ_OPS; ops++) {
@@ -263,6 +284,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             kind = x & 0x07;
             v = fuzz_take(f);
             v |= fuzz_take(f) << 8;
+
+            if (f->tenants > 1) {
+                f->tenant = tenants[fuzz_take(f) % f->tenants];
+            }
 
             for (i = 0; i <= (x >> 3); i++) {
                 fuzz_ask(f, fuzz_tokens(f, kind, v));
@@ -322,6 +347,7 @@ fuzz_conf(fuzz_t *f, const uint8_t *data)
     cf->tpm = (int64_t) (data[2] | data[3] << 8) * 3 / 2;
     cf->max_wait_ms = 500 * (int64_t) data[4];
     cf->max_queue = data[5] & 0x3f;
+    f->tenants = 1 + (data[5] >> 6);
     cf->stale_ms = 100 * (int64_t) data[6];
 
     f->spacing = cf->rpm ? (FUZZ_W + cf->rpm - 1) / cf->rpm : 0;
@@ -478,10 +504,10 @@ fuzz_max(int64_t a, int64_t b)
 static void
 fuzz_ask(fuzz_t *f, int64_t tokens)
 {
-    int                  waits;
-    int64_t              t, at, want_at, clamped;
-    uint32_t             n;
-    uint64_t             ticket, want_ticket;
+    int                  waits, victim;
+    int64_t              t, at, want_at, clamped, bound;
+    uint32_t             n, k, mine, cap;
+    uint64_t             ticket, want_ticket, round;
     fuzz_req_t           r;
     llm_pacer_rc_e       rc, want;
 
@@ -496,11 +522,15 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
     want_at = f->seen;
     want_ticket = 0;
     t = f->seen;
+    victim = -1;
+    round = 0;
+    mine = 0;
+    cap = 0;
 
     if (f->cf.tpm && clamped > f->cf.tpm) {
         want = LLM_PACER_TOO_LARGE;
 
-    } else if (n - f->from == f->size) {
+    } else if (n - f->from == f->size && f->nwait == 0) {
         want = LLM_PACER_FULL;
 
     } else {
@@ -509,23 +539,48 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
         /* a start due now still waits behind a waiter */
         waits = t > f->seen || f->nwait;
 
-        if (waits && f->nwait >= f->cf.max_queue) {
+        if (waits) {
+            round = fuzz_round(f, f->tenant, &mine);
+            cap = f->cf.max_queue / (fuzz_tenants(f) + (mine == 0));
+            cap = cap ? cap : 1;
+        }
+
+        if (waits && (f->cf.max_queue == 0 || mine >= cap)) {
             want = LLM_PACER_FULL;
 
-        } else if (waits && fuzz_earliest(f, f->reqs, n, 0, 0) - f->seen
-                            > f->cf.max_wait_ms)
+        } else if (waits
+                   && (f->nwait >= f->cf.max_queue || n - f->from == f->size)
+                   && (victim = fuzz_victim(f, f->tenant, cap)) < 0)
         {
-            want = LLM_PACER_TOO_LONG;
-            want_at = t;
+            want = LLM_PACER_FULL;
+
+        } else if (waits) {
+            k = fuzz_behind(f, round);
+
+            /* were tokens no limit: a spacing each, the taken one gone */
+            bound = fuzz_earliest(f, f->reqs, f->nstart, 0, 0)
+                    + (int64_t) (k - (victim >= 0 && (uint32_t) victim < k))
+                      * f->spacing;
+
+            if (bound - f->seen > f->cf.max_wait_ms) {
+                want = LLM_PACER_TOO_LONG;
+                want_at = fuzz_earliest(f, f->ahead, f->nstart + k, clamped,
+                                        1);
+
+            } else {
+                /* the plan once the books have it in its place, below */
+                want = LLM_PACER_WAIT;
+                want_ticket = f->next_ticket;
+            }
 
         } else {
-            want = waits ? LLM_PACER_WAIT : LLM_PACER_GO;
             want_at = t;
             want_ticket = f->next_ticket;
         }
     }
 
-    rc = llm_pacer_ask(f->p, tokens, f->now - f->lag, &at, &ticket);
+    rc = llm_pacer_ask_for(f->p, f->tenant, tokens, f->now - f->lag, &at,
+                           &ticket);
 
     fuzz_trace(f, "ask", ticket, tokens, (int) rc, at);
 
@@ -533,7 +588,7 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
         fuzz_fail(f, "ask", "another answer");
     }
 
-    if (at != want_at) {
+    if (rc != LLM_PACER_WAIT && at != want_at) {
         fuzz_fail(f, "ask", "another start");
     }
 
@@ -542,7 +597,9 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
     }
 
     /* a ring of RPM + max_queue entries is never full before the queue */
-    if (rc == LLM_PACER_FULL && f->cf.rpm && f->nwait < f->cf.max_queue) {
+    if (rc == LLM_PACER_FULL && f->cf.rpm && f->nwait < f->cf.max_queue
+        && f->tenants == 1)
+    {
         fuzz_fail(f, "ask", "the ring full, not the queue");
     }
 
@@ -553,6 +610,8 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
     f->next_ticket++;
 
     r.ticket = ticket;
+    r.tenant = f->tenant;
+    r.round = round;
     r.start_ms = at;
     r.tokens = clamped;
     r.asked_ms = f->seen;
@@ -560,14 +619,147 @@ fuzz_ask(fuzz_t *f, int64_t tokens)
     r.bound_ms = 0;
 
     if (rc == LLM_PACER_GO) {
+        r.round = ++f->round;
         fuzz_started(f, &r);
-
-    } else {
-        f->state[ticket] = FUZZ_WAITING;
-        f->wait[f->nwait++] = r;
+        fuzz_plans(f);
+        return;
     }
 
+    if (victim >= 0) {
+        f->state[f->wait[victim].ticket] = FUZZ_DROPPED;
+        f->evicted++;
+        fuzz_leave(f, (uint32_t) victim);
+        fuzz_plans(f);
+    }
+
+    k = fuzz_behind(f, round);
+
+    memmove(&f->wait[k + 1], &f->wait[k],
+            (f->nwait - k) * sizeof(fuzz_req_t));
+    f->wait[k] = r;
+    f->nwait++;
+    f->state[ticket] = FUZZ_WAITING;
+
     fuzz_plans(f);
+
+    if (at != f->wait[k].start_ms) {
+        fuzz_fail(f, "ask", "another plan");
+    }
+}
+
+
+/*
+ * The round of a new waiter of tenant: the latest start's, unless the
+ * tenant started in it; one after each of its waiters'.
+ */
+
+static uint64_t
+fuzz_round(fuzz_t *f, uint64_t tenant, uint32_t *mine)
+{
+    uint32_t  i;
+    uint64_t  round;
+
+    round = f->round;
+    *mine = 0;
+
+    for (i = f->from; i < f->nstart; i++) {
+        if (f->start[i].tenant == tenant && f->start[i].round == f->round) {
+            round = f->round + 1;
+        }
+    }
+
+    for (i = 0; i < f->nwait; i++) {
+        if (f->wait[i].tenant == tenant) {
+            (*mine)++;
+
+            if (f->wait[i].round >= round) {
+                round = f->wait[i].round + 1;
+            }
+        }
+    }
+
+    return round;
+}
+
+
+/* the tenants with waiters */
+
+static uint32_t
+fuzz_tenants(fuzz_t *f)
+{
+    uint32_t  i, j, n;
+
+    n = 0;
+
+    for (i = 0; i < f->nwait; i++) {
+        for (j = 0; j < i && f->wait[j].tenant != f->wait[i].tenant; j++) {
+            /* void */
+        }
+
+        n += (j == i);
+    }
+
+    return n;
+}
+
+
+/* whose place is taken: the newest of the last 8 other tenants over cap */
+
+static int
+fuzz_victim(fuzz_t *f, uint64_t tenant, uint32_t cap)
+{
+    int       k;
+    uint32_t  i, held, looked;
+    uint64_t  seen[8];
+
+    looked = 0;
+
+    for (k = (int) f->nwait - 1; k >= 0; k--) {
+        if (f->wait[k].tenant == tenant) {
+            continue;
+        }
+
+        for (i = 0; i < looked && seen[i] != f->wait[k].tenant; i++) {
+            /* void */
+        }
+
+        if (i < looked) {
+            continue;
+        }
+
+        held = 0;
+
+        for (i = 0; i < f->nwait; i++) {
+            held += f->wait[i].tenant == f->wait[k].tenant;
+        }
+
+        if (held > cap) {
+            return k;
+        }
+
+        if (looked == 8) {
+            return -1;
+        }
+
+        seen[looked++] = f->wait[k].tenant;
+    }
+
+    return -1;
+}
+
+
+/* a waiter of round goes behind every waiter of its round and before */
+
+static uint32_t
+fuzz_behind(fuzz_t *f, uint64_t round)
+{
+    uint32_t  k;
+
+    for (k = f->nwait; k > 0 && f->wait[k - 1].round > round; k--) {
+        /* void */
+    }
+
+    return k;
 }
 
 
@@ -576,12 +768,15 @@ fuzz_go(fuzz_t *f, uint64_t ticket)
 {
     int64_t              at, want_at;
     uint32_t             k;
+    uint64_t             asked, want_ticket;
     fuzz_req_t           r;
     llm_pacer_rc_e       rc, want;
 
     fuzz_update(f, f->now - f->lag);
 
     want = LLM_PACER_NOT_FOUND;
+    want_ticket = ticket;
+    asked = ticket;
     want_at = f->seen;
     k = 0;
 
@@ -605,13 +800,21 @@ fuzz_go(fuzz_t *f, uint64_t ticket)
         want = (k == 0 && f->wait[0].start_ms <= f->seen) ? LLM_PACER_GO
                                                          : LLM_PACER_WAIT;
         want_at = f->wait[k].start_ms;
+
+        /* a start behind a later ticket's: a new one */
+        if (want == LLM_PACER_GO && f->nstart > f->from
+            && f->start[f->nstart - 1].ticket > ticket)
+        {
+            want_ticket = f->next_ticket;
+        }
+
         break;
 
     default:
         break;
     }
 
-    rc = llm_pacer_go(f->p, ticket, f->now - f->lag, &at);
+    rc = llm_pacer_go(f->p, &ticket, f->now - f->lag, &at);
 
     fuzz_trace(f, "go", ticket, 0, (int) rc, at);
 
@@ -623,7 +826,11 @@ fuzz_go(fuzz_t *f, uint64_t ticket)
         fuzz_fail(f, "go", "another start");
     }
 
-    if (fuzz_state(f, ticket) != FUZZ_WAITING) {
+    if (ticket != want_ticket) {
+        fuzz_fail(f, "go", "another ticket");
+    }
+
+    if (fuzz_state(f, asked) != FUZZ_WAITING) {
         return;
     }
 
@@ -632,6 +839,14 @@ fuzz_go(fuzz_t *f, uint64_t ticket)
     if (rc == LLM_PACER_GO) {
         r = f->wait[0];
         fuzz_leave(f, 0);
+
+        if (ticket != asked) {
+            f->state[asked] = FUZZ_RENAMED;
+            f->next_ticket++;
+            r.ticket = ticket;
+        }
+
+        f->round = r.round;
         fuzz_started(f, &r);
     }
 
@@ -771,7 +986,7 @@ fuzz_started(fuzz_t *f, const fuzz_req_t *r)
     if (f->nstart) {
         prev = &f->start[f->nstart - 1];
 
-        if (prev->ticket >= r->ticket) {
+        if (f->nstart > f->from && prev->ticket >= r->ticket) {
             fuzz_fail(f, "start", "after a later ticket");
         }
 
@@ -780,8 +995,20 @@ fuzz_started(fuzz_t *f, const fuzz_req_t *r)
         }
     }
 
-    if (f->nwait && f->wait[0].ticket < r->ticket) {
-        fuzz_fail(f, "start", "ahead of a waiter asked earlier");
+    for (i = 0; i < f->nwait; i++) {
+        if (f->wait[i].round < r->round
+            || (f->wait[i].tenant == r->tenant
+                && f->wait[i].asked_ms < r->asked_ms))
+        {
+            fuzz_fail(f, "start", "ahead of an earlier round or of a "
+                      "waiter of its tenant asked earlier");
+        }
+    }
+
+    for (i = f->from; i < f->nstart; i++) {
+        if (f->start[i].tenant == r->tenant && f->start[i].round == r->round) {
+            fuzz_fail(f, "start", "a tenant's second start in a round");
+        }
     }
 
     n = 1;
@@ -871,7 +1098,9 @@ fuzz_check(fuzz_t *f)
         r = &f->wait[k];
         e = &p->entry[(p->head + p->started + k) % p->size];
 
-        if (e->ticket != r->ticket || e->tokens != r->tokens) {
+        if (e->ticket != r->ticket || e->tokens != r->tokens
+            || e->tenant != r->tenant || e->round != r->round)
+        {
             fuzz_fail(f, "check", "another waiter in the ring");
         }
 
@@ -884,6 +1113,12 @@ fuzz_check(fuzz_t *f)
 
     if (tokens != sum || p->tokens != sum || p->queued != queued) {
         fuzz_fail(f, "check", "other sums of tokens");
+    }
+
+    if (p->tenants != fuzz_tenants(f) || p->round != f->round
+        || p->evicted != f->evicted)
+    {
+        fuzz_fail(f, "check", "other tenants, round or places taken");
     }
 }
 

@@ -432,6 +432,10 @@ static const seed_provider_t  seed_provider[] = {
 #define P_ASK(n, kind, v)                                                     \
                              1 | ((kind) | ((n) - 1) << 3) << 3,              \
                              (v) & 0xff, (v) >> 8
+/* with more tenants than one (max_queue's bits 6-7), an ask says whose */
+#define P_TENANTS(queue, n)  ((queue) | ((n) - 1) << 6)
+#define P_ASK_FOR(n, kind, v, who)                                            \
+                             P_ASK(n, kind, v), (who)
 #define P_GO(pick)           2, (pick)
 #define P_DUE(late)          3 | (late) << 3
 #define P_CANCEL(pick)       4, (pick)
@@ -502,6 +506,31 @@ static const uint8_t  seed_pacer_cancel[] = {
     P_GO(P_ISSUED(0)), P_CANCEL(P_ISSUED(0)),
     P_CORRECT(P_SMALL, P_WAITER(0), 1), P_NEXT, P_DUE(0),
     P_CANCEL(P_STARTED(0)), P_DUE(1), P_WINDOW
+};
+
+/*
+ * Four tenants share a queue of 8: one fills it alone, the others take
+ * places of its newest, their starts go round; one asks again at once
+ */
+static const uint8_t  seed_pacer_tenants[] = {
+    P_CONF(60, 6000, 60000, P_TENANTS(8, 4), 0, 1),
+    P_ASK_FOR(4, P_SMALL, 10, 0), P_ASK_FOR(4, P_SMALL, 10, 0),
+    P_ASK_FOR(2, P_SMALL, 10, 1), P_ASK_FOR(1, P_VALUE, 2000, 2),
+    P_ASK_FOR(4, P_SMALL, 10, 3), P_GO(P_ISSUED(1)), P_NEXT, P_DUE(0),
+    P_ASK_FOR(1, P_SMALL, 10, 1), P_DUE(0), P_CANCEL(P_WAITER(2)),
+    P_DUE(0), P_ASK_FOR(1, P_SMALL, 10, 1), P_DUE(0), P_DUE(0),
+    P_CORRECT(P_SMALL, P_STARTED(0), 1), P_DUE(0), P_DUE(0), P_DUE(0),
+    P_WINDOW
+};
+
+/* and with tokens binding, a stale one, a tenant asking often */
+static const uint8_t  seed_pacer_tenants_tokens[] = {
+    P_CONF(0, 1000, 30000, P_TENANTS(6, 3), 2000, 32),
+    P_ASK_FOR(4, P_VALUE, 300, 0), P_ASK_FOR(2, P_VALUE, 300, 1),
+    P_ASK_FOR(3, P_VALUE, 200, 2), P_DUE(0), P_ADVANCE(P_S, 3),
+    P_ASK_FOR(1, P_SMALL, 5, 1), P_CORRECT(P_SMALL, P_STARTED(0), 0),
+    P_DUE(0), P_DUE(0), P_ADVANCE(P_15S, 4), P_DUE(0), P_DUE(0),
+    P_WINDOW
 };
 
 /* calls from a worker whose clock lags */
@@ -1051,6 +1080,8 @@ seed_pacer(const char *dir)
     seed_pacer_write(dir, "lag", seed_pacer_lag);
     seed_pacer_write(dir, "extremes", seed_pacer_extremes);
     seed_pacer_write(dir, "ring", seed_pacer_ring);
+    seed_pacer_write(dir, "tenants", seed_pacer_tenants);
+    seed_pacer_write(dir, "tenants-tokens", seed_pacer_tenants_tokens);
 
     /* a full minute: 600 of 150 tokens, RPM and TPM reached together */
     memcpy(buf, conf, sizeof(conf));

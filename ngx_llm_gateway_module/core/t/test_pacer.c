@@ -3,8 +3,9 @@
  * The pacer against a fake clock: the tests of source document 002,
  * section 4 (even spacing, no minute over a limit, waiting on tokens,
  * the oversize request refused at once, no trace of a cancelled wait,
- * corrections that do not mix), then FIFO, the bounds, the clock, and
- * long random runs whose every minute is checked.
+ * corrections that do not mix), then FIFO, the tenants' shares of the
+ * queue, the bounds, the clock, and long random runs whose every minute
+ * is checked.
  */
 
 
@@ -116,8 +117,8 @@ test_spacing(void)
     even = 1;
     early = 0;
     for (i = 1; i < 8; i++) {
-        early += llm_pacer_go(p, t[i], plan[i] - 1, &at) != LLM_PACER_WAIT;
-        even &= llm_pacer_go(p, t[i], plan[i], &at) == LLM_PACER_GO
+        early += llm_pacer_go(p, &t[i], plan[i] - 1, &at) != LLM_PACER_WAIT;
+        even &= llm_pacer_go(p, &t[i], plan[i], &at) == LLM_PACER_GO
                 && at == plan[i];
     }
 
@@ -171,7 +172,7 @@ test_tokens(void)
         (void) llm_pacer_ask(p, 25000, i * 60, &plan[i], &t[i]);
 
         if (i < 4) {
-            (void) llm_pacer_go(p, t[i], i * 60, &at);
+            (void) llm_pacer_go(p, &t[i], i * 60, &at);
         }
     }
 
@@ -193,7 +194,7 @@ test_tokens(void)
     (void) llm_pacer_next(p, 6000, &tk, &at);
     tap_is(at, 6000, "a second short answer: the fifth may go now");
 
-    tap_is(llm_pacer_go(p, t[4], 6000, &at), LLM_PACER_GO, "and goes");
+    tap_is(llm_pacer_go(p, &t[4], 6000, &at), LLM_PACER_GO, "and goes");
 
     llm_pacer_window(p, 6000, &n, &tok);
     tap_is(tok, 1000 + 2000 + 3 * 25000, "the ledger holds the usage of "
@@ -262,7 +263,7 @@ test_cancel(void)
     tap_is(llm_pacer_cancel(p, a[1], 200), -1, "twice: not found");
     tap_is(llm_pacer_cancel(p, a[0], 200), -1, "a started request is not "
            "cancelled");
-    tap_is(llm_pacer_go(p, a[1], 20000, &at), LLM_PACER_NOT_FOUND,
+    tap_is(llm_pacer_go(p, &a[1], 20000, &at), LLM_PACER_NOT_FOUND,
            "nor started later");
 
     /*
@@ -291,20 +292,20 @@ test_cancel(void)
     (void) llm_pacer_next(p, 4000, &a[4], &at);
     tap_ok(a[4] == a[1] && at == 10000, "B is still first, at 10 s");
 
-    tap_is(llm_pacer_go(p, a[3], 9000, &at), LLM_PACER_WAIT,
+    tap_is(llm_pacer_go(p, &a[3], 9000, &at), LLM_PACER_WAIT,
            "D cannot pass B");
     tap_is(at, 20000, "D's plan is C's old one");
 
     (void) llm_pacer_window(q, 9000, &at, &at);
     tap_ok(same(p, q), "still the same after D asked too early");
 
-    tap_is(llm_pacer_go(p, a[1], 20000, &at), LLM_PACER_GO, "B, late");
-    tap_is(llm_pacer_go(q, b[1], 20000, &at), LLM_PACER_GO, "B, late, "
+    tap_is(llm_pacer_go(p, &a[1], 20000, &at), LLM_PACER_GO, "B, late");
+    tap_is(llm_pacer_go(q, &b[1], 20000, &at), LLM_PACER_GO, "B, late, "
            "in the other");
     tap_ok(same(p, q), "the same");
 
-    tap_ok(llm_pacer_go(p, a[3], 30000, &plan_a) == LLM_PACER_GO
-           && llm_pacer_go(q, b[3], 30000, &plan_b) == LLM_PACER_GO
+    tap_ok(llm_pacer_go(p, &a[3], 30000, &plan_a) == LLM_PACER_GO
+           && llm_pacer_go(q, &b[3], 30000, &plan_b) == LLM_PACER_GO
            && same(p, q), "D behind the late B at 30 s in both");
 
     /*
@@ -326,7 +327,7 @@ test_cancel(void)
     tap_is(llm_pacer_cancel(p, a[1], 500), 0, "the large one gives up");
     (void) llm_pacer_window(r, 500, &at, &at);
     tap_ok(same(p, r), "as if it had never come");
-    tap_ok(llm_pacer_go(p, a[2], 1000, &at) == LLM_PACER_GO && at == 1000,
+    tap_ok(llm_pacer_go(p, &a[2], 1000, &at) == LLM_PACER_GO && at == 1000,
            "the small one goes at 1 s");
 }
 
@@ -434,17 +435,17 @@ test_fifo(void)
            "C, small, would fit now but waits");
     tap_is(plan_c, W + 1000, "one spacing behind B");
 
-    tap_is(llm_pacer_go(p, c, 6000, &at), LLM_PACER_WAIT, "C early: wait");
-    tap_is(llm_pacer_go(p, c, W + 2000, &at), LLM_PACER_WAIT,
+    tap_is(llm_pacer_go(p, &c, 6000, &at), LLM_PACER_WAIT, "C early: wait");
+    tap_is(llm_pacer_go(p, &c, W + 2000, &at), LLM_PACER_WAIT,
            "C past its plan, B not gone: C still waits");
     tap_is(at, W + 3000, "and is planned behind B's start, now due");
 
     (void) llm_pacer_next(p, W + 2000, &tk, &at);
     tap_ok(tk == b && at == W + 2000, "B is first, due now");
 
-    tap_is(llm_pacer_go(p, b, W + 2000, &at), LLM_PACER_GO, "B goes");
-    tap_is(llm_pacer_go(p, c, W + 3000, &at), LLM_PACER_GO, "then C");
-    tap_is(llm_pacer_go(p, b, W + 4000, &at), LLM_PACER_GO,
+    tap_is(llm_pacer_go(p, &b, W + 2000, &at), LLM_PACER_GO, "B goes");
+    tap_is(llm_pacer_go(p, &c, W + 3000, &at), LLM_PACER_GO, "then C");
+    tap_is(llm_pacer_go(p, &b, W + 4000, &at), LLM_PACER_GO,
            "asking again for a started one says so");
     tap_is(at, W + 2000, "with its start");
     tap_is(llm_pacer_next(p, W + 4000, &tk, &at), 0, "nobody waits");
@@ -461,9 +462,218 @@ test_fifo(void)
     tap_is(plan_c, W, "planned with B");
     tap_is(llm_pacer_ask(p, 10, W, &at, &tk), LLM_PACER_FULL,
            "D, due too, is a third waiter: the queue of 2 is full");
-    tap_is(llm_pacer_go(p, c, W, &at), LLM_PACER_WAIT, "C cannot go first");
-    tap_is(llm_pacer_go(p, b, W, &at), LLM_PACER_GO, "B goes");
-    tap_is(llm_pacer_go(p, c, W, &at), LLM_PACER_GO, "then C, the same ms");
+    tap_is(llm_pacer_go(p, &c, W, &at), LLM_PACER_WAIT, "C cannot go first");
+    tap_is(llm_pacer_go(p, &b, W, &at), LLM_PACER_GO, "B goes");
+    tap_is(llm_pacer_go(p, &c, W, &at), LLM_PACER_GO, "then C, the same ms");
+}
+
+
+/*
+ * Drive the queue: the first waiter goes at its plan, again and again,
+ * until nobody waits or n have gone; each start's tenant in order[].
+ */
+
+static int
+drain(llm_pacer_t *p, uint64_t *order, int64_t *when, int n)
+{
+    int       i;
+    int64_t   at;
+    uint64_t  tk;
+
+    for (i = 0; i < n && llm_pacer_next(p, p->now_ms, &tk, &at); i++) {
+        order[i] = entry(p, p->started)->tenant;
+
+        if (when) {
+            when[i] = at;
+        }
+
+        if (llm_pacer_go(p, &tk, at, &at) != LLM_PACER_GO) {
+            return -1;
+        }
+    }
+
+    return i;
+}
+
+
+/* the queue shared among tenants: starts round them, places capped */
+
+static void
+test_tenants(void)
+{
+    int             i, n, ok, worst;
+    int64_t         at, plan, before, when[64];
+    uint64_t        t, a[16], b[8], order[64];
+    llm_pacer_t    *p;
+
+    /* one a second; A asks 10 at once, B 3 just after */
+    p = pacer(mem_a, 60, 0, 600000, 100, 0, 0);
+
+    tap_is(llm_pacer_ask_for(p, 1, 1, 0, &at, &a[0]), LLM_PACER_GO,
+           "tenants: A's first goes");
+
+    for (i = 1; i < 10; i++) {
+        (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &a[i]);
+    }
+
+    tap_is(at, 9000, "A's tenth is planned 9 s on");
+
+    for (i = 0; i < 3; i++) {
+        tap_is(llm_pacer_ask_for(p, 2, 1, 10, &plan, &b[i]), LLM_PACER_WAIT,
+               "B's %d waits", i + 1);
+        tap_is(plan, 1000 + 2000 * i, "B's %d planned at %d s, not behind "
+               "all of A", i + 1, 1 + 2 * i);
+    }
+
+    tap_is(p->tenants, 2, "two tenants wait");
+
+    n = drain(p, order, NULL, 64);
+    tap_is(n, 12, "all 12 waiters go");
+
+    ok = 1;
+
+    for (i = 0; i < n; i++) {
+        ok &= order[i] == (uint64_t) ((i < 6 && i % 2 == 0) ? 2 : 1);
+    }
+
+    tap_ok(ok, "B, A, B, A, B, A, then the rest of A");
+    tap_is(p->tenants, 0, "nobody waits");
+
+    /* started entries' tickets still grow: each found for its correction */
+    ok = 1;
+
+    for (i = 1; i < (int) p->started; i++) {
+        ok &= entry(p, i)->ticket > entry(p, i - 1)->ticket;
+    }
+
+    tap_ok(ok, "the started tickets grow along the ring");
+    tap_is(llm_pacer_correct(p, entry(p, p->started - 1)->ticket, 0, 20000),
+           0, "the last started found by its ticket, corrected");
+
+    /*
+     * B, one request at a time, against A keeping 30 waiters: each B waits
+     * at most two spacings (the start due and one of A's), as with two
+     * tenants each has every other start.
+     */
+    p = pacer(mem_a, 60, 0, 600000, 100, 0, 0);
+
+    for (i = 0; i < 30; i++) {
+        (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &t);
+    }
+
+    worst = 0;
+
+    for (i = 0; i < 10; i++) {
+        (void) llm_pacer_ask_for(p, 2, 1, p->now_ms, &plan, &b[0]);
+        worst = plan - p->now_ms > worst ? plan - p->now_ms : worst;
+
+        /* A's starts before it, A asking again as each goes */
+        while (llm_pacer_next(p, p->now_ms, &t, &at) && t != b[0]) {
+            tap_ok(llm_pacer_go(p, &t, at, &at) == LLM_PACER_GO
+                   && llm_pacer_ask_for(p, 1, 1, at, &at, &t)
+                      == LLM_PACER_WAIT, "A goes and asks again");
+        }
+
+        if (llm_pacer_go(p, &b[0], plan, &at) != LLM_PACER_GO) {
+            break;
+        }
+    }
+
+    tap_is(i, 10, "B served 10 of 10 behind a queue of 30");
+    tap_ok(worst <= 2000, "B waited 2 spacings at most (%d ms)", worst);
+
+    /* places: a queue of 10, A alone has all of it */
+    p = pacer(mem_a, 60, 0, 600000, 10, 0, 0);
+
+    (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &t);
+
+    for (i = 0; i < 10; i++) {
+        tap_is(llm_pacer_ask_for(p, 1, 1, 0, &at, &a[i]), LLM_PACER_WAIT,
+               "alone, A's waiter %d queued", i + 1);
+    }
+
+    tap_is(llm_pacer_ask_for(p, 1, 1, 0, &at, &t), LLM_PACER_FULL,
+           "A's 11th: the queue is full");
+
+    /* B under its share of 5 takes the places of A's newest */
+    for (i = 0; i < 5; i++) {
+        tap_is(llm_pacer_ask_for(p, 2, 1, 10, &at, &b[i]), LLM_PACER_WAIT,
+               "B's %d queued in a full queue", i + 1);
+    }
+
+    tap_is(p->evicted, 5, "A's 5 newest gave their places");
+    tap_is(p->waiting, 10, "still 10 waiting");
+    tap_is(llm_pacer_go(p, &a[9], 20, &at), LLM_PACER_NOT_FOUND,
+           "A's newest finds itself gone");
+    tap_is(llm_pacer_go(p, &a[4], 20, &at), LLM_PACER_WAIT,
+           "A's fifth is still queued");
+    tap_is(llm_pacer_ask_for(p, 1, 1, 30, &at, &t), LLM_PACER_FULL,
+           "A asks again: at its share, refused");
+    tap_is(llm_pacer_ask_for(p, 2, 1, 30, &at, &t), LLM_PACER_FULL,
+           "B's 6th: at its share too");
+
+    /* a third tenant: shares of 3, and it takes one of the largest */
+    tap_is(llm_pacer_ask_for(p, 3, 1, 40, &plan, &t), LLM_PACER_WAIT,
+           "C queued");
+    tap_is(plan, 2000, "C second: in the current round, behind B's");
+    tap_is(p->tenants, 3, "three tenants wait");
+
+    /* A's refusals leave the others' plans as they were */
+    before = entry(p, p->started + 1)->start_ms;
+
+    for (i = 0; i < 1000; i++) {
+        (void) llm_pacer_ask_for(p, 1, 1, 50, &at, &t);
+    }
+
+    tap_is(entry(p, p->started + 1)->start_ms, before,
+           "1,000 refusals of A moved nobody's plan");
+    tap_is(p->waiting, 10, "nor took a place");
+
+    /* a cancel of B's gives the place back: B may ask again */
+    tap_is(llm_pacer_cancel(p, b[4], 60), 0, "B cancels one");
+    tap_ok(p->waiting == 9 && p->tenants == 3, "9 wait, 3 tenants");
+
+    n = drain(p, order, when, 64);
+    tap_is(n, 9, "the rest go");
+
+    ok = 1;
+
+    for (i = 1; i < n; i++) {
+        ok &= when[i] - when[i - 1] >= 1000;
+    }
+
+    tap_ok(ok, "a spacing between each");
+    tap_is(p->tenants, 0, "no tenant waits");
+
+    /* the waiter furthest planned leaves, not one of the tenant asking */
+    p = pacer(mem_a, 60, 0, 600000, 4, 0, 0);
+
+    (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &t);
+    (void) llm_pacer_ask_for(p, 2, 1, 0, &at, &b[0]);
+    (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &a[0]);
+    (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &a[1]);
+    (void) llm_pacer_ask_for(p, 1, 1, 0, &at, &a[2]);
+
+    tap_is(llm_pacer_ask_for(p, 2, 1, 0, &at, &b[1]), LLM_PACER_WAIT,
+           "B's second in a full queue of 4, A holding 3");
+    tap_is(llm_pacer_go(p, &a[2], 0, &at), LLM_PACER_NOT_FOUND,
+           "A's newest left");
+    tap_is(llm_pacer_go(p, &b[0], 0, &at), LLM_PACER_WAIT, "B's first stays");
+
+    /* a tenant alone: in the order they came, as one FIFO */
+    p = pacer(mem_a, 60, 0, 600000, 100, 0, 0);
+
+    for (i = 0; i < 16; i++) {
+        (void) llm_pacer_ask_for(p, 7, 1, i, &at, &a[i]);
+    }
+
+    ok = 1;
+
+    for (i = 1; i < 16; i++) {
+        ok &= entry(p, i)->ticket == a[i];
+    }
+
+    tap_ok(ok, "a tenant alone: its waiters in the order they came");
 }
 
 
@@ -527,7 +737,7 @@ test_bounds(void)
            "held by tokens a minute: queued beyond max_wait");
     tap_is(at, 60000, "planned when the first leaves the window");
     tap_is(llm_pacer_correct(p, u, 14, 300), 0, "the third ends: 14 tokens");
-    tap_is(llm_pacer_go(p, t, 300, &at), LLM_PACER_GO,
+    tap_is(llm_pacer_go(p, &t, 300, &at), LLM_PACER_GO,
            "and the fourth goes at once");
 
     /* without RPM the ring is the limit of a minute's requests */
@@ -572,10 +782,10 @@ test_clock(void)
     tap_is(at, 100000 + W, "planned from the latest time seen");
     tap_is(p->now_ms, 100000, "the mark does not go back");
 
-    tap_is(llm_pacer_go(p, b, 100000 + W - 1, &at), LLM_PACER_WAIT,
+    tap_is(llm_pacer_go(p, &b, 100000 + W - 1, &at), LLM_PACER_WAIT,
            "1 ms early");
-    tap_is(llm_pacer_go(p, b, 100000 + W, &at), LLM_PACER_GO, "on time");
-    tap_is(llm_pacer_go(p, b, 50, &at), LLM_PACER_GO, "asked again with "
+    tap_is(llm_pacer_go(p, &b, 100000 + W, &at), LLM_PACER_GO, "on time");
+    tap_is(llm_pacer_go(p, &b, 50, &at), LLM_PACER_GO, "asked again with "
            "a clock from long ago: started");
     tap_is(at, 100000 + W, "at its time");
 
@@ -887,7 +1097,7 @@ sim_run(sim_t *s, long steps)
 
             if (at <= s->now) {
                 now = sim_clock(s);
-                rc = llm_pacer_go(s->p, t, now, &at);
+                rc = llm_pacer_go(s->p, &t, now, &at);
                 sim_log(s, OP_GO, now, t, 0, rc);
 
                 if (rc == LLM_PACER_GO) {
@@ -1136,7 +1346,7 @@ test_sim_cancel(void)
                 break;
 
             case OP_GO:
-                rcs += (int) llm_pacer_go(pb, t, op->now, &at) != op->rc;
+                rcs += (int) llm_pacer_go(pb, &t, op->now, &at) != op->rc;
                 break;
 
             case OP_CANCEL:
@@ -1186,14 +1396,14 @@ test_stale(void)
     tap_is(at, 2000, "stale: c planned after b");
 
     /* b asks once more, then never again; c keeps asking */
-    tap_is(llm_pacer_go(p, b, 400, &at), LLM_PACER_WAIT, "stale: b not yet");
-    tap_is(llm_pacer_go(p, c, 400, &at), LLM_PACER_WAIT, "stale: c behind");
-    tap_is(llm_pacer_go(p, c, 800, &at), LLM_PACER_WAIT, "stale: c still");
+    tap_is(llm_pacer_go(p, &b, 400, &at), LLM_PACER_WAIT, "stale: b not yet");
+    tap_is(llm_pacer_go(p, &c, 400, &at), LLM_PACER_WAIT, "stale: c behind");
+    tap_is(llm_pacer_go(p, &c, 800, &at), LLM_PACER_WAIT, "stale: c still");
     tap_is(p->waiting, 2, "stale: b silent 400 ms is kept");
 
-    tap_is(llm_pacer_go(p, c, 1200, &at), LLM_PACER_GO,
+    tap_is(llm_pacer_go(p, &c, 1200, &at), LLM_PACER_GO,
            "stale: b silent 800 ms is dropped, c goes in its slot");
-    tap_is(llm_pacer_go(p, b, 1200, &at), LLM_PACER_NOT_FOUND,
+    tap_is(llm_pacer_go(p, &b, 1200, &at), LLM_PACER_NOT_FOUND,
            "stale: b finds nothing");
     tap_is(p->started, 2, "stale: a and c started, b not");
     tap_is(p->waiting, 0, "stale: nobody waits");
@@ -1210,12 +1420,12 @@ test_stale(void)
 
     tap_is(llm_pacer_ask(p, 1, 0, &at, &l), LLM_PACER_WAIT, "dead: l waits");
     tap_is(at, 4000, "dead: behind three");
-    tap_is(llm_pacer_go(p, l, 400, &at), LLM_PACER_WAIT, "dead: l asks");
-    tap_is(llm_pacer_go(p, l, 800, &at), LLM_PACER_WAIT,
+    tap_is(llm_pacer_go(p, &l, 400, &at), LLM_PACER_WAIT, "dead: l asks");
+    tap_is(llm_pacer_go(p, &l, 800, &at), LLM_PACER_WAIT,
            "dead: at 800 ms the three are gone, l is first");
     tap_is(at, 1000, "dead: planned in the first one's slot");
     tap_is(p->waiting, 1, "dead: l alone waits");
-    tap_is(llm_pacer_go(p, l, 1000, &at), LLM_PACER_GO, "dead: l goes");
+    tap_is(llm_pacer_go(p, &l, 1000, &at), LLM_PACER_GO, "dead: l goes");
 
     /* a live waiter is never dropped, however long it waits */
     p = pacer(mem_a, 6, 0, 100000, 10, 0, 0);
@@ -1225,13 +1435,13 @@ test_stale(void)
     (void) llm_pacer_ask(p, 1, 0, &at, &b);
 
     for (k = 1; k < 25; k++) {
-        if (llm_pacer_go(p, b, k * 400, &at) != LLM_PACER_WAIT) {
+        if (llm_pacer_go(p, &b, k * 400, &at) != LLM_PACER_WAIT) {
             break;
         }
     }
 
     tap_is(k, 25, "live: asking every 400 ms, it waits its 10 s");
-    tap_is(llm_pacer_go(p, b, 10000, &at), LLM_PACER_GO, "live: and goes");
+    tap_is(llm_pacer_go(p, &b, 10000, &at), LLM_PACER_GO, "live: and goes");
 
     /* stale_ms 0: never dropped */
     p = pacer(mem_a, 60, 0, 100000, 10, 0, 0);
@@ -1252,6 +1462,7 @@ main(void)
     test_cancel();
     test_corrections();
     test_fifo();
+    test_tenants();
     test_bounds();
     test_clock();
     test_stale();
