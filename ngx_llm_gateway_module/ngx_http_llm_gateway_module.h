@@ -82,7 +82,7 @@ typedef struct {
 #define NGX_HTTP_LLM_GATEWAY_BACKENDS      32
 
 /* bumped whenever the layout of a backend's zone changes */
-#define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  1
+#define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  2
 
 
 /* a backend's counters, in its zone (backend.c) */
