@@ -1188,19 +1188,28 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_pacer_rc_e rc, int64_t wait)
 {
     u_char                          *p;
+    ngx_str_t                        name;
     ngx_http_llm_gateway_backend_t  *b;
 
     b = ctx->backend;
 
-    p = ngx_pnalloc(r->pool, 256 + b->name.len);
+    /* the backend's name is the operator's: said where diagnostics are on */
+    ngx_str_null(&name);
+
+    if (ngx_http_llm_gateway_diagnostics(r)) {
+        name = b->name;
+    }
+
+    p = ngx_pnalloc(r->pool, 256 + name.len);
     if (p == NULL) {
         return;
     }
 
     if (rc == LLM_PACER_TOO_LARGE) {
         ngx_sprintf(p, "Request too large: %L tokens exceed the %L tokens a "
-                    "minute the upstream \"%V\" allows.%Z",
-                    ctx->reserved, b->pacer.tpm, &b->name);
+                    "minute the upstream%s%V%s allows.%Z",
+                    ctx->reserved, b->pacer.tpm, name.len ? " \"" : "",
+                    &name, name.len ? "\"" : "");
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
                                     "request_too_large", "max_tokens",
@@ -1216,8 +1225,9 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
     ctx->retry_after = llm_bucket_seconds(wait);
     ctx->retry_after_ms = wait;
 
-    ngx_sprintf(p, "The upstream \"%V\" is at its rate limit; its queue %s. "
-                "Please try again in %Ls.%Z", &b->name,
+    ngx_sprintf(p, "The upstream%s%V%s is at its rate limit; its queue %s. "
+                "Please try again in %Ls.%Z", name.len ? " \"" : "", &name,
+                name.len ? "\"" : "",
                 rc == LLM_PACER_FULL ? "is full" : "is longer than we wait",
                 ctx->retry_after);
 

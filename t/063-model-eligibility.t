@@ -127,6 +127,8 @@ my $ng = nginx(diagnostics => 0, http => <<"EOF")->run();
 $backends
     llm_gateway_backend  b-prod-key2  upstream=b;
     llm_gateway_backend  c            upstream=b;
+    llm_gateway_backend  q-secret-1   upstream=b rpm=1 queue=0;
+    llm_gateway_role     paced        q-secret-1 model=$cheap;
 
     upstream b { server 127.0.0.1:$b->{port}; }
 
@@ -312,6 +314,16 @@ ok(!defined $r->{headers}{'x-llmgw-backend'},
 
 $r = ask($any, 'reversed', '/on');
 is($r->{headers}{'x-llmgw-backend'}, 'b-prod-key2', 'on: for everyone');
+
+# the pacer's refusal: one start a minute, no queue
+is(ask($any, 'paced')->{status}, 200, 'paced: the first starts');
+$r = ask($any, 'paced');
+is(err($r)->{code}, 'provider_rate_limited', 'the second is refused');
+unlike($r->{content}, qr/q-secret-1/, 'naming no backend: '
+                                      . (err($r)->{message} // ''));
+$r = ask($any, 'paced', '/on');
+like(err($r)->{message}, qr/"q-secret-1"/,
+     'where diagnostics are on, it does');
 
 $ng->no_alerts();
 
