@@ -142,6 +142,16 @@ sub stop_attacker {
     return decode_json(<$fh>);
 }
 
+# a new tenant's key reaches the gateway within a moment: served once
+sub known {
+    my ($t, $model) = @_;
+    for (1 .. 50 * time_scale()) {
+        return 1 if ask($t, $model)->{status} == 200;
+        sleep(0.1);
+    }
+    return 0;
+}
+
 sub metric {
     my ($name, $backend) = @_;
     my $r = HTTP::Tiny->new(timeout => 10)->get($ng->url('/metrics'));
@@ -160,6 +170,7 @@ for my $case ([ 'provider 500s', 'chat500', 's500', 'x-mock-status' => 500 ],
 
     my $ta = new_tenant(tier => 'big');
     my $tb = new_tenant(tier => 'big');
+    ok(known($ta, $model) && known($tb, $model), "$what: A and B are known");
 
     # B alone: what it is served without A
     my $alone = victim($tb, $model, $n);
@@ -184,6 +195,8 @@ for my $case ([ 'provider 500s', 'chat500', 's500', 'x-mock-status' => 500 ],
                       qw(upstream too_many_failures backend_unavailable)));
 
     ok($got->{too_many_failures}, "$what: A is limited for its own failures");
+    cmp_ok(metric('llmgw_backend_tenant_limited_total', $backend), '>=', 1,
+           "$what: the metrics count it");
     ok(!$got->{backend_unavailable},
        "$what: A never found the backend itself out");
     cmp_ok($got->{upstream} // 0, '<', $got->{sent} / 2,
@@ -225,6 +238,8 @@ sub timeouts {
 }
 
 my ($tc, $td, $te, $tf, $tg) = map { new_tenant(tier => 'big') } 1 .. 5;
+ok((grep { known($_, 'chatslow') } $tc, $td, $te, $tf, $tg) == 5,
+   'five more tenants known');
 
 timeouts($_, 4000) for $tc, $td;
 

@@ -32,7 +32,8 @@ llm_breaker_state(llm_breaker_t *br, const llm_breaker_conf_t *conf,
     t = tenant ? llm_breaker_find(br, tenant) : NULL;
 
     /* its failures may be what opened it: the others tell if it is back */
-    suspect = (br->broken && tenant == br->opener) || (t && t->fails);
+    suspect = (br->broken && tenant == br->opener)
+              || (t && conf->failures && t->fails >= conf->failures);
 
     if (br->open_until > now) {
         if (!suspect) {

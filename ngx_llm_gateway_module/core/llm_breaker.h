@@ -20,7 +20,7 @@
  * cannot make a second one.
  *
  * A half-open breaker's trial is not given to the tenant whose failure
- * opened it, nor to one failing in a row of its own, while another tenant
+ * opened it, nor to one limited by its own failures, while another tenant
  * has asked within fail_timeout: the others' requests tell whether the
  * backend is back.
  *
