@@ -31,12 +31,12 @@ my $ng = nginx(log_level => 'info', http => <<"EOF")->run();
 
     upstream shared { server 127.0.0.1:$m->{port}; }
 
-    llm_gateway_backend  s500  upstream=shared failures=5 fail_timeout=2s;
-    llm_gateway_backend  stime upstream=shared failures=5 fail_timeout=2s;
+    llm_gateway_backend  d500  upstream=shared failures=5 fail_timeout=2s;
+    llm_gateway_backend  dtime upstream=shared failures=5 fail_timeout=2s;
+    llm_gateway_backend  r500  upstream=shared failures=5 fail_timeout=2s;
     llm_gateway_backend  slow  upstream=shared failures=2 fail_timeout=30s;
 
-    llm_gateway_role  chat500  s500;
-    llm_gateway_role  chattime stime;
+    llm_gateway_role  chat500  r500;
     llm_gateway_role  chatslow slow;
 
     server {
@@ -54,13 +54,26 @@ my $ng = nginx(log_level => 'info', http => <<"EOF")->run();
             proxy_read_timeout  1s;
         }
 
+        # a backend of the location's own, not a role
+        location = /d500/v1/chat/completions {
+            llm_gateway         zone=llm backend=d500;
+            proxy_pass          http://\$llm_upstream/v1/chat/completions;
+        }
+
+        location = /dtime/v1/chat/completions {
+            llm_gateway         zone=llm backend=dtime;
+            proxy_pass          http://\$llm_upstream/v1/chat/completions;
+            proxy_read_timeout  1s;
+        }
+
         location = /metrics {
             llm_gateway_metrics;
         }
     }
 EOF
 
-my $url = $ng->url('/v1/chat/completions');
+my $chat = $ng->url('/v1/chat/completions');
+my $url = $chat;
 
 sub body {
     my ($model, $max) = @_;
@@ -162,11 +175,15 @@ sub metric {
 my $dir = $ng->{dir};
 my $n = 50;
 
-for my $case ([ 'provider 500s', 'chat500', 's500', 'x-mock-status' => 500 ],
-              [ 'upstream timeouts', 'chattime', 'stime',
-                'x-mock-ttfb-ms' => 3000 ])
+for my $case ([ 'provider 500s', '/d500', 'm', 'd500',
+                'x-mock-status' => 500 ],
+              [ 'upstream timeouts', '/dtime', 'm', 'dtime',
+                'x-mock-ttfb-ms' => 3000 ],
+              [ 'a role, provider 500s', '', 'chat500', 'r500',
+                'x-mock-status' => 500 ])
 {
-    my ($what, $model, $backend, @fail) = @$case;
+    my ($what, $prefix, $model, $backend, @fail) = @$case;
+    $url = $ng->url("$prefix/v1/chat/completions");
 
     my $ta = new_tenant(tier => 'big');
     my $tb = new_tenant(tier => 'big');
@@ -207,18 +224,20 @@ for my $case ([ 'provider 500s', 'chat500', 's500', 'x-mock-status' => 500 ],
     is($r->{status}, 429, "$what: A's next request: 429");
     my $e = json_body($r)->{error} // {};
     is($e->{code}, 'too_many_failures', 'too_many_failures');
-    like($e->{message}, qr/Your requests to "$model" failed/,
+    like($e->{message}, qr/Your requests to "\Q${\ ($prefix ? $backend : $model)}\E" failed/,
          "it says whose failures: $e->{message}");
     ok($r->{headers}{'retry-after'}, 'with a Retry-After');
 
-    $r = http_post($ng->url('/v1/messages'),
-                   { model => $model, max_tokens => 8,
-                     messages => [ { role => 'user', content => 'x' } ] },
-                   'x-api-key' => $ta->{key}, 'anthropic-version' => '2023-06-01',
-                   @fail);
-    is($r->{status}, 429, "$what: and on the Messages API: 429");
-    is((json_body($r) // {})->{error}{code}, 'too_many_failures',
-       'too_many_failures');
+    if (!$prefix) {
+        $r = http_post($ng->url('/v1/messages'),
+                       { model => $model, max_tokens => 8,
+                         messages => [ { role => 'user', content => 'x' } ] },
+                       'x-api-key' => $ta->{key},
+                       'anthropic-version' => '2023-06-01', @fail);
+        is($r->{status}, 429, "$what: and on the Messages API: 429");
+        is((json_body($r) // {})->{error}{code}, 'too_many_failures',
+           'too_many_failures');
+    }
 
     is(ask($tb, $model)->{status}, 200, "$what: B meanwhile: 200");
     is(metric('llmgw_backend_breaker_opened_total', $backend), 0,
@@ -229,6 +248,8 @@ for my $case ([ 'provider 500s', 'chat500', 's500', 'x-mock-status' => 500 ],
 ###############################################################################
 # timeouts judged by what the request asked for: 4000 output tokens take
 # longer than the 1 s proxy_read_timeout; 8 do not
+
+$url = $chat;
 
 sub timeouts {
     my ($t, $max) = @_;
