@@ -8,10 +8,10 @@
  * its answers are read (llm_provider.c) to tell "busy, retry in seconds"
  * from "quota spent until its reset"; a circuit breaker (llm_breaker.c)
  * limits a tenant whose requests fail in a row, and takes the backend out
- * when they fail for more than one.  A role is a name clients call, served by an ordered
- * list of backends: a spent, busy or broken one leaves the candidates and
- * the next takes the request, also after it answered, before the client
- * saw a byte.
+ * when they fail for more than one.  A role is a name clients call,
+ * served by an ordered list of backends: a spent, busy or broken one
+ * leaves the candidates and the next takes the request, also after it
+ * answered, before the client saw a byte.
  */
 
 
