@@ -42,7 +42,7 @@ static ngx_http_llm_gateway_member_t *ngx_http_llm_gateway_choose(
     ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx, int64_t now);
 static ngx_uint_t ngx_http_llm_gateway_backend_state(
     ngx_http_llm_gateway_backend_t *b, int64_t tenant, int64_t now,
-    ngx_uint_t take, ngx_uint_t *trials, int64_t *until);
+    ngx_uint_t take, ngx_uint_t *trials, int64_t taken, int64_t *until);
 static ngx_int_t ngx_http_llm_gateway_use(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_member_t *m);
 static ngx_int_t ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
@@ -626,7 +626,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     for (i = 0; i < ctx->role->members.nelts; i++) {
         if ((ctx->tried & ((uint32_t) 1 << i))
             || ngx_http_llm_gateway_backend_state(m[i].backend, tenant,
-                                                  now, 0, NULL, &until)
+                                                  now, 0, NULL, 0, &until)
                != NGX_HTTP_LLM_GATEWAY_UP)
         {
             continue;
@@ -649,7 +649,8 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((ctx->tried & ((uint32_t) 1 << i)) || m[i].priority != best
                 || ngx_http_llm_gateway_backend_state(m[i].backend, tenant,
-                                                      now, 0, NULL, &until)
+                                                      now, 0, NULL, 0,
+                                                      &until)
                    != NGX_HTTP_LLM_GATEWAY_UP)
             {
                 continue;
@@ -671,11 +672,12 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
         trials = 0;
 
         if (ngx_http_llm_gateway_backend_state(chosen->backend, tenant, now,
-                                               1, &trials, &until)
+                                               1, &trials, 0, &until)
             == NGX_HTTP_LLM_GATEWAY_UP)
         {
             ctx->tried |= (uint32_t) 1 << (chosen - m);
             ctx->trial = trials;
+            ctx->trial_ms = now;
             return chosen;
         }
 
@@ -689,7 +691,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
     for (i = 0; i < ctx->role->members.nelts; i++) {
         state = ngx_http_llm_gateway_backend_state(m[i].backend, tenant, now,
-                                                   0, NULL, &until);
+                                                   0, NULL, 0, &until);
 
         if (state == NGX_HTTP_LLM_GATEWAY_UP) {
             /* tried already in this request: it answered badly just now */
@@ -719,7 +721,7 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 static ngx_uint_t
 ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
     int64_t tenant, int64_t now, ngx_uint_t take, ngx_uint_t *trials,
-    int64_t *until)
+    int64_t taken, int64_t *until)
 {
     int                                 took;
     ngx_uint_t                          state, busy;
@@ -742,7 +744,7 @@ ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
         busy = (sh->busy_until > now);
 
         bs = llm_breaker_state(&sh->breaker, &b->breaker, tenant, now,
-                               take && !busy, &took, until);
+                               take && !busy, &took, taken, until);
 
         if (bs == LLM_BREAKER_OPEN) {
             state = NGX_HTTP_LLM_GATEWAY_OPEN;
@@ -854,12 +856,20 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     wall = ngx_http_llm_gateway_wall_ms();
 
     if (ctx->pace_ticket == 0) {
-        /* a role's trials were taken when its backend was chosen */
+        /*
+         * A role's trials were taken when its backend was chosen; a
+         * backend's own are taken once, by the first ask.
+         */
         trials = ctx->trial;
         state = ngx_http_llm_gateway_backend_state(b,
                                            ngx_http_llm_gateway_tenant(ctx),
-                                           wall, ctx->role == NULL, &trials,
-                                           &until);
+                                           wall,
+                                           ctx->role == NULL && !ctx->trial,
+                                           &trials, ctx->trial_ms, &until);
+        if (ctx->role == NULL && !ctx->trial && trials) {
+            ctx->trial_ms = wall;
+        }
+
         ctx->trial = trials;
 
         if (state == NGX_HTTP_LLM_GATEWAY_BUSY
@@ -1510,12 +1520,14 @@ ngx_http_llm_gateway_backend_result(ngx_http_request_t *r,
     }
 
     if (res == -1) {
-        llm_breaker_untried(&sh->breaker, tenant, ctx->trial);
+        llm_breaker_untried(&sh->breaker, &b->breaker, tenant, ctx->trial,
+                            ctx->trial_ms);
 
     } else {
         llm_breaker_result(&sh->breaker, &b->breaker, tenant,
                            (llm_breaker_result_e) res, ctx->trial,
-                           v->retry_ms, (uint32_t) ngx_random(), now);
+                           ctx->trial_ms, v->retry_ms, (uint32_t) ngx_random(),
+                           now);
     }
 
     ngx_shmtx_unlock(&b->shpool->mutex);
@@ -1803,8 +1815,9 @@ ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
 
     /* a half-open trial that never reached it: the next request's */
     if (ctx->trial && !ctx->answered) {
-        llm_breaker_untried(&b->sh->breaker, ngx_http_llm_gateway_tenant(ctx),
-                            ctx->trial);
+        llm_breaker_untried(&b->sh->breaker, &b->breaker,
+                            ngx_http_llm_gateway_tenant(ctx), ctx->trial,
+                            ctx->trial_ms);
     }
 
     ctx->trial = 0;

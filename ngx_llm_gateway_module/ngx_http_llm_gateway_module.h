@@ -494,6 +494,7 @@ typedef struct {
                                                    the ceiling */
     int64_t                      admitted_ms;   /* by the zone's clock */
     ngx_int_t                    phase;         /* its preaccess handler */
+    int64_t                      trial_ms;      /* wall: trials taken */
 
     /* Idempotency-Key (idem.c) */
     void                        *idem;          /* its entry */

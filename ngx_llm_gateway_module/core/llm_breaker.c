@@ -20,7 +20,8 @@ static void llm_breaker_window(int64_t now, int64_t wait, uint32_t rnd,
 
 llm_breaker_state_e
 llm_breaker_state(llm_breaker_t *br, const llm_breaker_conf_t *conf,
-    int64_t tenant, int64_t now, int take, int *trials, int64_t *until)
+    int64_t tenant, int64_t now, int take, int *trials, int64_t taken,
+    int64_t *until)
 {
     int                    suspect, trial, own_trial, held;
     llm_breaker_tenant_t  *t;
@@ -30,6 +31,18 @@ llm_breaker_state(llm_breaker_t *br, const llm_breaker_conf_t *conf,
     *until = now;
 
     t = tenant ? llm_breaker_find(br, tenant) : NULL;
+
+    if (br->trial_until != taken + conf->fail_timeout) {
+        held &= ~LLM_BREAKER_TRIAL;
+    }
+
+    if (t == NULL || t->trial_until != taken + conf->fail_timeout) {
+        held &= ~LLM_BREAKER_OWN_TRIAL;
+    }
+
+    if (trials) {
+        *trials = held;
+    }
 
     /* its failures may be what opened it: the others tell if it is back */
     suspect = (br->broken && tenant == br->opener)
@@ -110,8 +123,8 @@ llm_breaker_state(llm_breaker_t *br, const llm_breaker_conf_t *conf,
 
 void
 llm_breaker_result(llm_breaker_t *br, const llm_breaker_conf_t *conf,
-    int64_t tenant, llm_breaker_result_e res, int took, int64_t wait,
-    uint32_t rnd, int64_t now)
+    int64_t tenant, llm_breaker_result_e res, int took, int64_t taken,
+    int64_t wait, uint32_t rnd, int64_t now)
 {
     llm_breaker_tenant_t  *t;
 
@@ -157,10 +170,7 @@ llm_breaker_result(llm_breaker_t *br, const llm_breaker_conf_t *conf,
 
     if (res == LLM_BREAKER_TENANT_ONLY) {
         /* no verdict on the backend: its trial is the next request's */
-        if (took & LLM_BREAKER_TRIAL) {
-            br->trial_until = 0;
-        }
-
+        llm_breaker_untried(br, conf, 0, took & LLM_BREAKER_TRIAL, taken);
         return;
     }
 
@@ -196,18 +206,22 @@ llm_breaker_result(llm_breaker_t *br, const llm_breaker_conf_t *conf,
 
 
 void
-llm_breaker_untried(llm_breaker_t *br, int64_t tenant, int took)
+llm_breaker_untried(llm_breaker_t *br, const llm_breaker_conf_t *conf,
+    int64_t tenant, int took, int64_t taken)
 {
     llm_breaker_tenant_t  *t;
 
-    if (took & LLM_BREAKER_TRIAL) {
+    /* a trial is its holder's while it is the one taken at taken */
+    if ((took & LLM_BREAKER_TRIAL)
+        && br->trial_until == taken + conf->fail_timeout)
+    {
         br->trial_until = 0;
     }
 
     if ((took & LLM_BREAKER_OWN_TRIAL) && tenant) {
         t = llm_breaker_find(br, tenant);
 
-        if (t) {
+        if (t && t->trial_until == taken + conf->fail_timeout) {
             t->trial_until = 0;
         }
     }

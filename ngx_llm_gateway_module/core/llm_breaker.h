@@ -106,24 +106,29 @@ typedef enum {
 
 /*
  * Whether tenant's request may go to the backend at now (ms).  *trials
- * (NULL: none): the trials the request holds already; take: it takes
- * those free that it needs (the backend's, its own), added to *trials.
- * *until: when a refusal ends, as told.
+ * (NULL: none): the trials the request holds already, taken at taken (a
+ * trial is held while it is the one taken then: one another took after
+ * its fail_timeout is not); take: it takes those free that it needs (the
+ * backend's, its own), *trials then what it holds.  *until: when a
+ * refusal ends, as told.
  */
 llm_breaker_state_e llm_breaker_state(llm_breaker_t *br,
     const llm_breaker_conf_t *conf, int64_t tenant, int64_t now, int take,
-    int *trials, int64_t *until);
+    int *trials, int64_t taken, int64_t *until);
 
 /*
- * What the backend did with tenant's request.  took: the trials it took;
- * wait: ms the provider asked for (-1: none); rnd: any random number.
+ * What the backend did with tenant's request.  took: the trials it holds,
+ * taken at taken (ms; a trial taken since by another after this one's
+ * fail_timeout is not this one's to give back); wait: ms the provider
+ * asked for (-1: none); rnd: any random number.
  */
 void llm_breaker_result(llm_breaker_t *br, const llm_breaker_conf_t *conf,
-    int64_t tenant, llm_breaker_result_e res, int took, int64_t wait,
-    uint32_t rnd, int64_t now);
+    int64_t tenant, llm_breaker_result_e res, int took, int64_t taken,
+    int64_t wait, uint32_t rnd, int64_t now);
 
 /* trials taken by a request that never reached the backend: free again */
-void llm_breaker_untried(llm_breaker_t *br, int64_t tenant, int took);
+void llm_breaker_untried(llm_breaker_t *br, const llm_breaker_conf_t *conf,
+    int64_t tenant, int took, int64_t taken);
 
 /* out for everyone now, or half-open (until a success) */
 int llm_breaker_open(const llm_breaker_t *br, int64_t now);

@@ -26,7 +26,7 @@ ask(llm_breaker_t *br, int64_t tenant, int64_t now, int *trials,
 {
     *trials = 0;
 
-    return llm_breaker_state(br, &conf, tenant, now, 1, trials, until);
+    return llm_breaker_state(br, &conf, tenant, now, 1, trials, now, until);
 }
 
 
@@ -34,7 +34,7 @@ static void
 fail(llm_breaker_t *br, int64_t tenant, llm_breaker_result_e res,
     int trials, uint32_t rnd, int64_t now)
 {
-    llm_breaker_result(br, &conf, tenant, res, trials, -1, rnd, now);
+    llm_breaker_result(br, &conf, tenant, res, trials, now, -1, rnd, now);
 }
 
 
@@ -77,7 +77,8 @@ main(void)
         fail(&br, A, LLM_BREAKER_FAILED, trials, (uint32_t) i * 977, now);
 
         (void) ask(&br, B, now, &t2, &until);
-        llm_breaker_result(&br, &conf, B, LLM_BREAKER_OK, t2, -1, 0, now);
+        llm_breaker_result(&br, &conf, B, LLM_BREAKER_OK, t2, now, -1, 0,
+                           now);
     }
 
     tap_is(br.opened, 0, "after 20 more of A's: still never opened");
@@ -103,7 +104,7 @@ main(void)
     memset(&br, 0, sizeof(br));
     fail(&br, A, LLM_BREAKER_FAILED, 0, 0, now);
     fail(&br, A, LLM_BREAKER_FAILED, 0, 0, now);
-    llm_breaker_result(&br, &conf, C, LLM_BREAKER_OK, 0, -1, 0, now);
+    llm_breaker_result(&br, &conf, C, LLM_BREAKER_OK, 0, now, -1, 0, now);
     fail(&br, B, LLM_BREAKER_FAILED, 0, 0, now);
     fail(&br, B, LLM_BREAKER_FAILED, 0, 0, now);
     tap_is(br.opened, 0, "two tenants, a success between their runs: closed");
@@ -158,8 +159,8 @@ main(void)
     tap_is(ask(&br, A, open_until + 2, &t2, &until), LLM_BREAKER_OPEN,
            "one trial at a time");
 
-    llm_breaker_result(&br, &conf, B, LLM_BREAKER_OK, trials, -1, 0,
-                       open_until + 50);
+    llm_breaker_result(&br, &conf, B, LLM_BREAKER_OK, trials, open_until + 1,
+                       -1, 0, open_until + 50);
     tap_is(llm_breaker_open(&br, open_until + 50), 0, "B's trial closed it");
 
     /* with nobody else asking, the opener gets it after fail_timeout */
@@ -171,16 +172,30 @@ main(void)
            "nobody else asked: the opener has the trial");
 
     /* a trial that never reached the backend is free again */
-    llm_breaker_untried(&br, A, trials);
+    llm_breaker_untried(&br, &conf, A, trials, br.open_until);
     tap_is(ask(&br, B, br.open_until, &trials, &until), LLM_BREAKER_UP,
            "given back: B takes it");
     tap_is(trials, LLM_BREAKER_TRIAL, "as the trial");
 
+    /* not given back by a holder whose fail_timeout passed */
+    t2 = trials;
+    tap_is(ask(&br, C, br.open_until + 10000, &trials, &until),
+           LLM_BREAKER_UP, "B's trial outlived fail_timeout: C takes it");
+    llm_breaker_untried(&br, &conf, B, t2, br.open_until);
+    tap_is(ask(&br, A, br.open_until + 10001, &t2, &until), LLM_BREAKER_OPEN,
+           "B giving back its old trial does not free C's");
+    trials = LLM_BREAKER_TRIAL;
+
     /* a trial held is honoured when asked again */
     t2 = trials;
-    tap_is(llm_breaker_state(&br, &conf, B, br.open_until + 1, 0, &t2,
-                             &until),
-           LLM_BREAKER_UP, "B, holding the trial, goes when asked again");
+    tap_is(llm_breaker_state(&br, &conf, B, br.open_until + 10002, 0, &t2,
+                             br.open_until + 10000, &until),
+           LLM_BREAKER_UP, "C, holding the trial, goes when asked again");
+    t2 = LLM_BREAKER_TRIAL;
+    tap_is(llm_breaker_state(&br, &conf, B, br.open_until + 10002, 0, &t2,
+                             br.open_until, &until),
+           LLM_BREAKER_OPEN, "B, holding the old one, does not");
+    tap_is(t2, 0, "and is told it holds none");
 
     /* jitter: reopenings spread over the window, told its end */
     bad = 0;
@@ -212,7 +227,7 @@ main(void)
 
     for (i = 0; i < 3 * LLM_BREAKER_TENANTS; i++) {
         llm_breaker_result(&br, &conf, 1000 + i, LLM_BREAKER_TENANT_ONLY, 0,
-                           -1, 0, now + i);
+                           now + i, -1, 0, now + i);
     }
 
     for (i = 0; i < 3; i++) {
