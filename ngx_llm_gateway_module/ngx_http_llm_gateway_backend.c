@@ -6,11 +6,12 @@
  * pacer (llm_pacer.c) in its own shared memory zone lets requests leave
  * no faster than its RPM and TPM, so that it has no reason to answer 429;
  * its answers are read (llm_provider.c) to tell "busy, retry in seconds"
- * from "quota spent until its reset"; a circuit breaker takes it out after
- * failures in a row.  A role is a name clients call, served by an ordered
- * list of backends: a spent, busy or broken one leaves the candidates and
- * the next takes the request, also after it answered, before the client
- * saw a byte.
+ * from "quota spent until its reset"; a circuit breaker (llm_breaker.c)
+ * limits a tenant whose requests fail in a row, and takes the backend out
+ * when they fail for more than one.  A role is a name clients call,
+ * served by an ordered list of backends: a spent, busy or broken one
+ * leaves the candidates and the next takes the request, also after it
+ * answered, before the client saw a byte.
  */
 
 
@@ -30,6 +31,13 @@
 /* the ring without an RPM limit: its size is then the requests a minute */
 #define NGX_HTTP_LLM_GATEWAY_PACE_ENTRIES  100000
 
+/*
+ * A generous time a token (ms, 20 a second): a non-streamed request cut
+ * by a timeout sooner than its max_tokens take at this pace may still
+ * have been generating.
+ */
+#define NGX_HTTP_LLM_GATEWAY_MS_PER_TOKEN  50
+
 
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
@@ -38,8 +46,8 @@ static ngx_http_llm_gateway_member_t *ngx_http_llm_gateway_choose(
 static ngx_uint_t ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t i);
 static ngx_uint_t ngx_http_llm_gateway_backend_state(
-    ngx_http_llm_gateway_backend_t *b, int64_t now, ngx_uint_t *take,
-    int64_t *until);
+    ngx_http_llm_gateway_backend_t *b, int64_t tenant, int64_t now,
+    ngx_uint_t take, ngx_uint_t *trials, int64_t taken, int64_t *until);
 static ngx_int_t ngx_http_llm_gateway_use(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_member_t *m);
 static ngx_int_t ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
@@ -62,9 +70,10 @@ static void ngx_http_llm_gateway_tried(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, const char *code);
 static ngx_int_t ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay);
-static void ngx_http_llm_gateway_backend_result(
-    ngx_http_llm_gateway_backend_t *b, llm_provider_verdict_t *v,
-    int64_t now);
+static void ngx_http_llm_gateway_backend_result(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v, int64_t now);
+static llm_breaker_result_e ngx_http_llm_gateway_backend_blame(
+    ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
@@ -79,7 +88,8 @@ enum {
     NGX_HTTP_LLM_GATEWAY_UP = 0,
     NGX_HTTP_LLM_GATEWAY_BUSY,
     NGX_HTTP_LLM_GATEWAY_SPENT,
-    NGX_HTTP_LLM_GATEWAY_OPEN
+    NGX_HTTP_LLM_GATEWAY_OPEN,
+    NGX_HTTP_LLM_GATEWAY_LIMITED
 };
 
 
@@ -87,8 +97,13 @@ static ngx_uint_t  ngx_http_llm_gateway_backend_tag;
 
 
 static const char  *ngx_http_llm_gateway_states[] = {
-    "up", "busy", "quota spent", "failing"
+    "up", "busy", "quota spent", "failing", "failing for your requests"
 };
+
+
+/* whose requests: a breaker counts failures by tenant */
+#define ngx_http_llm_gateway_tenant(ctx)                                     \
+    ((ctx)->key ? (ctx)->key->tenant_id : 0)
 
 
 /*
@@ -220,6 +235,9 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             goto invalid;
         }
     }
+
+    b->breaker.failures = (uint32_t) b->failures;
+    b->breaker.fail_timeout = (int64_t) b->fail_timeout;
 
     bp = ngx_array_push(lmcf->backends);
     if (bp == NULL) {
@@ -616,13 +634,14 @@ static ngx_http_llm_gateway_member_t *
 ngx_http_llm_gateway_choose(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, int64_t now)
 {
-    int64_t                         until, first;
+    int64_t                         until, first, tenant;
     uint32_t                        out;
-    ngx_uint_t                      i, n, best, total, pick, state, worst,
-                                    take;
+    ngx_uint_t                      i, n, best, total, pick, state, worst;
+    ngx_uint_t                      trials;
     ngx_http_llm_gateway_member_t  *m, *chosen;
 
     m = ctx->role->members.elts;
+    tenant = ngx_http_llm_gateway_tenant(ctx);
 
     /* a pass rules out one candidate, unless states change meanwhile */
     for (n = 0; n < 2 * NGX_HTTP_LLM_GATEWAY_BACKENDS; n++) {
@@ -634,8 +653,8 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((out & ((uint32_t) 1 << i))
-                || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
-                                                      &until)
+                || ngx_http_llm_gateway_backend_state(m[i].backend, tenant,
+                                                      now, 0, NULL, 0, &until)
                    != NGX_HTTP_LLM_GATEWAY_UP)
             {
                 continue;
@@ -660,7 +679,8 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((out & ((uint32_t) 1 << i)) || m[i].priority != best
-                || ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
+                || ngx_http_llm_gateway_backend_state(m[i].backend, tenant,
+                                                      now, 0, NULL, 0,
                                                       &until)
                    != NGX_HTTP_LLM_GATEWAY_UP)
             {
@@ -686,14 +706,15 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
         }
 
         /* a half-open breaker lets one request through: this one, if free */
-        take = 1;
+        trials = 0;
 
-        if (ngx_http_llm_gateway_backend_state(chosen->backend, now, &take,
-                                               &until)
+        if (ngx_http_llm_gateway_backend_state(chosen->backend, tenant, now,
+                                               1, &trials, 0, &until)
             == NGX_HTTP_LLM_GATEWAY_UP)
         {
             ctx->tried |= (uint32_t) 1 << (chosen - m);
-            ctx->trial = (take == 2);
+            ctx->trial = trials;
+            ctx->trial_ms = now;
             return chosen;
         }
 
@@ -720,8 +741,8 @@ ngx_http_llm_gateway_choose(ngx_http_request_t *r,
             continue;
         }
 
-        state = ngx_http_llm_gateway_backend_state(m[i].backend, now, NULL,
-                                                   &until);
+        state = ngx_http_llm_gateway_backend_state(m[i].backend, tenant, now,
+                                                   0, NULL, 0, &until);
 
         if (state == NGX_HTTP_LLM_GATEWAY_UP) {
             /* tried already in this request: it answered badly just now */
@@ -785,21 +806,26 @@ ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
 
 
 /*
- * Under the backend's lock: up, or what keeps it out and until when (wall
- * ms).  take: a half-open breaker's one trial is taken by the caller, and
- * *take is then 2.
+ * Under the backend's lock: up for tenant's request, or what keeps it out
+ * and until when (wall ms).  *trials: the half-open trials (the
+ * backend's, the tenant's own) the request holds; take: it takes those
+ * it needs that are free, added to *trials.
  */
 
 static ngx_uint_t
 ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
-    int64_t now, ngx_uint_t *take, int64_t *until)
+    int64_t tenant, int64_t now, ngx_uint_t take, ngx_uint_t *trials,
+    int64_t taken, int64_t *until)
 {
-    ngx_uint_t                          state;
+    int                                 took;
+    ngx_uint_t                          state, busy;
+    llm_breaker_state_e                 bs;
     ngx_http_llm_gateway_backend_sh_t  *sh;
 
     sh = b->sh;
     state = NGX_HTTP_LLM_GATEWAY_UP;
     *until = now;
+    took = trials ? (int) *trials : 0;
 
     ngx_shmtx_lock(&b->shpool->mutex);
 
@@ -807,28 +833,30 @@ ngx_http_llm_gateway_backend_state(ngx_http_llm_gateway_backend_t *b,
         state = NGX_HTTP_LLM_GATEWAY_SPENT;
         *until = sh->spent_until;
 
-    } else if (sh->open_until > now) {
-        state = NGX_HTTP_LLM_GATEWAY_OPEN;
-        *until = sh->open_until;
+    } else {
+        /* a busy backend's trial is the request's that goes after */
+        busy = (sh->busy_until > now);
 
-    } else if (b->failures && sh->fails >= b->failures) {
+        bs = llm_breaker_state(&sh->breaker, &b->breaker, tenant, now,
+                               take && !busy, &took, taken, until);
 
-        /* half-open: one trial at a time, each for up to fail_timeout */
-        if (sh->trial_until > now) {
+        if (bs == LLM_BREAKER_OPEN) {
             state = NGX_HTTP_LLM_GATEWAY_OPEN;
-            *until = sh->trial_until;
 
-        } else if (take) {
-            sh->trial_until = now + (int64_t) b->fail_timeout;
-            *take = 2;
+        } else if (bs == LLM_BREAKER_LIMITED) {
+            state = NGX_HTTP_LLM_GATEWAY_LIMITED;
+
+        } else if (busy) {
+            state = NGX_HTTP_LLM_GATEWAY_BUSY;
+            *until = sh->busy_until;
         }
-
-    } else if (sh->busy_until > now) {
-        state = NGX_HTTP_LLM_GATEWAY_BUSY;
-        *until = sh->busy_until;
     }
 
     ngx_shmtx_unlock(&b->shpool->mutex);
+
+    if (trials) {
+        *trials = (ngx_uint_t) took;
+    }
 
     return state;
 }
@@ -911,7 +939,7 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
 {
     int64_t                             now, wall, until, start, wait;
     uint64_t                            tenant;
-    ngx_uint_t                          state, take;
+    ngx_uint_t                          state, trials;
     llm_pacer_rc_e                      rc;
     ngx_http_llm_gateway_backend_t     *b;
     ngx_http_llm_gateway_backend_sh_t  *sh;
@@ -923,13 +951,21 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     wall = ngx_http_llm_gateway_wall_ms();
 
     if (ctx->pace_ticket == 0) {
-        take = (ctx->role == NULL);
-        state = ngx_http_llm_gateway_backend_state(b, wall,
-                                                   take ? &take : NULL,
-                                                   &until);
-        if (take == 2) {
-            ctx->trial = 1;
+        /*
+         * A role's trials were taken when its backend was chosen; a
+         * backend's own are taken once, by the first ask.
+         */
+        trials = ctx->trial;
+        state = ngx_http_llm_gateway_backend_state(b,
+                                           ngx_http_llm_gateway_tenant(ctx),
+                                           wall,
+                                           ctx->role == NULL && !ctx->trial,
+                                           &trials, ctx->trial_ms, &until);
+        if (ctx->role == NULL && !ctx->trial && trials) {
+            ctx->trial_ms = wall;
         }
+
+        ctx->trial = trials;
 
         if (state == NGX_HTTP_LLM_GATEWAY_BUSY
             && until - wall + (now - ctx->pace_asked)
@@ -1282,6 +1318,21 @@ ngx_http_llm_gateway_unserved(ngx_http_request_t *r,
         return;
     }
 
+    if (state == NGX_HTTP_LLM_GATEWAY_LIMITED) {
+        /* the tenant's own failures: the others are served meanwhile */
+        ngx_sprintf(p, "Your requests%s%V%s failed, too many in a row; no "
+                    "more of yours are sent for %Ls. Other clients are not "
+                    "affected.%s%V%s%s%Z", name.len ? " to \"" : "", &name,
+                    name.len ? "\"" : "", ctx->retry_after,
+                    tried.len ? " Tried: " : "", &tried, tried.len ? "." : "",
+                    left);
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                    "requests", "too_many_failures", NULL,
+                                    (char *) p);
+        return;
+    }
+
     ngx_sprintf(p, "%s%s%V%s %s%s; the first comes back in %Ls.%s%V%s%s%Z",
                 ctx->role ? "Every backend of" : "The backend",
                 name.len ? " \"" : "", &name, name.len ? "\"" : "",
@@ -1493,7 +1544,7 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    ngx_http_llm_gateway_backend_result(ctx->backend, &v, in.now_ms);
+    ngx_http_llm_gateway_backend_result(r, ctx, &v, in.now_ms);
 
     if (v.cls == LLM_PROVIDER_OK) {
         return ngx_http_llm_gateway_backend_headers(r, ctx);
@@ -1626,21 +1677,37 @@ ngx_http_llm_gateway_tried(ngx_http_request_t *r,
 /* what the answer says of the backend, under its lock */
 
 static void
-ngx_http_llm_gateway_backend_result(ngx_http_llm_gateway_backend_t *b,
-    llm_provider_verdict_t *v, int64_t now)
+ngx_http_llm_gateway_backend_result(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v, int64_t now)
 {
-    int64_t                             wait;
+    int64_t                             wait, tenant;
+    ngx_int_t                           res;
+    ngx_http_llm_gateway_backend_t     *b;
     ngx_http_llm_gateway_backend_sh_t  *sh;
 
+    b = ctx->backend;
     sh = b->sh;
+    tenant = ngx_http_llm_gateway_tenant(ctx);
+
+    /* -1: no word on its health */
+    res = -1;
+
+    if (v->cls == LLM_PROVIDER_OK) {
+        res = LLM_BREAKER_OK;
+
+    } else if (v->cls == LLM_PROVIDER_FAILED
+               || (v->cls == LLM_PROVIDER_BUSY
+                   && ngx_strcmp(v->code, "provider_overloaded") == 0))
+    {
+        /* an overloaded backend is failing too: a breaker counts it */
+        res = ngx_http_llm_gateway_backend_blame(r, ctx);
+    }
 
     ngx_shmtx_lock(&b->shpool->mutex);
 
     switch (v->cls) {
 
     case LLM_PROVIDER_OK:
-        sh->fails = 0;
-        sh->trial_until = 0;
         break;
 
     case LLM_PROVIDER_BUSY:
@@ -1648,8 +1715,7 @@ ngx_http_llm_gateway_backend_result(ngx_http_llm_gateway_backend_t *b,
         wait = v->retry_ms >= 0 ? v->retry_ms : 1000;
         sh->busy_until = ngx_max(sh->busy_until, now + wait);
 
-        /* an overloaded backend is failing too: a breaker counts it */
-        if (ngx_strcmp(v->code, "provider_overloaded") != 0) {
+        if (res == -1) {
             break;
         }
 
@@ -1657,15 +1723,6 @@ ngx_http_llm_gateway_backend_result(ngx_http_llm_gateway_backend_t *b,
 
     case LLM_PROVIDER_FAILED:
         sh->stats.failed++;
-        sh->fails++;
-        sh->trial_until = 0;
-
-        if (b->failures && sh->fails >= b->failures) {
-            wait = ngx_max((int64_t) b->fail_timeout, v->retry_ms);
-            sh->open_until = now + wait;
-            sh->stats.opened++;
-        }
-
         break;
 
     default: /* LLM_PROVIDER_SPENT */
@@ -1675,7 +1732,64 @@ ngx_http_llm_gateway_backend_result(ngx_http_llm_gateway_backend_t *b,
                                  : llm_provider_next_midnight(now));
     }
 
+    if (res == -1) {
+        llm_breaker_untried(&sh->breaker, &b->breaker, tenant, ctx->trial,
+                            ctx->trial_ms);
+
+    } else {
+        llm_breaker_result(&sh->breaker, &b->breaker, tenant,
+                           (llm_breaker_result_e) res, ctx->trial,
+                           ctx->trial_ms, v->retry_ms, (uint32_t) ngx_random(),
+                           now);
+    }
+
     ngx_shmtx_unlock(&b->shpool->mutex);
+
+    ctx->trial = 0;
+}
+
+
+/*
+ * Whose failure it is.  An upstream the request never reached failed for
+ * everyone.  A non-streamed request cut by a timeout sooner than its
+ * max_tokens could be generated at MS_PER_TOKEN may still have been
+ * generating: the timeout is its tenant's alone, not a sign of the
+ * backend's health.  Any other (an answer of 5xx, a timeout of a stream
+ * or of a request that had time enough, a connection cut) is the
+ * tenant's and counts in the backend's run.
+ */
+
+static llm_breaker_result_e
+ngx_http_llm_gateway_backend_blame(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    int64_t               elapsed, expected;
+    ngx_http_upstream_t  *u;
+
+    u = r->upstream;
+
+    if (u->headers_in.status_n) {
+        return LLM_BREAKER_FAILED;
+    }
+
+    if (!u->request_sent) {
+        return LLM_BREAKER_BACKEND;
+    }
+
+    if (!ctx->req.stream
+        && (r->err_status == NGX_HTTP_GATEWAY_TIME_OUT
+            || r->headers_out.status == NGX_HTTP_GATEWAY_TIME_OUT))
+    {
+        elapsed = (int64_t) (ngx_current_msec - u->start_time);
+        expected = ngx_min(ctx->req.max_tokens, 100000000)
+                   * NGX_HTTP_LLM_GATEWAY_MS_PER_TOKEN;
+
+        if (elapsed < expected) {
+            return LLM_BREAKER_TENANT_ONLY;
+        }
+    }
+
+    return LLM_BREAKER_FAILED;
 }
 
 
@@ -1692,6 +1806,7 @@ static ngx_int_t
 ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
+    ngx_uint_t                       trial;
     ngx_http_upstream_t             *u;
     ngx_pool_cleanup_pt              cleanup;
     ngx_http_llm_gateway_member_t   *m;
@@ -1706,13 +1821,17 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
+    /* the trials choose() took are the new backend's */
+    trial = ctx->trial;
+    ctx->trial = 0;
+
     /* the refused request is in the old pacer's minute, with no tokens */
     ngx_http_llm_gateway_backend_done(ctx, prev, 0);
 
     ctx->pace_ticket = 0;
     ctx->pace_waited = 0;
     ctx->paced = 0;
-    ctx->trial = 0;
+    ctx->trial = trial;
 
     if (ngx_http_llm_gateway_use(r, ctx, m) != NGX_OK
         || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
@@ -1927,7 +2046,9 @@ ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
 
     /* a half-open trial that never reached it: the next request's */
     if (ctx->trial && !ctx->answered) {
-        b->sh->trial_until = 0;
+        llm_breaker_untried(&b->sh->breaker, &b->breaker,
+                            ngx_http_llm_gateway_tenant(ctx), ctx->trial,
+                            ctx->trial_ms);
     }
 
     ctx->trial = 0;
@@ -1977,8 +2098,9 @@ ngx_http_llm_gateway_backend_snapshot(ngx_http_llm_gateway_backend_t *b,
 
     s->spent_ms = sh->spent_until > wall ? sh->spent_until - wall : 0;
     s->busy_ms = sh->busy_until > wall ? sh->busy_until - wall : 0;
-    s->open = (sh->open_until > wall
-               || (b->failures && sh->fails >= b->failures));
+    s->open = llm_breaker_open(&sh->breaker, wall);
+    s->stats.opened = sh->breaker.opened;
+    s->stats.limited = sh->breaker.limited;
 
     ngx_shmtx_unlock(&b->shpool->mutex);
 }

@@ -1430,6 +1430,8 @@ ngx_http_llm_gateway_backends(ngx_http_request_t *r, u_char *p,
         "of the candidates: its quota spent, or it said it is busy.",
         "llmgw_backend_open gauge Whether its circuit breaker is open or "
         "half-open.",
+        "llmgw_backend_tenant_limited_total counter Times a tenant was "
+        "limited on it by its own failures in a row.",
         NULL
     };
 
@@ -1555,9 +1557,15 @@ ngx_http_llm_gateway_backends(ngx_http_request_t *r, u_char *p,
                                 name, s[i].spent_ms, name, s[i].busy_ms);
                 break;
 
-            default:
+            case 10:
                 p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
                                 name, s[i].open);
+                break;
+
+            default:
+                p = ngx_sprintf(p, "llmgw_backend_tenant_limited_total"
+                                "{backend=\"%s\"} %uL\n",
+                                name, s[i].stats.limited);
             }
         }
     }

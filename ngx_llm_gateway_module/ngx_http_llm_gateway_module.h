@@ -14,6 +14,7 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+#include "llm_breaker.h"
 #include "llm_bucket.h"
 #include "llm_fair.h"
 #include "llm_inspect.h"
@@ -82,7 +83,7 @@ typedef struct {
 #define NGX_HTTP_LLM_GATEWAY_BACKENDS      32
 
 /* bumped whenever the layout of a backend's zone changes */
-#define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  2
+#define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  3
 
 
 /* a backend's counters, in its zone (backend.c) */
@@ -96,6 +97,7 @@ typedef struct {
     uint64_t                     failed;    /* 5xx or none */
     uint64_t                     failovers; /* requests it passed on */
     uint64_t                     opened;    /* its breaker opened */
+    uint64_t                     limited;   /* a tenant, by its failures */
 } ngx_http_llm_gateway_backend_stats_t;
 
 
@@ -105,9 +107,7 @@ typedef struct {
     llm_pacer_t                 *pacer;        /* NULL: not paced */
     int64_t                      spent_until;  /* wall ms: its quota */
     int64_t                      busy_until;   /* wall ms: it said wait */
-    int64_t                      open_until;   /* wall ms: its breaker */
-    int64_t                      trial_until;  /* wall ms: half-open trial */
-    ngx_uint_t                   fails;        /* in a row */
+    llm_breaker_t                breaker;      /* wall ms */
     ngx_http_llm_gateway_backend_stats_t  stats;
 } ngx_http_llm_gateway_backend_sh_t;
 
@@ -120,6 +120,7 @@ typedef struct {
     uint32_t                     entries;      /* its ring; 0: no pacer */
     ngx_uint_t                   failures;     /* in a row open it; 0: no */
     ngx_msec_t                   fail_timeout;
+    llm_breaker_conf_t           breaker;
     ngx_shm_zone_t              *shm_zone;
     ngx_slab_pool_t             *shpool;
     ngx_http_llm_gateway_backend_sh_t  *sh;
@@ -527,6 +528,7 @@ typedef struct {
                                                    the ceiling */
     int64_t                      admitted_ms;   /* by the zone's clock */
     ngx_int_t                    phase;         /* its preaccess handler */
+    int64_t                      trial_ms;      /* wall: trials taken */
 
     /* Idempotency-Key (idem.c) */
     void                        *idem;          /* its entry */
@@ -551,7 +553,7 @@ typedef struct {
     unsigned                     paced:1;          /* started by the pacer */
     unsigned                     pace_waited:1;
     unsigned                     answered:1;       /* the answer was read */
-    unsigned                     trial:1;          /* a half-open trial */
+    unsigned                     trial:2;          /* half-open trials */
     unsigned                     fair_held:1;      /* a share of capacity */
     unsigned                     fair_flight:1;    /* counted in flight */
     unsigned                     pressed:1;        /* told of saturation */

@@ -71,7 +71,20 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ngx_http_llm_gateway_zone_t       *zone;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
-    if (!ctx->admitted || ctx->settled) {
+    if (!ctx->admitted) {
+        /*
+         * Refused after its backend was chosen: a half-open trial it was
+         * chosen with is the next request's, not held for fail_timeout by
+         * a request that cost its tenant nothing.
+         */
+        if (ctx->trial) {
+            ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+        }
+
+        return;
+    }
+
+    if (ctx->settled) {
         return;
     }
 

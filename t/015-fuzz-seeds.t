@@ -21,6 +21,7 @@ my @targets = (
     [ 'fuzz_provider', "$core/fuzz/corpus/provider" ],
     [ 'fuzz_pacer', "$core/fuzz/corpus/pacer" ],
     [ 'fuzz_fair', "$core/fuzz/corpus/fair" ],
+    [ 'fuzz_breaker', "$core/fuzz/corpus/breaker" ],
 );
 
 for my $t (@targets) {

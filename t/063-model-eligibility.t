@@ -106,7 +106,7 @@ my $loc = sub {
     $diag = $diag ? "\n            llm_gateway_diagnostics  $diag;" : '';
     return <<"EOF";
         location = $path/v1/chat/completions {
-            llm_gateway       zone=llm backend=c;$diag
+            llm_gateway       zone=llm api=openai backend=c;$diag
             proxy_pass        $proxy;
             proxy_set_header  x-mock-tokens 5;
         }

@@ -3,7 +3,8 @@
 # fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
 # and key-set frames), fuzz_provider (providers' refusals), fuzz_pacer
 # (the upstream pacer, against its own books), fuzz_fair (the fairness
-# core, against its books and bounds).  Each has its seed corpus in
+# core, against its books and bounds), fuzz_breaker (the breaker, against
+# its books).  Each has its seed corpus in
 # fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
@@ -28,7 +29,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) -I/usr/include/cjson
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    ?= sse inspect record key provider pacer fair
+FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
@@ -40,6 +41,7 @@ FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
 FUZZ_LINK_provider  := $(CORE)/llm_provider.c
 FUZZ_LINK_pacer     := $(CORE)/llm_pacer.c
 FUZZ_LINK_fair      := $(CORE)/llm_fair.c
+FUZZ_LINK_breaker   := $(CORE)/llm_breaker.c
 
 .PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 
