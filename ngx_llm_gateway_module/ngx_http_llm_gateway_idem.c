@@ -871,13 +871,13 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
     status = e->status;
 
     if (e->done && status == 0) {
-        /* its worker died before the first had an answer: none comes */
+        /* the first ended (or its worker died) before its answer */
         ngx_shmtx_unlock(&z->shpool->mutex);
 
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "llm gateway: the first request with this "
-                      "Idempotency-Key ended with its worker, nothing "
-                      "to replay");
+                      "Idempotency-Key ended before its answer, "
+                      "nothing to replay");
 
         ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_GATEWAY, "server_error",
                                     "upstream_error", NULL,

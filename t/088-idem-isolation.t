@@ -4,7 +4,9 @@
 # hash (keys forged to collide, by the same tenant or another); a tenant
 # filling the zone evicts only its own results; a result is scoped to its
 # location and API; a replay is a request against the RPM limit; a joiner
-# of a stream that ends short gets the terminal error event.
+# of a stream that ends short gets the terminal error event; a stream that
+# ends in an error, or a result past retain, is no result; a first request
+# whose worker is killed ends its joiners, and its key runs again.
 
 use strict;
 use warnings;
