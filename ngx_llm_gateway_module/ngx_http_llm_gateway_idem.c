@@ -1445,11 +1445,12 @@ static void
 ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
     int64_t now, ngx_uint_t n, ngx_http_llm_gateway_idem_tenant_t *keep)
 {
-    ngx_uint_t                    look;
+    ngx_uint_t                    look, max;
     ngx_queue_t                  *q, *prev;
     ngx_http_llm_gateway_idem_t  *e;
 
-    look = n * NGX_HTTP_LLM_GATEWAY_IDEM_LOOK;
+    max = n * NGX_HTTP_LLM_GATEWAY_IDEM_LOOK;
+    look = max;
 
     for (q = ngx_queue_last(&z->sh->queue);
          q != ngx_queue_sentinel(&z->sh->queue) && n && look;
@@ -1458,11 +1459,11 @@ ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
         prev = ngx_queue_prev(q);
         e = ngx_queue_data(q, ngx_http_llm_gateway_idem_t, queue);
 
+        look--;
+
         if (e->expires > now) {
             break;
         }
-
-        look--;
 
         /* still read: its last reader frees it */
         if (ngx_http_llm_gateway_idem_readers(e)) {
@@ -1472,6 +1473,10 @@ ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
         ngx_http_llm_gateway_idem_forget(z, e, keep);
         n--;
     }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
+                   "llm gateway idempotency: the sweep looked at %ui",
+                   max - look);
 }
 
 

@@ -473,7 +473,7 @@ sub send_on {
 my $ng3 = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
 $tiers
-    llm_gateway_idempotency  zone=idem:1m retain=2s;
+    llm_gateway_idempotency  zone=idem:4m retain=2s per_tenant=4m;
 
     server {
         listen  127.0.0.1:%%PORT%% reuseport;
@@ -497,6 +497,19 @@ $r = ask('old5', url => $url3);
 is($r->{status}, 200, 'past retain: 200');
 ok(!replayed($r), 'not a replay of a result past retain');
 is(sent() - $n, 1, 'it ran');
+
+# each request's sweep looks at a few entries, however many are kept (the
+# debug log says how many)
+my $log0 = length($ng3->error_log());
+my $many = 0;
+for my $i (1 .. 300) {
+    $many++ if ask("many$i", url => $url3)->{status} == 200;
+}
+is($many, 300, '300 results');
+my @looked = substr($ng3->error_log(), $log0) =~ /the sweep looked at (\d+)/g;
+ok(@looked >= 300, 'a sweep for each (' . scalar(@looked) . ')');
+my ($most) = sort { $b <=> $a } @looked, 0;
+ok($most <= 8, "the most one looked at: $most");
 
 my $killed = 0;
 
