@@ -35,6 +35,18 @@
 /* a tenant's share of the zone unless per_tenant= says: a quarter */
 #define NGX_HTTP_LLM_GATEWAY_IDEM_SHARE    4
 
+/* the zone's layout, checked when a zone is reused */
+#define NGX_HTTP_LLM_GATEWAY_IDEM_VERSION  2
+
+/* the workers whose requests read one entry at once */
+#define NGX_HTTP_LLM_GATEWAY_IDEM_READERS  8
+
+/* a first request silent this long (ms): is its worker still there? */
+#define NGX_HTTP_LLM_GATEWAY_IDEM_CHECK    1000
+
+/* entries the sweep looks at for each it may free */
+#define NGX_HTTP_LLM_GATEWAY_IDEM_LOOK     4
+
 
 typedef struct ngx_http_llm_gateway_piece_s  ngx_http_llm_gateway_piece_t;
 
@@ -54,19 +66,31 @@ typedef struct {
 } ngx_http_llm_gateway_idem_tenant_t;
 
 
+/*
+ * The requests of one worker that read an entry: counted per worker, so
+ * that those of a worker that died hold it no longer.
+ */
+typedef struct {
+    ngx_pid_t                      pid;
+    uint32_t                       n;
+} ngx_http_llm_gateway_idem_reader_t;
+
+
 /* a key's entry: the response as the first client got it */
 typedef struct {
     ngx_rbtree_node_t              node;      /* key: crc32 ^ tenant id */
-    ngx_queue_t                    queue;     /* LRU */
+    ngx_queue_t                    queue;     /* done ones, by expires */
     ngx_queue_t                    tqueue;    /* its tenant's LRU */
     ngx_http_llm_gateway_idem_tenant_t  *tenant;
     int64_t                        tenant_id;
     int64_t                        expires;   /* wall ms; 0: running */
-    int64_t                        touched;   /* wall ms: bytes came */
+    int64_t                        touched;   /* wall ms: the first was
+                                                 last known to run */
     ngx_pid_t                      owner;     /* the first's worker */
     u_char                         body_hash[SHA256_DIGEST_LENGTH];
     ngx_uint_t                     status;    /* 0: no header yet */
-    ngx_uint_t                     refs;      /* joiners reading it */
+    ngx_http_llm_gateway_idem_reader_t
+                                   readers[NGX_HTTP_LLM_GATEWAY_IDEM_READERS];
     size_t                         size;      /* bytes kept */
     size_t                         held;      /* its slab bytes, pieces too */
     u_char                         scope[SHA256_DIGEST_LENGTH];
@@ -87,7 +111,8 @@ typedef struct {
     ngx_uint_t                     version;   /* of the layout, first */
     ngx_rbtree_t                   rbtree;
     ngx_rbtree_node_t              sentinel;
-    ngx_queue_t                    queue;
+    ngx_queue_t                    queue;     /* done entries, by
+                                                 expires, oldest last */
     ngx_rbtree_t                   tenants;
     ngx_rbtree_node_t              tenants_sentinel;
 } ngx_http_llm_gateway_idem_sh_t;
@@ -132,6 +157,17 @@ static void ngx_http_llm_gateway_idem_forget(
 static void ngx_http_llm_gateway_idem_expire(
     ngx_http_llm_gateway_idem_zone_t *z, int64_t now, ngx_uint_t n,
     ngx_http_llm_gateway_idem_tenant_t *keep);
+static void ngx_http_llm_gateway_idem_finish(
+    ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e,
+    ngx_uint_t replayable, int64_t now, ngx_msec_t retain);
+static ngx_uint_t ngx_http_llm_gateway_idem_alive(
+    ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e,
+    int64_t now, ngx_uint_t force);
+static ngx_uint_t ngx_http_llm_gateway_idem_readers(
+    ngx_http_llm_gateway_idem_t *e);
+static ngx_int_t ngx_http_llm_gateway_idem_join(
+    ngx_http_llm_gateway_idem_t *e);
+static void ngx_http_llm_gateway_idem_leave(ngx_http_llm_gateway_idem_t *e);
 static void ngx_http_llm_gateway_idem_step(ngx_http_request_t *r);
 static const char *ngx_http_llm_gateway_idem_closing(
     ngx_http_llm_gateway_idem_t *e);
@@ -282,7 +318,7 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
 
     z->shpool->data = z->sh;
-    z->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
+    z->sh->version = NGX_HTTP_LLM_GATEWAY_IDEM_VERSION;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
                     ngx_http_llm_gateway_idem_rbtree_insert_value);
@@ -297,7 +333,7 @@ ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 version:
 
     /* a reload into a module built with another layout cannot reuse it */
-    if (z->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
+    if (z->sh->version != NGX_HTTP_LLM_GATEWAY_IDEM_VERSION) {
         ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
                       "llm_gateway_idempotency zone \"%V\" was made by "
                       "another version of the module: restart nginx, or "
@@ -396,19 +432,13 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    /*
-     * A first request whose worker died (killed, crashed) never ends: its
-     * entry ends with it, as a failure.
-     */
-    if (e && !e->done && e->owner != ngx_pid
-        && kill(e->owner, 0) == -1 && ngx_errno == NGX_ESRCH)
-    {
-        e->done = 1;
-        e->cut = 1;
-        e->expires = now;
+    if (e && !e->done) {
+        ngx_http_llm_gateway_idem_alive(z, e, now, 1);
     }
 
-    if (e && ((e->done && !e->replayable && e->refs)
+    /* a result past retain is none, though the sweep has not freed it */
+    if (e && ((e->done && (!e->replayable || e->expires <= now)
+               && ngx_http_llm_gateway_idem_readers(e))
               || (!e->done && e->truncated)))
     {
         /*
@@ -434,7 +464,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    if (e && e->done && !e->replayable) {
+    if (e && e->done && (!e->replayable || e->expires <= now)) {
         /* a refusal or a failure is not a result: this one runs */
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
         e = NULL;
@@ -442,9 +472,21 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     if (e) {
         /* the same request: served what the first one got, or gets */
-        e->refs++;
-        ngx_queue_remove(&e->queue);
-        ngx_queue_insert_head(&z->sh->queue, &e->queue);
+        if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
+            ngx_shmtx_unlock(&z->shpool->mutex);
+
+            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
+                                        "invalid_request_error",
+                                        "idempotency_key_in_use",
+                                        "Idempotency-Key",
+                                        "Too many requests with this "
+                                        "Idempotency-Key are served at "
+                                        "once; retry shortly.");
+            ctx->retry_after = 1;
+            ctx->retry_after_ms = 1000;
+            return NGX_DECLINED;
+        }
+
         ngx_queue_remove(&e->tqueue);
         ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
 
@@ -495,7 +537,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     ngx_memcpy(e->key, key.data, key.len);
 
     ngx_rbtree_insert(&z->sh->rbtree, &e->node);
-    ngx_queue_insert_head(&z->sh->queue, &e->queue);
+    ngx_queue_init(&e->queue);
     ngx_queue_insert_head(&t->queue, &e->tqueue);
 
     ngx_shmtx_unlock(&z->shpool->mutex);
@@ -678,7 +720,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
 void
 ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_uint_t                         status, cut;
+    ngx_uint_t                         status, cut, failed;
     llm_usage_t                       *u;
     ngx_http_request_t                *r;
     ngx_http_llm_gateway_idem_t       *e;
@@ -703,8 +745,9 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
      * terminal event (the upstream's, or the gateway's error event), a
      * body with its last buffer.  Joiners of one that does not are told.
      */
+    u = &ctx->sse.usage;
+
     if (ctx->streaming) {
-        u = &ctx->sse.usage;
         cut = !(u->done || u->error || ctx->error_event);
 
     } else if (ctx->metering) {
@@ -714,21 +757,37 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
         cut = ctx->upstream_failed || ctx->client_closed;
     }
 
+    /*
+     * Not a result either: a stream that ended without its terminal event,
+     * one that ended in an error event (the provider's, in a 200, or the
+     * gateway's), and a body that carries an error.
+     */
+    failed = cut || ctx->error_event
+             || (ctx->streaming && !u->done)
+             || (ctx->metering && u->error);
+
     ngx_shmtx_lock(&z->shpool->mutex);
+
+    if (e->done) {
+        /* ended as a failure already: its worker was taken for dead */
+        ngx_shmtx_unlock(&z->shpool->mutex);
+        return;
+    }
 
     if (e->status == 0) {
         e->status = status;
     }
 
-    e->done = 1;
     e->cut = e->truncated || cut;
-    e->replayable = status >= NGX_HTTP_OK && status < 300 && !e->truncated
-                    && ctx->response_done && !ctx->upstream_failed
-                    && !ctx->client_closed;
-    e->expires = ngx_http_llm_gateway_wall_ms()
-                 + (e->replayable ? (int64_t) lmcf->idem_retain : 0);
 
-    if (!e->replayable && e->refs == 0) {
+    ngx_http_llm_gateway_idem_finish(z, e,
+                          status >= NGX_HTTP_OK && status < 300
+                          && !e->truncated && !failed
+                          && ctx->response_done && !ctx->upstream_failed
+                          && !ctx->client_closed,
+                          ngx_http_llm_gateway_wall_ms(), lmcf->idem_retain);
+
+    if (!e->replayable && ngx_http_llm_gateway_idem_readers(e) == 0) {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
     }
 
@@ -806,7 +865,30 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
+    (void) ngx_http_llm_gateway_idem_alive(z, e,
+                                           ngx_http_llm_gateway_wall_ms(), 0);
+
     status = e->status;
+
+    if (e->done && status == 0) {
+        /* the first ended (or its worker died) before its answer */
+        ngx_shmtx_unlock(&z->shpool->mutex);
+
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: the first request with this "
+                      "Idempotency-Key ended before its answer, "
+                      "nothing to replay");
+
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_GATEWAY, "server_error",
+                                    "upstream_error", NULL,
+                                    "The first request with this "
+                                    "Idempotency-Key failed before it had "
+                                    "an answer; retry it.");
+
+        ngx_http_finalize_request(r,
+                                  ngx_http_llm_gateway_send_error(r, ctx));
+        return;
+    }
 
     /* past max_size nothing more comes: the end, short of it */
     cut = e->cut || e->truncated;
@@ -1066,9 +1148,12 @@ ngx_http_llm_gateway_idem_release(void *data)
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
-    e->refs--;
+    ngx_http_llm_gateway_idem_leave(e);
 
-    if (e->refs == 0 && e->done && !e->replayable) {
+    if (e->done
+        && (!e->replayable || e->expires <= ngx_http_llm_gateway_wall_ms())
+        && ngx_http_llm_gateway_idem_readers(e) == 0)
+    {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
     }
 
@@ -1339,7 +1424,7 @@ ngx_http_llm_gateway_idem_evict(ngx_http_llm_gateway_idem_zone_t *z,
     {
         e = ngx_queue_data(q, ngx_http_llm_gateway_idem_t, tqueue);
 
-        if (e->done && e->refs == 0) {
+        if (e->done && ngx_http_llm_gateway_idem_readers(e) == 0) {
             ngx_http_llm_gateway_idem_free(z, e);
             return NGX_OK;
         }
@@ -1350,30 +1435,197 @@ ngx_http_llm_gateway_idem_evict(ngx_http_llm_gateway_idem_zone_t *z,
 
 
 /*
- * n at most from the least recently used end, those expired by now; a
- * tenant left with none goes too, but for keep.
+ * n at most of the entries expired by now, from the queue's oldest end,
+ * looking at no more than n * LOOK of them: it stops at the first not
+ * expired, as all before it expire later.  A tenant left with none goes
+ * too, but for keep.
  */
 
 static void
 ngx_http_llm_gateway_idem_expire(ngx_http_llm_gateway_idem_zone_t *z,
     int64_t now, ngx_uint_t n, ngx_http_llm_gateway_idem_tenant_t *keep)
 {
+    ngx_uint_t                    look, max;
     ngx_queue_t                  *q, *prev;
     ngx_http_llm_gateway_idem_t  *e;
 
+    max = n * NGX_HTTP_LLM_GATEWAY_IDEM_LOOK;
+    look = max;
+
     for (q = ngx_queue_last(&z->sh->queue);
-         q != ngx_queue_sentinel(&z->sh->queue) && n;
+         q != ngx_queue_sentinel(&z->sh->queue) && n && look;
          q = prev)
     {
         prev = ngx_queue_prev(q);
         e = ngx_queue_data(q, ngx_http_llm_gateway_idem_t, queue);
 
-        if (!e->done || e->refs || e->expires > now) {
+        look--;
+
+        if (e->expires > now) {
+            break;
+        }
+
+        /* still read: its last reader frees it */
+        if (ngx_http_llm_gateway_idem_readers(e)) {
             continue;
         }
 
         ngx_http_llm_gateway_idem_forget(z, e, keep);
         n--;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
+                   "llm gateway idempotency: the sweep looked at %ui",
+                   max - look);
+}
+
+
+/*
+ * Under the lock: the entry is done, a result for retain or none.  The
+ * queue stays in the order of expires: results all keep retain (newest
+ * first); one that is none expires now, before any, and goes last.
+ */
+
+static void
+ngx_http_llm_gateway_idem_finish(ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, ngx_uint_t replayable, int64_t now,
+    ngx_msec_t retain)
+{
+    e->done = 1;
+    e->replayable = replayable ? 1 : 0;
+
+    if (replayable) {
+        e->expires = now + (int64_t) retain;
+        ngx_queue_insert_head(&z->sh->queue, &e->queue);
+
+    } else {
+        e->expires = now;
+        ngx_queue_insert_tail(&z->sh->queue, &e->queue);
+    }
+}
+
+
+/*
+ * Under the lock: whether the first request, still running, has a worker.
+ * One whose worker died (killed, crashed) never ends: its entry ends with
+ * it, as a failure.  Asked each time (force) or once the first has been
+ * silent for CHECK.
+ */
+
+static ngx_uint_t
+ngx_http_llm_gateway_idem_alive(ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, int64_t now, ngx_uint_t force)
+{
+    if (e->done || e->owner == ngx_pid) {
+        return 1;
+    }
+
+    if (!force && now - e->touched < NGX_HTTP_LLM_GATEWAY_IDEM_CHECK) {
+        return 1;
+    }
+
+    if (kill(e->owner, 0) == -1 && ngx_errno == NGX_ESRCH) {
+        e->cut = 1;
+        ngx_http_llm_gateway_idem_finish(z, e, 0, now, 0);
+        return 0;
+    }
+
+    e->touched = now;
+
+    return 1;
+}
+
+
+/*
+ * Under the lock: the requests that read the entry, those of workers that
+ * died not counted (and forgotten).
+ */
+
+static ngx_uint_t
+ngx_http_llm_gateway_idem_readers(ngx_http_llm_gateway_idem_t *e)
+{
+    ngx_uint_t                           i, n;
+    ngx_http_llm_gateway_idem_reader_t  *rd;
+
+    n = 0;
+
+    for (i = 0; i < NGX_HTTP_LLM_GATEWAY_IDEM_READERS; i++) {
+        rd = &e->readers[i];
+
+        if (rd->n == 0) {
+            continue;
+        }
+
+        if (rd->pid != ngx_pid
+            && kill(rd->pid, 0) == -1 && ngx_errno == NGX_ESRCH)
+        {
+            rd->n = 0;
+            continue;
+        }
+
+        n += rd->n;
+    }
+
+    return n;
+}
+
+
+/* under the lock: one more reader in this worker, if it has a place */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_join(ngx_http_llm_gateway_idem_t *e)
+{
+    ngx_uint_t                           i;
+    ngx_http_llm_gateway_idem_reader_t  *rd, *free;
+
+    free = NULL;
+
+    for (i = 0; i < NGX_HTTP_LLM_GATEWAY_IDEM_READERS; i++) {
+        rd = &e->readers[i];
+
+        if (rd->n && rd->pid == ngx_pid) {
+            rd->n++;
+            return NGX_OK;
+        }
+
+        if (rd->n == 0 && free == NULL) {
+            free = rd;
+        }
+    }
+
+    if (free == NULL) {
+        /* a place held by a worker that died is free */
+        (void) ngx_http_llm_gateway_idem_readers(e);
+
+        for (i = 0; i < NGX_HTTP_LLM_GATEWAY_IDEM_READERS; i++) {
+            if (e->readers[i].n == 0) {
+                free = &e->readers[i];
+                break;
+            }
+        }
+
+        if (free == NULL) {
+            return NGX_BUSY;
+        }
+    }
+
+    free->pid = ngx_pid;
+    free->n = 1;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_llm_gateway_idem_leave(ngx_http_llm_gateway_idem_t *e)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < NGX_HTTP_LLM_GATEWAY_IDEM_READERS; i++) {
+        if (e->readers[i].n && e->readers[i].pid == ngx_pid) {
+            e->readers[i].n--;
+            return;
+        }
     }
 }
 

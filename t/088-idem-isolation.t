@@ -4,7 +4,9 @@
 # hash (keys forged to collide, by the same tenant or another); a tenant
 # filling the zone evicts only its own results; a result is scoped to its
 # location and API; a replay is a request against the RPM limit; a joiner
-# of a stream that ends short gets the terminal error event.
+# of a stream that ends short gets the terminal error event; a stream that
+# ends in an error, or a result past retain, is no result; a first request
+# whose worker is killed ends its joiners, and its key runs again.
 
 use strict;
 use warnings;
@@ -380,6 +382,188 @@ my $q = read_until($own);
 is($p->{body}, $q->{body}, 'a stream cut upstream: the joiner got what the first got');
 is(scalar(() = $p->{body} =~ /upstream_error/g), 1, 'one error event');
 
+# a 200 stream that ends in an error is no result: a retry runs
+for my $c (['inband', { 'x-mock-error-after' => 2 }, 'the provider\'s error event'],
+           ['died', { 'x-mock-die-after' => 2 }, 'cut by the upstream'])
+{
+    my ($key, $how, $what) = @$c;
+    my %hh = ('x-mock-tokens' => 10, %$how);
+
+    $r = http_post($ng->url('/v1/chat/completions'), $stream,
+                   authorization => "Bearer $t->{key}", 'idempotency-key' => $key,
+                   %hh);
+    is($r->{status}, 200, "$what: 200");
+    like($r->{content}, qr/"error"/, 'with an error event');
+
+    $n = sent();
+    $r = http_post($ng->url('/v1/chat/completions'), $stream,
+                   authorization => "Bearer $t->{key}", 'idempotency-key' => $key,
+                   %hh);
+    ok(!replayed($r), "$what: its retry is not a replay");
+    is(sent() - $n, 1, 'it ran again, upstream');
+}
+
+
+###############################################################################
+# A first request whose worker dies: its joiners end, its key runs again
+
+# the worker (of $ng's) whose descriptor is the socket's peer, or undef
+sub worker_of {
+    my ($ng, $c) = @_;
+    my $cport = $c->sockport();
+
+    for (1 .. 100) {
+        my $inode;
+        open(my $fh, '<', '/proc/net/tcp') or die "/proc/net/tcp: $!";
+        while (<$fh>) {
+            my @f = split;
+            next unless @f > 9 && $f[1] =~ /:([0-9A-F]{4})$/
+                        && hex($1) == $ng->{port};
+            next unless $f[2] =~ /:([0-9A-F]{4})$/ && hex($1) == $cport;
+            $inode = $f[9] if $f[9];
+        }
+        close($fh);
+
+        if ($inode) {
+            open(my $pf, '<', $ng->dir() . '/nginx.pid') or die "pid: $!";
+            chomp(my $master = <$pf>);
+            for my $pid (split(/\s+/, `pgrep -P $master`)) {
+                for my $fd (glob("/proc/$pid/fd/*")) {
+                    my $l = readlink($fd) // next;
+                    return $pid if $l eq "socket:[$inode]";
+                }
+            }
+        }
+
+        sleep(0.05);
+    }
+
+    return undef;
+}
+
+# a connection accepted by the worker $w ($in) or by another (!$in)
+sub connect_in {
+    my ($ng, $w, $in) = @_;
+
+    for (1 .. 64) {
+        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                      PeerPort => $ng->{port})
+            or die "connect: $!";
+        my $p = worker_of($ng, $c) // next;
+        return $c if ($p == $w) == ($in ? 1 : 0);
+        close($c);
+    }
+
+    die 'no connection in the worker wanted';
+}
+
+sub send_on {
+    my ($c, $key, $headers, $b) = @_;
+    my $json = encode_json($b);
+    my $req = "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+        . "Connection: close\r\nContent-Type: application/json\r\n"
+        . "Content-Length: " . length($json) . "\r\n"
+        . "Authorization: Bearer $t->{key}\r\nIdempotency-Key: $key\r\n";
+    $req .= "$_: $headers->{$_}\r\n" for sort keys %$headers;
+    $c->syswrite("$req\r\n$json");
+    return { sock => $c, raw => '' };
+}
+
+# reuseport: each worker its own socket, a connection to either by its port
+my $ng3 = nginx(http => <<"EOF")->run();
+    %%GATEWAY%%
+$tiers
+    llm_gateway_idempotency  zone=idem:4m retain=2s per_tenant=4m;
+
+    server {
+        listen  127.0.0.1:%%PORT%% reuseport;
+
+        location = /v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            proxy_pass   http://127.0.0.1:$mock->{port};
+        }
+    }
+EOF
+
+my $url3 = $ng3->url('/v1/chat/completions');
+
+# a result past retain is none, though the sweep has not freed it yet (it
+# frees two a request, oldest first: four are older)
+is(ask("old$_", url => $url3)->{status}, 200, "result old$_") for 1 .. 5;
+ok(replayed(ask('old5', url => $url3)), 'within retain: a replay');
+sleep(2.5);
+$n = sent();
+$r = ask('old5', url => $url3);
+is($r->{status}, 200, 'past retain: 200');
+ok(!replayed($r), 'not a replay of a result past retain');
+is(sent() - $n, 1, 'it ran');
+
+# each request's sweep looks at a few entries, however many are kept (the
+# debug log says how many)
+my $log0 = length($ng3->error_log());
+my $many = 0;
+for my $i (1 .. 300) {
+    $many++ if ask("many$i", url => $url3)->{status} == 200;
+}
+is($many, 300, '300 results');
+my @looked = substr($ng3->error_log(), $log0) =~ /the sweep looked at (\d+)/g;
+ok(@looked >= 300, 'a sweep for each (' . scalar(@looked) . ')');
+my ($most) = sort { $b <=> $a } @looked, 0;
+ok($most <= 8, "the most one looked at: $most");
+
+my $killed = 0;
+
+# before its answer (the upstream waits 8 s), then in its stream
+for my $c (['dead', { 'x-mock-tokens' => 5, 'x-mock-ttfb-ms' => 8000 }, undef],
+           ['dead2', { 'x-mock-tokens' => 200, 'x-mock-delay-ms' => 100 },
+            qr/tok2 /])
+{
+    my ($key, $hh, $until) = @$c;
+
+    $n = sent();
+    my $oc = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                   PeerPort => $ng3->{port}) or die "$!";
+    my $w = worker_of($ng3, $oc);
+    ok($w, "$key: the first request's worker, " . ($w // 'none'));
+    $own = send_on($oc, $key, $hh, $stream);
+
+    for (1 .. 200) { last if sent() > $n; sleep(0.05) }
+    read_until($own, $until) if $until;
+
+    # a joiner in another worker, one in the first's
+    my $ja = send_on(connect_in($ng3, $w, 0), $key, $hh, $stream);
+    my $jb = send_on(connect_in($ng3, $w, 1), $key, $hh, $stream);
+    read_until($ja, $until) if $until;
+    sleep(1);
+    is(sent() - $n, 1, "$key: the joiners did not go upstream");
+
+    $killed += kill('KILL', $w);
+
+    $p = read_until($ja);
+    if ($until) {
+        is($p->{status}, 200, "$key: killed in its stream, the joiner had 200");
+        ok($p->{complete}, 'it ended, with the last chunk');
+        like(tail($p), qr/\n\ndata: \{"error":\{[^\n]*"code":"upstream_error"\}\}\n\n\z/,
+             'after the terminal error event');
+    } else {
+        is($p->{status}, 502, "$key: killed before its answer, the joiner: 502");
+        is(eval { decode_json($p->{body})->{error}{code} } // '',
+           'upstream_error', 'upstream_error');
+    }
+    close($ja->{sock});
+    close($jb->{sock});
+
+    $n = sent();
+    $r = http_post($ng3->url('/v1/chat/completions'), $stream,
+                   authorization => "Bearer $t->{key}", 'idempotency-key' => $key,
+                   'x-mock-tokens' => 5);
+    is($r->{status}, 200, "$key: a retry after: 200, not 409");
+    ok(!replayed($r), 'not a replay');
+    is(sent() - $n, 1, 'it ran');
+}
+
+is($killed, 2, 'two workers killed');
+
 
 ###############################################################################
 # One tenant filling the zone evicts only its own results
@@ -443,5 +627,6 @@ EOF
 
 $ng->no_alerts();
 $ng2->no_alerts();
+$ng3->no_alerts(alerts => [ qr/exited on signal 9/ ]);
 
 done_testing();
