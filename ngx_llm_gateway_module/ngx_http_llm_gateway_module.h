@@ -341,7 +341,7 @@ typedef struct {
     ngx_rbtree_node_t            sentinel;
     ngx_queue_t                  queue;
     ngx_uint_t                   count;
-    uint64_t                     evictions;  /* within their window */
+    uint64_t                     evictions;  /* to make room, stale or not */
 } ngx_http_llm_gateway_addrs_sh_t;
 
 
