@@ -64,7 +64,7 @@ typedef struct {
 extern acd_conf_t  acd_cf;
 extern char       *acd_conf_file;
 
-int conf_load(const char *path, acd_conf_t *cf);
+int conf_load(const char *path, acd_conf_t *cf, int optional);
 int conf_reload(void);
 void conf_free(acd_conf_t *cf);
 int conf_parse_addr(const char *s, struct sockaddr_storage *sa,

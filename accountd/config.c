@@ -111,7 +111,7 @@ static int conf_set_users(acd_conf_t *cf, const char *value,
 
 
 int
-conf_load(const char *path, acd_conf_t *cf)
+conf_load(const char *path, acd_conf_t *cf, int optional)
 {
     int                  n, rc;
     char                 buf[CONF_LINE_MAX], *p, *key, *value, *dir;
@@ -150,6 +150,11 @@ conf_load(const char *path, acd_conf_t *cf)
 
     f = fopen(path, "re");
     if (f == NULL) {
+        /* a command needs the database only: the defaults and the env */
+        if (optional && errno == ENOENT) {
+            goto env;
+        }
+
         log_error("could not open configuration file \"%s\": %s",
                   path, strerror(errno));
         goto done;
@@ -209,6 +214,8 @@ conf_load(const char *path, acd_conf_t *cf)
         goto close;
     }
 
+env:
+
     env = getenv("LLMGW_DATABASE_URL");
 
     if (env != NULL && env[0] != '\0') {
@@ -225,7 +232,9 @@ conf_load(const char *path, acd_conf_t *cf)
 
 close:
 
-    fclose(f);
+    if (f != NULL) {
+        fclose(f);
+    }
 
 done:
 
@@ -249,7 +258,7 @@ conf_reload(void)
 {
     acd_conf_t  cf, old;
 
-    if (conf_load(acd_conf_file, &cf) != 0) {
+    if (conf_load(acd_conf_file, &cf, 0) != 0) {
         log_error("configuration not reloaded, keeping the old one");
         return -1;
     }

@@ -60,7 +60,7 @@ static char         *main_pidfile;
 int
 main(int argc, char **argv)
 {
-    int          c, daemonize, written;
+    int          c, daemonize, written, optional;
     char        *conf, *path;
     PGconn      *conn;
 
@@ -103,11 +103,15 @@ main(int argc, char **argv)
         }
     }
 
+    /* a command without a configuration named may do without the file */
+    optional = 0;
+
     if (conf == NULL) {
         conf = getenv("LLMGW_ACCOUNTD_CONF");
 
         if (conf == NULL || conf[0] == '\0') {
             conf = ACCOUNTD_DEFAULT_CONF;
+            optional = (optind < argc);
         }
     }
 
@@ -115,7 +119,7 @@ main(int argc, char **argv)
     path = realpath(conf, NULL);
     acd_conf_file = path ? path : conf;
 
-    if (conf_load(acd_conf_file, &acd_cf) != 0) {
+    if (conf_load(acd_conf_file, &acd_cf, optional) != 0) {
         return 1;
     }
 

@@ -370,6 +370,32 @@ eval {
 is $@, '', 'the longest list, 1022 characters, is taken';
 
 
+# the commands as a new user runs them after make run (set -a; . demo.env,
+# which names the configuration in LLMGW_ACCOUNTD_CONF): no -c; and with
+# LLMGW_DATABASE_URL alone, no configuration file at all
+
+my $out = `cd /tmp && env LLMGW_ACCOUNTD_CONF='$conf' sh -c '"$accountd" tenant create --name "$tag-demo" --tier pro && "$accountd" key create --tenant "$tag-demo"' 2>&1`;
+is $?, 0, 'LLMGW_ACCOUNTD_CONF, no -c: tenant create and key create'
+    or diag $out;
+my ($demo_key) = $out =~ /^(llmgw_(?:live|test)_\w+)$/m;
+ok $demo_key, 'and the key is printed';
+push @keys, $demo_key if $demo_key;
+
+SKIP: {
+    skip '/etc/llmgw/accountd.conf exists here', 3
+        if -e '/etc/llmgw/accountd.conf';
+
+    $out = `cd /tmp && env -u LLMGW_ACCOUNTD_CONF LLMGW_DATABASE_URL='$st->{LLMGW_DATABASE_URL}' "$accountd" tenant list 2>&1`;
+    is $?, 0, 'LLMGW_DATABASE_URL alone, no configuration file: tenant list'
+        or diag $out;
+    like $out, qr/\Q$tag-demo\E/, 'which lists the tenant made above';
+
+    $out = `cd /tmp && env -u LLMGW_ACCOUNTD_CONF "$accountd" -d 2>&1`;
+    like $out, qr/could not open configuration file "\/etc\/llmgw\/accountd\.conf"/,
+        'the daemon still wants its configuration file';
+}
+
+
 # no key anywhere
 
 SKIP: {
