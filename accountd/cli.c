@@ -1200,7 +1200,7 @@ done:
 
 
 /*
- * How far each plan can be oversold (source document 000, 7.2.9): each
+ * How far each plan can be oversold: each
  * plan's mean utilisation over the last days, from llm.usage, and the
  * tenants of it the capacity supports by the mean and with k sigma of
  * headroom (llm_capacity.h); then whether the plans sold now fit.

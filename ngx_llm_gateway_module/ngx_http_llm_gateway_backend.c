@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_gateway_module: the upstream side (issue 9).
+ * ngx_http_llm_gateway_module: the upstream side.
  *
  * A backend is one provider endpoint or key, with its own limits: the
  * pacer (llm_pacer.c) in its own shared memory zone lets requests leave

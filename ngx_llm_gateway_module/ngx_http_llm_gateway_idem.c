@@ -1,7 +1,6 @@
 
 /*
- * ngx_http_llm_gateway_module: Idempotency-Key (issue 9, source document
- * 000, 7.2.14).
+ * ngx_http_llm_gateway_module: Idempotency-Key.
  *
  * A client that got no answer does not know whether its request ran; a
  * retry runs the expensive, non-deterministic generation again and pays

@@ -1,7 +1,6 @@
 
 /*
- * The token bucket of source document 000, 7.2.5-7.2.7, in exact integer
- * arithmetic with an injectable clock:
+ * The token bucket, in exact integer arithmetic with an injectable clock:
  *
  *     b(t) = min(B, b(t0) + r (t - t0)),  admit if b >= c, then b -= c,
  *     Retry-After = ceil((c - b) / r)
@@ -96,7 +95,7 @@ typedef enum {
 
 
 /*
- * A soft quota (source document 000, 7.2.8): when the TPM bucket is short,
+ * A soft quota: when the TPM bucket is short,
  * the tokens may come from a second bucket that refills at burst - tpm a
  * minute, so that a tenant's sustained rate is at most its burst.  The
  * caller sets it only where something else says capacity is idle (a

@@ -1,6 +1,6 @@
 
 /*
- * How far quotas can be oversold (source document 000, 7.2.9; issue 10).
+ * How far quotas can be oversold.
  *
  * A capacity of C tokens a minute sells C / M plans of M TPM if every
  * tenant always used all of its plan.  They do not: measured, a tenant

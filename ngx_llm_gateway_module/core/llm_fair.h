@@ -1,7 +1,6 @@
 
 /*
- * Shared capacity by weight (issue 10; source document 000, 7.2.8 and
- * 7.2.17): the fairness core.
+ * Shared capacity by weight, and backpressure: the fairness core.
  *
  * An upstream pool sustains C tokens a minute.  Fixed quotas waste it
  * (idle tenants' shares lie unused), a free-for-all lets one tenant take
@@ -58,7 +57,7 @@
  * by request takes every stale tenant out of the sums, however many,
  * without anything walking all of them (a scrape may, llm_fair_expire()).
  *
- * Backpressure (7.2.17): a saturated upstream (its 429 or 503, a failed
+ * Backpressure: a saturated upstream (its 429 or 503, a failed
  * connection) reduces what is admitted at once, and it recovers gradually:
  *
  *     the capacity      to half of what was admitted in the last second,

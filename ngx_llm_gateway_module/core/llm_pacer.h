@@ -1,8 +1,8 @@
 
 /*
- * The outbound pacer of source document 002 (issue 9): requests to one
- * upstream, or one provider key, leave no faster than its RPM and TPM, so
- * that the provider has no reason to answer 429.
+ * The outbound pacer: requests to one upstream, or one provider key,
+ * leave no faster than its RPM and TPM, so that the provider has no
+ * reason to answer 429.
  *
  * A request may start at the latest of three times, never earlier:
  *

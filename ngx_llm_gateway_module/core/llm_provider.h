@@ -1,12 +1,11 @@
 
 /*
- * Reading a provider's refusal (source document 002, section 5).  The
- * same 429 means either "briefly busy: come back in seconds" or "spent:
- * the daily quota, the account's credit, the prepaid balance is gone,
- * come back after the reset"; told the first when it is the second, a
- * client knocks on a closed window every second.  In: the status, a few
- * headers, whatever part of the body was read, and the wall clock.  Out:
- * a class, a wait and a code for the client.
+ * Reading a provider's refusal.  The same 429 means either "briefly busy:
+ * come back in seconds" or "spent: the daily quota, the account's credit,
+ * the prepaid balance is gone, come back after the reset"; told the first
+ * when it is the second, a client knocks on a closed window every second.
+ * In: the status, a few headers, whatever part of the body was read, and
+ * the wall clock.  Out: a class, a wait and a code for the client.
  *
  * The class.  Body words decide when there are any, because only the body
  * names the limit.  The first word of this list found anywhere in the

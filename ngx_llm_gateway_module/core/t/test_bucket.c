@@ -1,7 +1,7 @@
 
 /*
- * The token bucket against a fake clock: the walkthrough of source
- * document 000, 7.2.7, and the edges of the arithmetic.
+ * The token bucket against a fake clock: a worked refill and admission
+ * walkthrough, and the edges of the arithmetic.
  */
 
 
@@ -124,7 +124,7 @@ test_settle(void)
 }
 
 
-/* RPM 500 and TPM 60,000 cross at 120 tokens a request (000, 7.2.4) */
+/* RPM 500 and TPM 60,000 cross at 120 tokens a request */
 
 static void
 test_admit(void)

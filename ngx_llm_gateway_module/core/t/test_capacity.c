@@ -1,7 +1,7 @@
 
 /*
- * The oversubscription planner (issue 10) against source document 000,
- * 7.2.9: C = 1,200,000 TPM, plans of 60,000, p = 0.08: 250 tenants by the
+ * The oversubscription planner against a worked example:
+ * C = 1,200,000 TPM, plans of 60,000, p = 0.08: 250 tenants by the
  * mean, about 132 with 3 sigma.
  */
 
@@ -26,8 +26,8 @@ typedef struct {
 static const case_t  cases[] = {
 
     /* the source's example */
-    { "7.2.9: by the mean", 1200000, 60000, 0.08, 0, 250 },
-    { "7.2.9: with 3 sigma", 1200000, 60000, 0.08, 3, 132 },
+    { "by the mean", 1200000, 60000, 0.08, 0, 250 },
+    { "with 3 sigma", 1200000, 60000, 0.08, 3, 132 },
 
     /* no oversubscription when everyone uses everything */
     { "p = 1: C / M, by the mean", 1200000, 60000, 1, 0, 20 },

@@ -1,6 +1,6 @@
 
 /*
- * Shared capacity by weight (issue 10), on a fake clock: tenants asking
+ * Shared capacity by weight, on a fake clock: tenants asking
  * more than the capacity get their weighted shares of it, an idle one's
  * share goes to the others by weight, below the capacity each gets what
  * it asks, a minimum is kept, a lower priority borrows less, and

@@ -1,11 +1,10 @@
 
 /*
- * The pacer against a fake clock: the tests of source document 002,
- * section 4 (even spacing, no minute over a limit, waiting on tokens,
- * the oversize request refused at once, no trace of a cancelled wait,
- * corrections that do not mix), then FIFO, the tenants' shares of the
- * queue, the bounds, the clock, and long random runs whose every minute
- * is checked.
+ * The pacer against a fake clock: even spacing, no minute over a limit,
+ * waiting on tokens, the oversize request refused at once, no trace of a
+ * cancelled wait, corrections that do not mix, then FIFO, the tenants'
+ * shares of the queue, the bounds, the clock, and long random runs whose
+ * every minute is checked.
  */
 
 

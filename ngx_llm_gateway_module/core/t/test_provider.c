@@ -1,10 +1,10 @@
 
 /*
- * Reading providers' refusals (source document 002, section 5): the
- * 429s, 529s and 400s of OpenAI, Anthropic, Gemini and Azure OpenAI as
- * they send them, read whole, cut at every byte and chunk-encoded; then
- * each part alone: Retry-After's three date forms, durations, RFC 3339
- * resets, the midnights, garbage and overflows.
+ * Reading providers' refusals: the 429s, 529s and 400s of OpenAI,
+ * Anthropic, Gemini and Azure OpenAI as they send them, read whole, cut at
+ * every byte and chunk-encoded; then each part alone: Retry-After's three
+ * date forms, durations, RFC 3339 resets, the midnights, garbage and
+ * overflows.
  */
 
 
