@@ -169,6 +169,35 @@ for my $c (@cases) {
          'no accountd: with a warning');
 }
 
+# Every directive the module registers has its reference: a heading of
+# its own (or shared) in the README, with its Syntax, Default and Context.
+{
+    my $top = "$FindBin::Bin/..";
+    my %registered;
+    for my $c (glob("$top/ngx_llm_gateway_module/*.c")) {
+        open(my $fh, '<', $c) or die "$c: $!";
+        my $src = do { local $/; <$fh> };
+        $registered{$1} = 1
+            while $src =~ /\{\s*ngx_string\("(llm_gateway\w*)"\)/g;
+    }
+    open(my $fh, '<', "$top/README.md") or die "README.md: $!";
+    my $readme = do { local $/; <$fh> };
+    my %documented;
+    while ($readme =~ /^### (llm_gateway[\w, ]*)\n\n((?:    .*\n)+)/mg) {
+        my ($names, $block) = ($1, $2);
+        next unless $block =~ /Syntax:/ && $block =~ /Default:/
+                    && $block =~ /Context:/;
+        $documented{$_} = 1 for split(/,\s*/, $names);
+    }
+    cmp_ok(scalar(keys %registered), '>=', 20,
+           scalar(keys %registered) . ' directives registered');
+    is_deeply([ grep { !$documented{$_} } sort keys %registered ], [],
+              'each has its reference in the README (Syntax, Default, '
+              . 'Context)');
+    is_deeply([ grep { !$registered{$_} } sort keys %documented ], [],
+              'and the README documents none the module does not have');
+}
+
 # The same module file loads into a running nginx that serves requests.
 my $ng = nginx(http => $good)->run();
 ok($ng->port, 'nginx with the module runs');
