@@ -198,6 +198,21 @@ for my $c (@cases) {
               'and the README documents none the module does not have');
 }
 
+# Every make target the README names exists: make's database of rules,
+# printed without running any (-p, of the target ":"), has it.
+{
+    my $top = "$FindBin::Bin/..";
+    open(my $fh, '<', "$top/README.md") or die "README.md: $!";
+    my $readme = do { local $/; <$fh> };
+    my %named = map { $_ => 1 } $readme =~ /`make ([a-z][a-z0-9-]*)/g;
+    my %rules = map { $_ => 1 }
+        `make -C '$top' -pRrq : 2>/dev/null` =~ /^([a-zA-Z0-9][\w-]*):/mg;
+    my @missing = grep { !$rules{$_} } sort keys %named;
+    cmp_ok(scalar(keys %named), '>=', 10,
+           scalar(keys %named) . ' make targets named in the README');
+    is_deeply(\@missing, [], 'each has a rule in the Makefile');
+}
+
 # The same module file loads into a running nginx that serves requests.
 my $ng = nginx(http => $good)->run();
 ok($ng->port, 'nginx with the module runs');
