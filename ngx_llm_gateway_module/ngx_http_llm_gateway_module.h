@@ -22,6 +22,7 @@
 #include "llm_key.h"
 #include "llm_pacer.h"
 #include "llm_record.h"
+#include "llm_settle.h"
 #include "llm_sse.h"
 
 

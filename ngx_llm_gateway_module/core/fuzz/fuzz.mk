@@ -34,7 +34,7 @@ FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
 # what each target links besides its source
-FUZZ_LINK_sse       := $(CORE)/llm_sse.c -lcjson
+FUZZ_LINK_sse       := $(CORE)/llm_sse.c $(CORE)/llm_settle.c -lcjson
 FUZZ_LINK_inspect   := $(CORE)/llm_inspect.c -lcjson -lm
 FUZZ_LINK_record    := $(CORE)/llm_record.c
 FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llm_sse.h"
+#include "llm_settle.h"
 
 
 #define min(a, b)  ((a) < (b) ? (a) : (b))

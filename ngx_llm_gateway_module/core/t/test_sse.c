@@ -26,7 +26,7 @@
 
 #include <cJSON.h>
 
-#include "llm_sse.h"
+#include "llm_settle.h"
 #include "tap.h"
 
 
