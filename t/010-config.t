@@ -183,8 +183,8 @@ ok(-f "$top/doc/directives.md", 'doc/directives.md exists')
     or BAIL_OUT('no doc/directives.md');
 
 # Every directive the module registers has its reference: a heading of
-# its own (or shared) in doc/directives.md, with its Syntax, Default and
-# Context; no other document has one.
+# its own (or shared) in doc/directives.md, with its Syntax, Default,
+# Context and Phase; no other document has one.
 {
     my %registered;
     for my $c (glob("$top/ngx_llm_gateway_module/*.c")) {
@@ -196,14 +196,17 @@ ok(-f "$top/doc/directives.md", 'doc/directives.md exists')
     my %documented;
     my @elsewhere;
     for my $d (@docs) {
-        while ($text{$d} =~ /^#{2,3} (llm_gateway[\w, ]*)\n\n((?:    .*\n)+)/mg) {
+        while ($text{$d}
+               =~ /^#{2,3} (llm_gateway[\w, ]*)\n\n((?:    .*\n)+)/mg)
+        {
             my ($names, $block) = ($1, $2);
-            next unless $block =~ /Syntax:/ && $block =~ /Default:/
-                        && $block =~ /Context:/;
+            next unless $block =~ /Syntax:/;
             if ($d ne 'doc/directives.md') {
                 push(@elsewhere, "$d: $names");
                 next;
             }
+            next unless $block =~ /Default:/ && $block =~ /Context:/
+                        && $block =~ /Phase:/;
             $documented{$_} = 1 for split(/,\s*/, $names);
         }
         push(@elsewhere, "$d: a Syntax line")
@@ -214,7 +217,7 @@ ok(-f "$top/doc/directives.md", 'doc/directives.md exists')
            scalar(keys %registered) . ' directives registered');
     is_deeply([ grep { !$documented{$_} } sort keys %registered ], [],
               'each has its reference in doc/directives.md (Syntax, '
-              . 'Default, Context)');
+              . 'Default, Context, Phase)');
     is_deeply([ grep { !$registered{$_} } sort keys %documented ], [],
               'and doc/directives.md documents none the module does not have');
     is_deeply(\@elsewhere, [], 'and no other document has a reference');

@@ -32,8 +32,9 @@ ok($section, 'the README has a quick start') or BAIL_OUT('no quick start');
 
 my @blocks = $section =~ /^```sh\n(.*?)^```\n/msg;
 
-my ($create) = grep { $blocks[$_] =~ /accountd tenant create .*--daily-cap-usd/ }
-               0 .. $#blocks;
+my ($create) = grep {
+    $blocks[$_] =~ /accountd tenant create .*--daily-cap-usd/
+} 0 .. $#blocks;
 my ($request) = grep { $blocks[$_] =~ /curl .*\n(?:.*\n)*.*Bearer \$KEY/ }
                 0 .. $#blocks;
 my ($row) = grep { $blocks[$_] =~ /psql .*\n(?:.*\n)*.*llm\.usage/ }
