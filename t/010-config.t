@@ -169,10 +169,23 @@ for my $c (@cases) {
          'no accountd: with a warning');
 }
 
+# The documents: the README, the reference in doc/, the benchmarks' and
+# mockllm's.
+my $top = "$FindBin::Bin/..";
+my @docs = ('README.md', (map { s{^\Q$top\E/}{}r } glob("$top/doc/*.md")),
+            'bench/README.md', 'mockllm/README.md');
+my %text;
+for my $d (@docs) {
+    open(my $fh, '<', "$top/$d") or die "$d: $!";
+    $text{$d} = do { local $/; <$fh> };
+}
+ok(-f "$top/doc/directives.md", 'doc/directives.md exists')
+    or BAIL_OUT('no doc/directives.md');
+
 # Every directive the module registers has its reference: a heading of
-# its own (or shared) in the README, with its Syntax, Default and Context.
+# its own (or shared) in doc/directives.md, with its Syntax, Default,
+# Context and Phase; no other document has one.
 {
-    my $top = "$FindBin::Bin/..";
     my %registered;
     for my $c (glob("$top/ngx_llm_gateway_module/*.c")) {
         open(my $fh, '<', $c) or die "$c: $!";
@@ -180,37 +193,101 @@ for my $c (@cases) {
         $registered{$1} = 1
             while $src =~ /\{\s*ngx_string\("(llm_gateway\w*)"\)/g;
     }
-    open(my $fh, '<', "$top/README.md") or die "README.md: $!";
-    my $readme = do { local $/; <$fh> };
     my %documented;
-    while ($readme =~ /^### (llm_gateway[\w, ]*)\n\n((?:    .*\n)+)/mg) {
-        my ($names, $block) = ($1, $2);
-        next unless $block =~ /Syntax:/ && $block =~ /Default:/
-                    && $block =~ /Context:/;
-        $documented{$_} = 1 for split(/,\s*/, $names);
+    my @elsewhere;
+    for my $d (@docs) {
+        while ($text{$d}
+               =~ /^#{2,3} (llm_gateway[\w, ]*)\n\n((?:    .*\n)+)/mg)
+        {
+            my ($names, $block) = ($1, $2);
+            next unless $block =~ /Syntax:/;
+            if ($d ne 'doc/directives.md') {
+                push(@elsewhere, "$d: $names");
+                next;
+            }
+            next unless $block =~ /Default:/ && $block =~ /Context:/
+                        && $block =~ /Phase:/;
+            $documented{$_} = 1 for split(/,\s*/, $names);
+        }
+        push(@elsewhere, "$d: a Syntax line")
+            if $d ne 'doc/directives.md'
+               && $text{$d} =~ /^\s+Syntax:\s+llm_gateway/m;
     }
     cmp_ok(scalar(keys %registered), '>=', 20,
            scalar(keys %registered) . ' directives registered');
     is_deeply([ grep { !$documented{$_} } sort keys %registered ], [],
-              'each has its reference in the README (Syntax, Default, '
-              . 'Context)');
+              'each has its reference in doc/directives.md (Syntax, '
+              . 'Default, Context, Phase)');
     is_deeply([ grep { !$registered{$_} } sort keys %documented ], [],
-              'and the README documents none the module does not have');
+              'and doc/directives.md documents none the module does not have');
+    is_deeply(\@elsewhere, [], 'and no other document has a reference');
 }
 
-# Every make target the README names exists: make's database of rules,
-# printed without running any (-p, of the target ":"), has it.
+# Every make target the documents name exists: make's database of rules,
+# printed without running any (-p, of the target ":"), has it.  Named is
+# `make X` in the text, or a line "make X" of a code block.
 {
-    my $top = "$FindBin::Bin/..";
-    open(my $fh, '<', "$top/README.md") or die "README.md: $!";
-    my $readme = do { local $/; <$fh> };
-    my %named = map { $_ => 1 } $readme =~ /`make ([a-z][a-z0-9-]*)/g;
+    my %named;
+    for my $d (@docs) {
+        $named{$_}{$d} = 1 for $text{$d} =~ /`make ([a-z][a-z0-9-]*)/g;
+        $named{$_}{$d} = 1
+            for $text{$d} =~ /^(?:    |\t)\s*(?:\$ )?make ([a-z][a-z0-9-]*)/mg;
+        my @fenced = $text{$d} =~ /^```\w*\n(.*?)^```/msg;
+        for my $f (@fenced) {
+            $named{$_}{$d} = 1 for $f =~ /^\s*(?:\$ )?make ([a-z][a-z0-9-]*)/mg;
+        }
+    }
     my %rules = map { $_ => 1 }
         `make -C '$top' -pRrq : 2>/dev/null` =~ /^([a-zA-Z0-9][\w-]*):/mg;
-    my @missing = grep { !$rules{$_} } sort keys %named;
+    my @missing = map { "$_ (" . join(', ', sort keys %{ $named{$_} }) . ')' }
+                  grep { !$rules{$_} } sort keys %named;
     cmp_ok(scalar(keys %named), '>=', 10,
-           scalar(keys %named) . ' make targets named in the README');
+           scalar(keys %named) . ' make targets named in the documents');
     is_deeply(\@missing, [], 'each has a rule in the Makefile');
+}
+
+# The relative links between the documents resolve: to a file or a
+# directory of the tree, and to a heading of the document where they name
+# one (its anchor as GitHub makes it).
+{
+    my %anchors;
+    my $anchors_of = sub {
+        my ($file) = @_;
+        return $anchors{$file} if $anchors{$file};
+        my %a;
+        if (open(my $fh, '<', $file)) {
+            my $fence = 0;
+            while (my $l = <$fh>) {
+                $fence = !$fence, next if $l =~ /^```/;
+                next if $fence || $l !~ /^#{1,6} (.*)/;
+                (my $s = lc $1) =~ s/[^\w\- ]//g;
+                $s =~ s/ /-/g;
+                $a{$s} = 1;
+            }
+        }
+        return $anchors{$file} = \%a;
+    };
+    my (@bad, $links);
+    for my $d (@docs) {
+        (my $dir = "$top/$d") =~ s{/[^/]*$}{};
+        (my $prose = $text{$d}) =~ s/^```.*?^```//msg;
+        while ($prose =~ /\]\(([^)\s]+)\)/g) {
+            my $link = $1;
+            next if $link =~ /^[a-z]+:/;
+            $links++;
+            my ($path, $anchor) = $link =~ /^([^#]*)(?:#(.*))?$/;
+            my $file = length $path ? "$dir/$path" : "$top/$d";
+            if (!-e $file) {
+                push(@bad, "$d: $link (no such file)");
+                next;
+            }
+            push(@bad, "$d: $link (no such heading)")
+                if defined $anchor && $file =~ /\.md$/
+                   && !$anchors_of->($file)->{$anchor};
+        }
+    }
+    cmp_ok($links // 0, '>=', 20, ($links // 0) . ' relative links');
+    is_deeply(\@bad, [], 'each resolves');
 }
 
 # The same module file loads into a running nginx that serves requests.
