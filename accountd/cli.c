@@ -297,7 +297,7 @@ cli_tenant_update(int argc, char **argv)
     /* the snapshot names each key's tenant */
 
     if (opts[2].value != NULL
-        && snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0)
+        && snapshot_blocking(conn, acd_cf.key_snapshot, NULL) != 0)
     {
         log_error("the tenant is renamed but the snapshot was not written: "
                   "run \"accountd snapshot\"");
@@ -507,7 +507,7 @@ cli_key_create(int argc, char **argv)
 
     rc = 0;
 
-    if (snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0) {
+    if (snapshot_blocking(conn, acd_cf.key_snapshot, NULL) != 0) {
         log_error("the key is created but the snapshot was not written: "
                   "run \"accountd snapshot\"");
         rc = 1;
@@ -731,7 +731,7 @@ cli_key_revoke(int argc, char **argv)
     fflush(stdout);
 
     /* written even if it was revoked before: the last write may have failed */
-    rc = snapshot_blocking(conn, acd_cf.key_snapshot, 0) == 0 ? 0 : 1;
+    rc = snapshot_blocking(conn, acd_cf.key_snapshot, NULL) == 0 ? 0 : 1;
 
 done:
 
@@ -871,7 +871,7 @@ cli_key_rotate(int argc, char **argv)
 
     rc = 0;
 
-    if (snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0) {
+    if (snapshot_blocking(conn, acd_cf.key_snapshot, NULL) != 0) {
         log_error("the key is rotated but the snapshot was not written: "
                   "run \"accountd snapshot\"");
         rc = 1;
@@ -917,7 +917,7 @@ cli_snapshot(int argc, char **argv)
         return 1;
     }
 
-    rc = snapshot_blocking(conn, acd_cf.key_snapshot, 0) == 0 ? 0 : 1;
+    rc = snapshot_blocking(conn, acd_cf.key_snapshot, NULL) == 0 ? 0 : 1;
 
     PQfinish(conn);
 
@@ -1433,7 +1433,7 @@ invalid:
 static PGconn *
 cli_connect(void)
 {
-    return db_connect_blocking(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
+    return pq_connect(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
 }
 
 

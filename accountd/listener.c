@@ -11,8 +11,13 @@
  * still queued, and is freed at the end of the loop iteration, never
  * while an epoll event may still point to it.
  *
+ * A lease request goes into the queue's ring of leases the same way, and
+ * its answer comes back on its connection after the ACKs before it.
+ *
  * The other way, the key set goes out on every connection as soon as it
- * is accepted and again after each rewrite.  A set once started is sent
+ * is accepted and again after each rewrite.  Whoever is to act on a new
+ * connection (a fresh set is built for it) is called through
+ * listener_connected, set at init.  A set once started is sent
  * to its END before anything else (the worker applies only whole sets),
  * then the ACKs that waited, then the newest set if there is a newer
  * one: sets in between are skipped.  The set's bytes are shared, see
@@ -82,6 +87,8 @@ struct acd_client_s {
 };
 
 
+static void listener_pause(void);
+static void listener_resume(void);
 static void listener_accept(acd_event_t *ev, uint32_t events);
 static int listener_group(gid_t *gid);
 static int listener_peer_allowed(int fd, acd_client_t *c);
@@ -89,6 +96,7 @@ static int listener_uid_allowed(uid_t uid);
 static void client_handler(acd_event_t *ev, uint32_t events);
 static void client_read(acd_client_t *c);
 static void client_process(acd_client_t *c);
+static int client_lease(acd_client_t *c, const llm_lease_t *req);
 static void client_write(acd_client_t *c);
 static int client_set_waiting(acd_client_t *c);
 static void client_write_failed(acd_client_t *c);
@@ -106,6 +114,8 @@ static int64_t        listener_warned_at = -LISTENER_WARN_EVERY;
 static int            listener_full;
 static uint64_t       listener_next_id = 1;
 static unsigned       listener_nclients;
+
+void  (*listener_connected)(void);
 
 static acd_client_t  *clients;
 static acd_client_t  *dirty;
@@ -275,7 +285,7 @@ listener_close(void)
 }
 
 
-void
+static void
 listener_pause(void)
 {
     acd_client_t  *c;
@@ -285,7 +295,7 @@ listener_pause(void)
     }
 
     listener_paused = 1;
-    listener_paused_at = acd_now();
+    listener_paused_at = event_now();
 
     /* under a sustained overload this flaps: one warning a while is enough */
 
@@ -305,7 +315,7 @@ listener_pause(void)
 }
 
 
-void
+static void
 listener_resume(void)
 {
     acd_client_t  *c, *next;
@@ -316,7 +326,7 @@ listener_resume(void)
 
     listener_paused = 0;
 
-    if (acd_now() - listener_paused_at >= LISTENER_WARN_PAUSE) {
+    if (event_now() - listener_paused_at >= LISTENER_WARN_PAUSE) {
         log_info("queue down to %zu records, reading from clients again",
                  queue_len());
 
@@ -586,7 +596,9 @@ listener_accept(acd_event_t *ev, uint32_t events)
             client_dirty(c);
         }
 
-        db_snapshot_soon();
+        if (listener_connected != NULL) {
+            listener_connected();
+        }
 
         log_debug("client #%llu connected (pid %d)",
                   (unsigned long long) c->id, (int) c->pid);
@@ -848,7 +860,7 @@ client_process(acd_client_t *c)
             if (rc == 1
                 && lease.type != LLM_REC_LEASE
                 && lease.type != LLM_REC_SHARE
-                && db_lease(c, &lease) == 0)
+                && client_lease(c, &lease) == 0)
             {
                 c->pending++;
                 pos += used;
@@ -918,6 +930,28 @@ client_process(acd_client_t *c)
         memmove(c->in, c->in + pos, c->in_len - pos);
         c->in_len -= pos;
     }
+}
+
+
+/* a lease to ask the database for, in order, after the ACKs before it */
+
+static int
+client_lease(acd_client_t *c, const llm_lease_t *req)
+{
+    acd_lease_item_t  *l;
+
+    l = queue_lease_push();
+
+    if (l == NULL) {
+        log_warning("%d leases waiting for the database: one more refused",
+                    QUEUE_LEASES_MAX);
+        return -1;
+    }
+
+    l->client = c;
+    l->req = *req;
+
+    return 0;
 }
 
 
