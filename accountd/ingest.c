@@ -199,10 +199,10 @@ static const char  ingest_insert_sql[] =
  * text 25, bigint 20, int 23.
  */
 
-#define INGEST_ARRAY_HEADER           20
+#define INGEST_ARRAY_HEADER       20
 
 /* the longest of one row's 15 elements, lengths included */
-#define INGEST_ARRAY_ROW_MAX                                                      \
+#define INGEST_ARRAY_ROW_MAX                                                  \
     (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("responses")   \
      + LLM_RECORD_FINISH_MAX + 9 * (4 + 8) + 2 * (4 + 4))
 
@@ -633,7 +633,8 @@ ingest_prepare(size_t n)
     }
 
     arrays = realloc(ingest.arrays,
-                     cap * INGEST_ARRAY_ROW_MAX + INGEST_PARAMS * INGEST_ARRAY_HEADER);
+                     cap * INGEST_ARRAY_ROW_MAX
+                     + INGEST_PARAMS * INGEST_ARRAY_HEADER);
     if (arrays != NULL) {
         ingest.arrays = arrays;
     }
@@ -745,7 +746,9 @@ ingest_id_seen(size_t row)
         h = (h ^ (unsigned char) *p) * 16777619u;
     }
 
-    for (k = h & ingest.ids_mask; ingest.ids[k]; k = (k + 1) & ingest.ids_mask) {
+    for (k = h & ingest.ids_mask; ingest.ids[k];
+         k = (k + 1) & ingest.ids_mask)
+    {
         if (strcmp(ingest.rows[ingest.ids[k] - 1].request_id,
                    ingest.rows[row].request_id)
             == 0)
