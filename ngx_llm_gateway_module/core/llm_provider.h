@@ -96,9 +96,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llm_time.h"
+
 
 /* waits above this (a week) are taken as this */
-#define LLM_PROVIDER_WAIT_MAX      604800000LL
+#define LLM_PROVIDER_WAIT_MAX      LLM_TIME_WAIT_MAX
 
 /* a 429 without body words and a longer wait than this is spent */
 #define LLM_PROVIDER_SPENT_WAIT    3600000LL
@@ -175,30 +177,11 @@ void llm_provider_read(const llm_provider_in_t *in,
     llm_provider_verdict_t *v);
 
 /*
- * The parts, each a wait in ms from now_ms within [0, WAIT_MAX], or -1
- * when the text is not one.  Blanks around the value are allowed.
- *
- * retry_after: delta-seconds ("120"; "1.5" is taken, rounded up) or an
- * HTTP-date in any of its three forms (RFC 9110, 5.6.7), a two-digit
- * RFC 850 year taken within 50 years of now.
- * duration: Go's, as OpenAI's x-ratelimit-reset-* and Gemini's retryDelay
- * say ("1s", "6m0s", "20ms", "1.5s", "2h3m4.5s", "34s", "0"; ns, us or a
- * micro sign, ms, s, m, h), sub-millisecond parts rounded up.  A number
- * without a unit is not one.
- * reset: a duration or an RFC 3339 time ("2024-08-27T12:34:56Z",
- * Anthropic's), whichever the value is.
+ * The module's name for the time to the next midnight UTC, which a spent
+ * verdict without a wait falls back to; llm_time.h has the readers of the
+ * times and durations themselves.
  */
-int64_t llm_provider_retry_after(const char *s, size_t len, int64_t now_ms);
-int64_t llm_provider_duration(const char *s, size_t len);
-int64_t llm_provider_reset(const char *s, size_t len, int64_t now_ms);
-
-/*
- * The time to the next midnight: UTC, in (0, 24 h]; US Pacific, in
- * (0, 25 h] (PST, and PDT by the rules since 2007: from the second
- * Sunday of March to the first Sunday of November, at 2 AM local time).
- */
-int64_t llm_provider_next_midnight(int64_t now_ms);
-int64_t llm_provider_next_midnight_pacific(int64_t now_ms);
+#define llm_provider_next_midnight(now_ms)  llm_time_next_midnight(now_ms)
 
 
 #endif /* _LLM_PROVIDER_H_INCLUDED_ */
