@@ -376,9 +376,9 @@ size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
 void mockllm_read(mockllm_conn_t *c, int api);
 
 /* mockllm_llm.c */
-void mockllm_handle(mockllm_conn_t *c);
-void mockllm_handle_bad(mockllm_conn_t *c);
-void mockllm_advance(mockllm_conn_t *c);
+void mockllm_llm_handle(mockllm_conn_t *c);
+void mockllm_llm_handle_bad(mockllm_conn_t *c);
+void mockllm_llm_advance(mockllm_conn_t *c);
 int64_t mockllm_llm_spent(mockllm_conn_t *c);
 
 

@@ -156,7 +156,7 @@ mockllm_loop_run(void *data)
                 continue;
             }
 
-            mockllm_advance(c);
+            mockllm_llm_advance(c);
 
             if (mockllm_conn_run(c) == MOCKLLM_CLOSE) {
                 mockllm_conn_close(c);
@@ -310,7 +310,7 @@ mockllm_conn_run(mockllm_conn_t *c)
             if (!c->done) {
                 if (c->pump) {
                     c->pump = 0;
-                    mockllm_advance(c);
+                    mockllm_llm_advance(c);
                     continue;
                 }
 
@@ -346,12 +346,12 @@ mockllm_conn_run(mockllm_conn_t *c)
         rc = mockllm_http_parse(c);
 
         if (rc == MOCKLLM_OK) {
-            mockllm_handle(c);
+            mockllm_llm_handle(c);
             continue;
         }
 
         if (rc == MOCKLLM_ERROR) {
-            mockllm_handle_bad(c);
+            mockllm_llm_handle_bad(c);
             continue;
         }
 
