@@ -48,6 +48,17 @@ typedef struct {
 } cli_opt_t;
 
 
+/* a statement that issues a key: see cli_key_issue() */
+typedef struct {
+    const char   *what;
+    const char   *sql;
+    int           nparams;
+    const char   *none;         /* no row: the message, with $1 */
+    const char   *unsaved;      /* the snapshot was not written */
+    unsigned      rotated:1;
+} cli_issue_t;
+
+
 static int cli_tenant_create(int argc, char **argv);
 static int cli_tenant_update(int argc, char **argv);
 static int cli_tenant_list(int argc, char **argv);
@@ -69,6 +80,8 @@ static const char *cli_cap(const char *s);
 static int cli_duration(const char *what, const char *s, int zero,
     char *out, size_t cap);
 static int cli_key_find(PGconn *conn, const char *arg, char *id, size_t cap);
+static int cli_key_issue(PGconn *conn, const cli_issue_t *is,
+    const char **values, int live);
 static int cli_key_new(char *key, char *prefix, uint8_t *hash, int live);
 static PGconn *cli_connect(void);
 static int cli_list(const char *what, const char *sql, int n,
@@ -398,16 +411,6 @@ cli_cap(const char *s)
  * expiry); the snapshot written before the key is shown; the key printed
  * once and wiped.
  */
-
-typedef struct {
-    const char   *what;
-    const char   *sql;
-    int           nparams;
-    const char   *none;         /* no row: the message, with $1 */
-    const char   *unsaved;      /* the snapshot was not written */
-    unsigned      rotated:1;
-} cli_issue_t;
-
 
 static const cli_issue_t  cli_key_create_issue = {
     "key create",

@@ -380,8 +380,8 @@ listener_lease(acd_client_t *c, const llm_lease_t *l)
         return;
     }
 
-    c->out_len += llm_lease_encode(l, c->out + c->out_len,
-                                   c->out_cap - c->out_len);
+    c->out_len += llm_record_lease_encode(l, c->out + c->out_len,
+                                          c->out_cap - c->out_len);
 
     client_dirty(c);
 }
@@ -851,8 +851,8 @@ client_process(acd_client_t *c)
                 || c->in[pos + 5] == LLM_REC_SHARE_REQ
                 || c->in[pos + 5] == LLM_REC_LEASE_RETURN))
         {
-            rc = llm_lease_decode(c->in + pos, c->in_len - pos, &lease,
-                                  &used);
+            rc = llm_record_lease_decode(c->in + pos, c->in_len - pos, &lease,
+                                         &used);
             if (rc == 0) {
                 break;
             }

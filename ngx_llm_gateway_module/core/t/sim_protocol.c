@@ -32,7 +32,7 @@
  * code they stand for: the worker's events (ngx_http_llm_gateway_
  * accountd.c: flush, read, close, retry, reap; settle.c: the flights and
  * their reaper), accountd's connections (listener.c), its loop (main.c)
- * and batches (db.c), PostgreSQL as INSERT ... ON CONFLICT on
+ * and batches (ingest.c), PostgreSQL as INSERT ... ON CONFLICT on
  * request_id, the kernel's socket buffers, the clock.  A crash while a
  * lock is held is not modelled: each call into the journal is atomic.
  *
@@ -83,7 +83,7 @@
 #define SIM_REAP            1000
 #define SIM_REAP_FLIGHTS    1000
 
-/* accountd's, as in db.c and main.c */
+/* accountd's, as in dbconn.c and main.c */
 #define SIM_DB_BACKOFF_MIN  500
 #define SIM_DB_BACKOFF_MAX  30000
 #define SIM_SHUTDOWN_WAIT   2000
@@ -311,7 +311,7 @@ typedef struct {
     int                   paused;
     acd_client_t          clients[SIM_CLIENTS_MAX];
 
-    /* db.c's state, and what the server was sent */
+    /* dbconn.c's and ingest.c's state, and what the server was sent */
     sim_db_state_e        db_state;
     int64_t               db_timer_at;
     int64_t               db_backoff;
@@ -1317,7 +1317,7 @@ sim_record(sim_worker_t *w, sim_req_t *r, int k)
 }
 
 
-/* --- accountd: listener.c and db.c --------------------------------------- */
+/* --- accountd: listener.c and ingest.c ----------------------------------- */
 
 
 static void
