@@ -94,7 +94,7 @@ static const dbconn_query_t  ingest_reject_query = {
  * One statement a batch, prepared once a connection: the records come as
  * 15 arrays, a column each, and everything is done for the whole batch at
  * once rather than row by row (PostgreSQL's CPU a record is what the
- * gateway's throughput is bounded by; see "Benchmarks" in the README):
+ * gateway's throughput is bounded by):
  *
  *   r:   the records, the arrays unnested side by side in the select
  *        list (in FROM, each array would be copied into a store first);

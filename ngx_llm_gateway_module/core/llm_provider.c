@@ -26,8 +26,7 @@
 
 /*
  * A spent account (credit, balance, billing, a plan's usage limit) comes
- * back when someone pays, not at a reset: looked at again this often
- * (source 002's default for account limits and prepaid balances).
+ * back when someone pays, not at a reset: looked at again this often.
  */
 #define LLM_PROVIDER_ACCOUNT_WAIT   600000
 

@@ -56,7 +56,7 @@
  *     "retryDelay": "34s"      Gemini's RetryInfo, in the body
  *     retry after 7 seconds,   the body's words (Azure's; OpenAI's "try
  *     retry in 12.8s,          again in 1.8s"; Gemini's "Please retry in
- *     try again in 1m30s       ...s"): source 002 looks there too
+ *     try again in 1m30s       ...s")
  *     regain access on DATE    Anthropic's "You will regain access on
  *       at HH:MM UTC           2025-08-01 at 00:00 UTC"
  *     x-ratelimit-reset-*,     on a 429 only (they describe the limits,
@@ -64,18 +64,18 @@
  *       *-reset                limits whose remaining is 0, if any is
  *                              known to be, else the latest of all
  *
- * and none (-1) otherwise; the caller picks a default then (source 002:
- * 1 s, or 10 s for Gemini's limits per minute).  A date in the past is
+ * and none (-1) otherwise; the caller picks a default then (1 s, or
+ * 10 s for Gemini's limits per minute).  A date in the past is
  * a wait of 0.  Waits above LLM_PROVIDER_WAIT_MAX are taken as it.  A
  * spent verdict without a wait gets, for the account's words (credit,
  * billing, insufficient_quota, a plan's usage limit) and a 402, ten
  * minutes: such an account comes back when someone pays, not at a reset,
- * and source 002 looks again then; for the others (a daily limit, a
- * quota) the time to the next midnight UTC, when daily quotas commonly
- * reset; a retry then is cheap if it has not.
+ * and is looked at again then; for the others (a daily limit, a quota)
+ * the time to the next midnight UTC, when daily quotas commonly reset; a
+ * retry then is cheap if it has not.
  * A Gemini daily quota (a quota id with PerDay) resets at midnight US
- * Pacific time (source 002), so it waits until then at least, whatever
- * short retryDelay the body has beside it.
+ * Pacific time, so it waits until then at least, whatever short
+ * retryDelay the body has beside it.
  *
  * The body may be cut anywhere (only what was read is looked at), may be
  * the raw bytes of a chunked transfer (read through the chunk framing
