@@ -16,8 +16,9 @@
  *     lease.c     the workers' lease and share requests
  *     keys.c      LISTEN for key changes, the key snapshot query
  *     dbconn.c    the asynchronous libpq connection's state machine
- *     listener.c  the Unix socket, client connections, frames, ACKs,
- *                 the key set sent to each connection
+ *     listener.c  the Unix socket, the peers allowed, accepting
+ *     client.c    a worker's connection: frames, ACKs, leases' answers,
+ *                 the key set sent to it
  *     keyset.c    the key set pushed to the workers, built once a rewrite
  *     snapshot.c  writing the key snapshot file
  *     queue.c     records and lease requests on their way to the database
@@ -147,21 +148,30 @@ int event_process(int64_t at);
 
 /* listener.c */
 
-typedef struct acd_client_s  acd_client_t;
-
 extern void  (*listener_connected)(void);
 
 int listener_init(void);
 void listener_close(void);
-void listener_ack(acd_client_t *c, const llm_record_t *rec);
-void listener_lease(acd_client_t *c, const llm_lease_t *l);
-void listener_release(acd_client_t *c);
-void listener_flush(void);
-void listener_reap(void);
-int listener_idle(void);
-void listener_keyset(void);
-unsigned listener_clients(void);
 void listener_recheck(void);
+
+
+/* client.c */
+
+typedef struct acd_client_s  acd_client_t;
+
+extern void  (*client_closed)(void);
+
+int client_new(int fd, uint64_t id, pid_t pid, uid_t uid);
+void client_shutdown(void);
+void client_ack(acd_client_t *c, const llm_record_t *rec);
+void client_lease(acd_client_t *c, const llm_lease_t *l);
+void client_release(acd_client_t *c);
+void client_flush(void);
+void client_reap(void);
+int client_idle(void);
+void client_keyset(void);
+unsigned client_count(void);
+void client_recheck(int (*allowed)(uid_t uid));
 
 
 /* queue.c */

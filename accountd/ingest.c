@@ -792,8 +792,8 @@ ingest_ack(size_t n)
 
     for (i = 0; i < n; i++) {
         item = queue_at(i);
-        listener_ack(item->client, &item->rec);
-        listener_release(item->client);
+        client_ack(item->client, &item->rec);
+        client_release(item->client);
     }
 
     queue_pop(n);

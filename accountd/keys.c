@@ -5,7 +5,7 @@
  * llm.tenants, by the commands or by plain SQL, and runs the snapshot query
  * between batches.  Its result is written to the key snapshot file
  * (snapshot.c) and built into the key set pushed to the workers
- * (keyset.c, listener.c).
+ * (keyset.c, client.c).
  *
  * The snapshot is rewritten at most once per KEYS_DEBOUNCE however many
  * changes come, after each connection (a notification sent while nobody
@@ -169,7 +169,7 @@ keys_done(PGresult *res)
 
     /* the workers need the keys even if the disk refused the file */
     if (keyset_publish(res, keys.generation) == 0) {
-        listener_keyset();
+        client_keyset();
     }
 
     keys_unlock();

@@ -41,7 +41,7 @@ static uint64_t       keyset_generation;
 
 /*
  * Builds the set from the result of SNAPSHOT_QUERY and makes it the
- * newest; the caller tells the listener.  Rows that do not fit the
+ * newest; the caller tells the connections.  Rows that do not fit the
  * snapshot format are left out, as from the snapshot, whose writer has
  * logged them.
  */

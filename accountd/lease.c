@@ -3,9 +3,10 @@
  * Leases: what the workers ask accountd for besides writing records.  A
  * lease of a tenant's or a key's caps (llm.take_lease), budget given back
  * (llm.return_lease), a gateway's share of a tenant's rate limits
- * (llm.take_share).  The listener queues the requests (queue.c); they go
- * to the database one at a time, before any batch, and the answer goes
- * back on the connection that asked, after the ACKs before it.
+ * (llm.take_share).  The connections queue the requests (client.c,
+ * queue.c); they go to the database one at a time, before any batch, and
+ * the answer goes back on the connection that asked, after the ACKs
+ * before it.
  */
 
 
@@ -153,7 +154,7 @@ lease_answer(PGresult *res)
                      (long long) l->req.want);
         }
 
-        listener_release(l->client);
+        client_release(l->client);
 
         queue_lease_pop();
         return;
@@ -203,8 +204,8 @@ lease_answer(PGresult *res)
         }
     }
 
-    listener_lease(l->client, &a);
-    listener_release(l->client);
+    client_lease(l->client, &a);
+    client_release(l->client);
 
     queue_lease_pop();
 }

@@ -313,19 +313,19 @@ main_loop(void)
         metrics_timer(event_now());
 
         /*
-         * The ACKs first: a paused listener resumes there and queues the
-         * frames it kept, which the batch started next takes; started
+         * The ACKs first: paused connections resume there and queue the
+         * frames they kept, which the batch started next takes; started
          * before, they would wait for an event that may never come.
          */
-        listener_flush();
+        client_flush();
         db_kick();
-        listener_reap();
+        client_reap();
 
         if (!acd_shutting_down) {
             continue;
         }
 
-        if (!db_flushable() && listener_idle()) {
+        if (!db_flushable() && client_idle()) {
             if (queue_len()) {
                 log_warning("%zu records not written: the database is "
                             "unreachable; their senders keep them",

@@ -720,7 +720,7 @@ metrics_body(metrics_buf_t *b)
 
     metrics_value(b, "clients", "gauge",
                   "nginx worker connections on the Unix socket.",
-                  (uint64_t) listener_clients());
+                  (uint64_t) client_count());
 
     metrics_value(b, "leases_granted_total", "counter",
                   "Budget leases answered with a grant above zero.",

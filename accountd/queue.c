@@ -1,9 +1,9 @@
 
 /*
- * What the listener received for the database, oldest first.  Records
- * received and not yet committed: a ring of queue_max items allocated
- * once.  The database writes from the head; the listener adds at the tail
- * and stops reading from clients when the ring is full, so that the
+ * What the workers' connections received for the database, oldest first.
+ * Records received and not yet committed: a ring of queue_max items
+ * allocated once.  The database writes from the head; the connections add
+ * at the tail and stop reading when the ring is full, so that the
  * backpressure reaches the nginx workers.
  *
  * Lease requests wait in a ring of their own, QUEUE_LEASES_MAX long: a
