@@ -4,20 +4,29 @@
  * socket and writes each one to PostgreSQL exactly once; manages tenants
  * and API keys and writes the key snapshot that nginx loads.
  *
- * One thread, one epoll loop.  Subsystems, one file each:
+ * One thread, one epoll loop.  Subsystems, one file each, in layers
+ * (accountd/LAYERS): a file calls only into the layers below its own.
  *
- *     main.c      arguments, daemon set-up, the event loop, signals
- *     config.c    the configuration file and its table
- *     log.c       log lines, gated by verbosity
- *     listener.c  the Unix socket, client connections, frames, ACKs,
- *                 the key set sent to each connection
- *     queue.c     records received and not yet committed
- *     db.c        asynchronous libpq: batches, LISTEN for key changes,
- *                 the key snapshot query
- *     snapshot.c  writing the key snapshot file
- *     keyset.c    the key set pushed to the workers, built once a rewrite
- *     metrics.c   the counters, and their HTTP listener (Prometheus)
+ *     main.c      arguments, daemon set-up, the order of a loop
+ *                 iteration, signals
  *     cli.c       the subcommands (blocking libpq)
+ *     metrics.c   the HTTP listener of the counters (Prometheus)
+ *     db.c        which query goes next on the database connection
+ *     ingest.c    the settle records' batches, their retries and ACKs
+ *     lease.c     the workers' lease and share requests
+ *     keys.c      LISTEN for key changes, the key snapshot query
+ *     dbconn.c    the asynchronous libpq connection's state machine
+ *     listener.c  the Unix socket, the peers allowed, accepting
+ *     client.c    a worker's connection: frames, ACKs, leases' answers,
+ *                 the key set sent to it
+ *     keyset.c    the key set pushed to the workers, built once a rewrite
+ *     snapshot.c  writing the key snapshot file
+ *     queue.c     records and lease requests on their way to the database
+ *     stats.c     the counters
+ *     conf.c      the configuration file and its table
+ *     pq.c        libpq helpers: blocking connect, messages, text
+ *     event.c     epoll, the events, the clock
+ *     log.c       log lines, gated by verbosity
  */
 
 #ifndef _ACCOUNTD_H_INCLUDED_
@@ -39,7 +48,7 @@
 #define ACCOUNTD_DEFAULT_CONF     "/etc/llmgw/accountd.conf"
 
 
-/* config.c */
+/* conf.c */
 
 typedef struct {
     char      *database_url;
@@ -63,9 +72,10 @@ typedef struct {
 
 extern acd_conf_t  acd_cf;
 extern char       *acd_conf_file;
+extern int         acd_verbose_args;
 
 int conf_load(const char *path, acd_conf_t *cf, int optional);
-int conf_reload(void);
+int conf_reload(void (*changed)(const acd_conf_t *old));
 void conf_free(acd_conf_t *cf);
 int conf_parse_addr(const char *s, struct sockaddr_storage *sa,
     socklen_t *len);
@@ -89,7 +99,7 @@ int log_open(const char *path);
 void log_close(void);
 void log_msg(acd_log_level_e level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void fatal(const char *fmt, ...)
+void log_fatal(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
 size_t log_clean(char *dst, size_t cap, const char *src, size_t len);
 
@@ -112,7 +122,7 @@ size_t log_clean(char *dst, size_t cap, const char *src, size_t len);
     } while (0)
 
 
-/* main.c: the event loop */
+/* event.c */
 
 typedef struct acd_event_s  acd_event_t;
 
@@ -127,38 +137,56 @@ struct acd_event_s {
 };
 
 extern int  acd_shutting_down;
-extern int  acd_verbose_args;
 
+int event_init(void);
+void event_done(void);
 int event_set(acd_event_t *ev, uint32_t events);
 void event_del(acd_event_t *ev);
-int64_t acd_now(void);
+int64_t event_now(void);
+int event_process(int64_t at);
 
 
 /* listener.c */
 
-typedef struct acd_client_s  acd_client_t;
+extern void  (*listener_connected)(void);
 
 int listener_init(void);
 void listener_close(void);
-void listener_pause(void);
-void listener_resume(void);
-void listener_ack(acd_client_t *c, const llm_record_t *rec);
-void listener_lease(acd_client_t *c, const llm_lease_t *l);
-void listener_release(acd_client_t *c);
-void listener_flush(void);
-void listener_reap(void);
-int listener_idle(void);
-void listener_keyset(void);
-unsigned listener_clients(void);
 void listener_recheck(void);
 
 
+/* client.c */
+
+typedef struct acd_client_s  acd_client_t;
+
+extern void  (*client_closed)(void);
+
+int client_new(int fd, uint64_t id, pid_t pid, uid_t uid);
+void client_shutdown(void);
+void client_ack(acd_client_t *c, const llm_record_t *rec);
+void client_lease(acd_client_t *c, const llm_lease_t *l);
+void client_release(acd_client_t *c);
+void client_flush(void);
+void client_reap(void);
+int client_idle(void);
+void client_keyset(void);
+unsigned client_count(void);
+void client_recheck(int (*allowed)(uid_t uid));
+
+
 /* queue.c */
+
+#define QUEUE_LEASES_MAX          1024
 
 typedef struct {
     llm_record_t    rec;
     acd_client_t   *client;
 } acd_item_t;
+
+typedef struct {
+    llm_lease_t     req;
+    acd_client_t   *client;
+} acd_lease_item_t;
 
 int queue_init(size_t max);
 size_t queue_len(void);
@@ -167,6 +195,87 @@ int queue_has_room(void);
 acd_item_t *queue_push(void);
 acd_item_t *queue_at(size_t i);
 void queue_pop(size_t n);
+acd_lease_item_t *queue_lease_push(void);
+acd_lease_item_t *queue_lease_head(void);
+void queue_lease_pop(void);
+
+
+/* pq.c */
+
+#define PQ_ERROR_MAX              512
+
+PGconn *pq_connect(const char *url, int timeout);
+void pq_error_text(char *buf, size_t cap, const char *msg);
+void pq_text(char *dst, size_t cap, const char *src, size_t len);
+void pq_notice(void *arg, const char *message);
+
+
+/* dbconn.c */
+
+/*
+ * A query's handlers: its result, its failure (the error is in
+ * dbconn_error(); NULL: the connection is dropped), and the loss of the
+ * connection while it was the last query sent (busy: still in flight).
+ */
+typedef struct {
+    void        (*done)(PGresult *res);
+    void        (*failed)(const char *sqlstate);
+    void        (*lost)(int busy);
+} dbconn_query_t;
+
+/* run on every new connection; name: prepared as that statement */
+typedef struct {
+    const char   *name;
+    const char   *sql;
+    int           nparams;
+    void        (*done)(void);
+} dbconn_setup_t;
+
+extern void  (*dbconn_notify)(int n);
+
+int dbconn_setup(const dbconn_setup_t *s);
+void dbconn_start(void);
+int dbconn_ready(void);
+int dbconn_idle(void);
+int dbconn_busy(void);
+int dbconn_connected(void);
+const char *dbconn_error(void);
+void dbconn_conf_changed(const acd_conf_t *old);
+int64_t dbconn_timer_at(void);
+void dbconn_timer(int64_t now);
+void dbconn_close(void);
+int dbconn_send(const dbconn_query_t *q, const char *sql, int nparams,
+    const char *const *values);
+int dbconn_send_prepared(const dbconn_query_t *q, const char *name,
+    int nparams, const char *const *values, const int *lengths,
+    const int *formats);
+void dbconn_down(const char *reason);
+
+
+/* ingest.c */
+
+int ingest_init(void);
+void ingest_kick(void);
+int64_t ingest_timer_at(void);
+int ingest_retrying(void);
+
+
+/* lease.c */
+
+int lease_waiting(void);
+void lease_send(void);
+
+
+/* keys.c */
+
+int keys_init(void);
+void keys_start(int written);
+void keys_request(void);
+int keys_wanted(void);
+void keys_send(void);
+int64_t keys_timer_at(void);
+void keys_timer(int64_t now);
+void keys_close(void);
 
 
 /* db.c */
@@ -174,16 +283,10 @@ void queue_pop(size_t n);
 int db_init(void);
 void db_start(int snapshot_written);
 void db_kick(void);
-void db_snapshot_request(void);
-void db_snapshot_soon(void);
-void db_conf_changed(const acd_conf_t *old);
-int db_lease(acd_client_t *c, const llm_lease_t *req);
 int64_t db_timer_at(void);
 void db_timer(int64_t now);
 int db_flushable(void);
-int db_connected(void);
 void db_close(void);
-PGconn *db_connect_blocking(const char *url, int timeout);
 
 
 /* snapshot.c */
@@ -216,7 +319,8 @@ void snapshot_unlock(int fd);
 int snapshot_write(const char *path, PGresult *res, uint64_t generation,
     int64_t *next_expiry);
 uint64_t snapshot_generation(void);
-int snapshot_blocking(PGconn *conn, const char *path, int publish);
+int snapshot_blocking(PGconn *conn, const char *path,
+    int (*publish)(PGresult *res, uint64_t generation));
 int snapshot_entry(PGresult *res, int row, llm_key_entry_t *e);
 
 
@@ -237,12 +341,12 @@ void keyset_unref(acd_keyset_t *ks);
 void keyset_done(void);
 
 
-/* metrics.c */
+/* stats.c */
 
 /* records a batch: 1, 2, 4 ... 4096 (batch_max's largest) */
-#define METRICS_BATCH_BUCKETS     13
+#define STATS_BATCH_BUCKETS       13
 /* seconds from a batch's statement sent to its commit's result */
-#define METRICS_RTT_BUCKETS       12
+#define STATS_RTT_BUCKETS         12
 
 typedef struct {
     uint64_t   records_received;
@@ -250,9 +354,9 @@ typedef struct {
     uint64_t   records_rejected;
     uint64_t   records_dropped;
     uint64_t   batches;
-    uint64_t   batch_bucket[METRICS_BATCH_BUCKETS];
+    uint64_t   batch_bucket[STATS_BATCH_BUCKETS];
     uint64_t   batch_sum;
-    uint64_t   rtt_bucket[METRICS_RTT_BUCKETS];
+    uint64_t   rtt_bucket[STATS_RTT_BUCKETS];
     uint64_t   rtt_sum_us;
     uint64_t   db_reconnects;
     uint64_t   leases_granted;
@@ -262,12 +366,23 @@ typedef struct {
     uint64_t   peers_refused;
 } acd_stats_t;
 
-extern acd_stats_t  acd_stats;
+/* a bucket's upper bound, and as printed */
+typedef struct {
+    int64_t      usec;
+    const char  *le;
+} stats_le_t;
+
+extern acd_stats_t       acd_stats;
+extern const stats_le_t  stats_rtt_le[STATS_RTT_BUCKETS];
+
+int64_t stats_usec(void);
+void stats_batch(size_t n, size_t rejected, int64_t usec);
+
+
+/* metrics.c */
 
 int metrics_init(void);
 void metrics_close(void);
-int64_t metrics_usec(void);
-void metrics_batch(size_t n, size_t rejected, int64_t usec);
 int64_t metrics_timer_at(void);
 void metrics_timer(int64_t now);
 

@@ -36,6 +36,8 @@
 #define CLI_TIME_FORMAT           "'YYYY-MM-DD HH24:MI:SS'"
 #define CLI_INVALID_NAME          "1 to %d of A-Z a-z 0-9 _ . -"
 #define CLI_PLANS_MAX             32
+/* the parameters of the statement that issues a key */
+#define CLI_ISSUE_PARAMS          8
 
 
 typedef struct {
@@ -44,6 +46,17 @@ typedef struct {
     const char   *value;
     int           seen;
 } cli_opt_t;
+
+
+/* a statement that issues a key: see cli_key_issue() */
+typedef struct {
+    const char   *what;
+    const char   *sql;
+    int           nparams;
+    const char   *none;         /* no row: the message, with $1 */
+    const char   *unsaved;      /* the snapshot was not written */
+    unsigned      rotated:1;
+} cli_issue_t;
 
 
 static int cli_tenant_create(int argc, char **argv);
@@ -56,6 +69,9 @@ static int cli_key_revoke(int argc, char **argv);
 static int cli_key_rotate(int argc, char **argv);
 static int cli_snapshot(int argc, char **argv);
 static int cli_capacity(int argc, char **argv);
+static int cli_capacity_plans(const char *value, char *tiers, char *tpms);
+static void cli_capacity_report(PGresult *res, long long capacity,
+    long long days, double k);
 static int cli_opts(int argc, char **argv, cli_opt_t *opts,
     const char **arg);
 static int cli_name(const char *what, const char *value, size_t max);
@@ -64,6 +80,8 @@ static const char *cli_cap(const char *s);
 static int cli_duration(const char *what, const char *s, int zero,
     char *out, size_t cap);
 static int cli_key_find(PGconn *conn, const char *arg, char *id, size_t cap);
+static int cli_key_issue(PGconn *conn, const cli_issue_t *is,
+    const char **values, int live);
 static int cli_key_new(char *key, char *prefix, uint8_t *hash, int live);
 static PGconn *cli_connect(void);
 static int cli_list(const char *what, const char *sql, int n,
@@ -297,7 +315,7 @@ cli_tenant_update(int argc, char **argv)
     /* the snapshot names each key's tenant */
 
     if (opts[2].value != NULL
-        && snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0)
+        && snapshot_blocking(conn, acd_cf.key_snapshot, NULL) != 0)
     {
         log_error("the tenant is renamed but the snapshot was not written: "
                   "run \"accountd snapshot\"");
@@ -385,17 +403,149 @@ cli_cap(const char *s)
 }
 
 
+/*
+ * What "key create" and "key rotate" share: the new key, of the kind
+ * asked for, bound with its HMAC as $2 and its display prefix as $3 of a
+ * statement that inserts it and returns its key_id, tenant, tier, models
+ * and expiry (and, for a rotation, the old key's id, prefix and new
+ * expiry); the snapshot written before the key is shown; the key printed
+ * once and wiped.
+ */
+
+static const cli_issue_t  cli_key_create_issue = {
+    "key create",
+    "INSERT INTO llm.api_keys"
+    " (tenant_id, key_hash, display_prefix, tier, models,"
+    " expires_at, daily_cap_pusd, monthly_cap_pusd)"
+    " SELECT tenant_id, $2::bytea, $3::text,"
+    " coalesce($4::text, tier),"
+    " string_to_array($5::text, ','),"
+    " now() + $6::bigint * interval '1 second',"
+    " llm.usd_to_pusd($7), llm.usd_to_pusd($8)"
+    " FROM llm.tenants WHERE name = $1"
+    " RETURNING key_id, $1::text, tier,"
+    " coalesce(array_to_string(models, ','), '*'),"
+    " coalesce(to_char(expires_at, " CLI_TIME_FORMAT "),"
+    " '-')",
+    8,
+    "no tenant named \"%s\"",
+    "the key is created but the snapshot was not written: "
+    "run \"accountd snapshot\"",
+    0
+};
+
+/*
+ * One statement, so that the new key and the old key's expiry are
+ * committed together: a key is never left without its successor, nor a
+ * successor made for a key that stays.
+ */
+
+static const cli_issue_t  cli_key_rotate_issue = {
+    "key rotate",
+    "WITH old AS ("
+    " UPDATE llm.api_keys"
+    " SET expires_at = least(expires_at,"
+    " now() + $4::bigint * interval '1 second')"
+    " WHERE key_id = $1::bigint AND revoked_at IS NULL"
+    " RETURNING key_id, tenant_id, tier, models,"
+    " display_prefix, expires_at),"
+    " new AS ("
+    " INSERT INTO llm.api_keys"
+    " (tenant_id, key_hash, display_prefix, tier, models,"
+    " rotated_from)"
+    " SELECT tenant_id, $2::bytea, $3::text, tier,"
+    " models, key_id FROM old"
+    " RETURNING key_id, tenant_id, tier, models)"
+    " SELECT new.key_id, t.name, new.tier,"
+    " coalesce(array_to_string(new.models, ','), '*'), '-',"
+    " old.key_id, old.display_prefix,"
+    " to_char(old.expires_at, " CLI_TIME_FORMAT ")"
+    " FROM new CROSS JOIN old"
+    " JOIN llm.tenants t ON t.tenant_id = new.tenant_id",
+    4,
+    "key %s was revoked meanwhile: nothing done",
+    "the key is rotated but the snapshot was not written: "
+    "run \"accountd snapshot\"",
+    1
+};
+
+
+/* values: the statement's, but for $2 and $3, which are set here */
+
+static int
+cli_key_issue(PGconn *conn, const cli_issue_t *is, const char **values,
+    int live)
+{
+    int        rc, lengths[CLI_ISSUE_PARAMS], formats[CLI_ISSUE_PARAMS];
+    char       key[LLM_KEY_LEN + 1], prefix[LLM_KEY_DISPLAY_LEN + 1];
+    uint8_t    hash[LLM_KEY_HASH_LEN];
+    PGresult  *res;
+
+    if (cli_key_new(key, prefix, hash, live) != 0) {
+        return 1;
+    }
+
+    values[1] = (const char *) hash;
+    values[2] = prefix;
+
+    memset(lengths, 0, sizeof(lengths));
+    memset(formats, 0, sizeof(formats));
+    lengths[1] = LLM_KEY_HASH_LEN;
+    formats[1] = 1;
+
+    rc = 1;
+
+    res = PQexecParams(conn, is->sql, is->nparams, NULL, values, lengths,
+                       formats, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, is->what);
+        goto done;
+    }
+
+    if (PQntuples(res) == 0) {
+        log_error(is->none, values[0]);
+        goto done;
+    }
+
+    /* live before it is shown; a failed snapshot still shows the key */
+
+    rc = 0;
+
+    if (snapshot_blocking(conn, acd_cf.key_snapshot, NULL) != 0) {
+        log_error("%s", is->unsaved);
+        rc = 1;
+    }
+
+    if (is->rotated) {
+        printf("key %s (%s) expires %s\n", PQgetvalue(res, 0, 5),
+               PQgetvalue(res, 0, 6), PQgetvalue(res, 0, 7));
+    }
+
+    printf("key_id %s, tenant %s, tier %s, prefix %s, models %s, "
+           "expires %s\n",
+           PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2), prefix, PQgetvalue(res, 0, 3),
+           PQgetvalue(res, 0, 4));
+    printf("%s\n", key);
+    fflush(stdout);
+
+done:
+
+    OPENSSL_cleanse(key, sizeof(key));
+    PQclear(res);
+
+    return rc;
+}
+
+
 static int
 cli_key_create(int argc, char **argv)
 {
     int          rc;
-    char         key[LLM_KEY_LEN + 1], prefix[LLM_KEY_DISPLAY_LEN + 1];
     char         expires[24];
     PGconn      *conn;
-    uint8_t      hash[LLM_KEY_HASH_LEN];
-    PGresult    *res;
-    const char  *values[8], *models;
-    int          lengths[8], formats[8];
+    const char  *values[CLI_ISSUE_PARAMS], *models;
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
         { "tier", 0, NULL, 0 },
@@ -450,80 +600,21 @@ cli_key_create(int argc, char **argv)
         return 2;
     }
 
-    if (cli_key_new(key, prefix, hash, !opts[2].seen) != 0) {
+    conn = cli_connect();
+    if (conn == NULL) {
         return 1;
     }
 
-    rc = 1;
-    res = NULL;
-
-    conn = cli_connect();
-    if (conn == NULL) {
-        goto done;
-    }
-
     values[0] = opts[0].value;
-    values[1] = (const char *) hash;
-    values[2] = prefix;
     values[3] = opts[1].value;
     values[4] = models;
     values[5] = opts[4].value ? expires : NULL;
     values[6] = cli_cap(opts[5].value);
     values[7] = cli_cap(opts[6].value);
 
-    memset(lengths, 0, sizeof(lengths));
-    memset(formats, 0, sizeof(formats));
-    lengths[1] = LLM_KEY_HASH_LEN;
-    formats[1] = 1;
-
     /* amounts become exact pico-dollars in SQL, never a float */
-    res = PQexecParams(conn,
-                       "INSERT INTO llm.api_keys"
-                       " (tenant_id, key_hash, display_prefix, tier, models,"
-                       " expires_at, daily_cap_pusd, monthly_cap_pusd)"
-                       " SELECT tenant_id, $2::bytea, $3::text,"
-                       " coalesce($4::text, tier),"
-                       " string_to_array($5::text, ','),"
-                       " now() + $6::bigint * interval '1 second',"
-                       " llm.usd_to_pusd($7), llm.usd_to_pusd($8)"
-                       " FROM llm.tenants WHERE name = $1"
-                       " RETURNING key_id, tier,"
-                       " coalesce(array_to_string(models, ','), '*'),"
-                       " coalesce(to_char(expires_at, " CLI_TIME_FORMAT "),"
-                       " '-')",
-                       8, NULL, values, lengths, formats, 0);
+    rc = cli_key_issue(conn, &cli_key_create_issue, values, !opts[2].seen);
 
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = cli_failed(res, conn, "key create");
-        goto done;
-    }
-
-    if (PQntuples(res) == 0) {
-        log_error("no tenant named \"%s\"", opts[0].value);
-        goto done;
-    }
-
-    /* live before it is shown; a failed snapshot still shows the key */
-
-    rc = 0;
-
-    if (snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0) {
-        log_error("the key is created but the snapshot was not written: "
-                  "run \"accountd snapshot\"");
-        rc = 1;
-    }
-
-    printf("key_id %s, tenant %s, tier %s, prefix %s, models %s, "
-           "expires %s\n",
-           PQgetvalue(res, 0, 0), opts[0].value, PQgetvalue(res, 0, 1),
-           prefix, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
-    printf("%s\n", key);
-    fflush(stdout);
-
-done:
-
-    OPENSSL_cleanse(key, sizeof(key));
-    PQclear(res);
     PQfinish(conn);
 
     return rc;
@@ -731,7 +822,7 @@ cli_key_revoke(int argc, char **argv)
     fflush(stdout);
 
     /* written even if it was revoked before: the last write may have failed */
-    rc = snapshot_blocking(conn, acd_cf.key_snapshot, 0) == 0 ? 0 : 1;
+    rc = snapshot_blocking(conn, acd_cf.key_snapshot, NULL) == 0 ? 0 : 1;
 
 done:
 
@@ -742,23 +833,14 @@ done:
 }
 
 
-/*
- * One statement, so that the new key and the old key's expiry are
- * committed together: a key is never left without its successor, nor a
- * successor made for a key that stays.
- */
-
 static int
 cli_key_rotate(int argc, char **argv)
 {
     int          rc, live;
-    char         key[LLM_KEY_LEN + 1], prefix[LLM_KEY_DISPLAY_LEN + 1];
     char         id[24], grace[24];
     PGconn      *conn;
-    uint8_t      hash[LLM_KEY_HASH_LEN];
     PGresult    *res;
-    const char  *values[4], *arg;
-    int          lengths[4], formats[4];
+    const char  *values[CLI_ISSUE_PARAMS], *arg;
     cli_opt_t    opts[] = {
         { "grace", 0, NULL, 0 },
         { NULL, 0, NULL, 0 }
@@ -778,7 +860,6 @@ cli_key_rotate(int argc, char **argv)
         return 2;
     }
 
-    key[0] = '\0';
     res = NULL;
 
     conn = cli_connect();
@@ -822,73 +903,13 @@ cli_key_rotate(int argc, char **argv)
     PQclear(res);
     res = NULL;
 
-    if (cli_key_new(key, prefix, hash, live) != 0) {
-        goto done;
-    }
-
     values[0] = id;
-    values[1] = (const char *) hash;
-    values[2] = prefix;
     values[3] = grace;
 
-    memset(lengths, 0, sizeof(lengths));
-    memset(formats, 0, sizeof(formats));
-    lengths[1] = LLM_KEY_HASH_LEN;
-    formats[1] = 1;
-
-    res = PQexecParams(conn,
-                       "WITH old AS ("
-                       " UPDATE llm.api_keys"
-                       " SET expires_at = least(expires_at,"
-                       " now() + $4::bigint * interval '1 second')"
-                       " WHERE key_id = $1::bigint AND revoked_at IS NULL"
-                       " RETURNING key_id, tenant_id, tier, models,"
-                       " display_prefix, expires_at),"
-                       " new AS ("
-                       " INSERT INTO llm.api_keys"
-                       " (tenant_id, key_hash, display_prefix, tier, models,"
-                       " rotated_from)"
-                       " SELECT tenant_id, $2::bytea, $3::text, tier,"
-                       " models, key_id FROM old"
-                       " RETURNING key_id, tenant_id, tier, models)"
-                       " SELECT new.key_id, t.name, new.tier,"
-                       " coalesce(array_to_string(new.models, ','), '*'),"
-                       " old.key_id, old.display_prefix,"
-                       " to_char(old.expires_at, " CLI_TIME_FORMAT ")"
-                       " FROM new CROSS JOIN old"
-                       " JOIN llm.tenants t ON t.tenant_id = new.tenant_id",
-                       4, NULL, values, lengths, formats, 0);
-
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = cli_failed(res, conn, "key rotate");
-        goto done;
-    }
-
-    if (PQntuples(res) == 0) {
-        log_error("key %s was revoked meanwhile: nothing done", id);
-        goto done;
-    }
-
-    rc = 0;
-
-    if (snapshot_blocking(conn, acd_cf.key_snapshot, 0) != 0) {
-        log_error("the key is rotated but the snapshot was not written: "
-                  "run \"accountd snapshot\"");
-        rc = 1;
-    }
-
-    printf("key %s (%s) expires %s\n", PQgetvalue(res, 0, 4),
-           PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6));
-    printf("key_id %s, tenant %s, tier %s, prefix %s, models %s, "
-           "expires -\n",
-           PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-           PQgetvalue(res, 0, 2), prefix, PQgetvalue(res, 0, 3));
-    printf("%s\n", key);
-    fflush(stdout);
+    rc = cli_key_issue(conn, &cli_key_rotate_issue, values, live);
 
 done:
 
-    OPENSSL_cleanse(key, sizeof(key));
     PQclear(res);
     PQfinish(conn);
 
@@ -917,7 +938,7 @@ cli_snapshot(int argc, char **argv)
         return 1;
     }
 
-    rc = snapshot_blocking(conn, acd_cf.key_snapshot, 0) == 0 ? 0 : 1;
+    rc = snapshot_blocking(conn, acd_cf.key_snapshot, NULL) == 0 ? 0 : 1;
 
     PQfinish(conn);
 
@@ -1199,6 +1220,36 @@ done:
 }
 
 
+static const char  cli_capacity_sql[] =
+    "WITH plans (tier, tpm) AS ("
+    "  SELECT * FROM unnest($1::text[], $2::bigint[])),"
+    " span AS ("
+    "  SELECT now() - make_interval(days => $3::int) AS since,"
+    "         now() AS until),"
+    " tenant AS ("
+    "  SELECT t.tenant_id, p.tier, p.tpm,"
+    "         greatest(t.created_at, span.since) AS since, span.until"
+    "  FROM llm.tenants t JOIN plans p ON p.tier = t.tier"
+    "  CROSS JOIN span),"
+    " used AS ("
+    "  SELECT tenant.tier, tenant.tpm,"
+    "         (SELECT coalesce(sum(u.input_tokens"
+    "                              + coalesce(u.output_tokens, 0)), 0)"
+    "          FROM llm.usage u WHERE u.tenant_id = tenant.tenant_id"
+    "          AND u.ts >= tenant.since AND u.ts < tenant.until)"
+    "           AS tokens,"
+    "         greatest(extract(epoch FROM tenant.until - tenant.since)"
+    "                  / 60, 1) AS minutes"
+    "  FROM tenant)"
+    " SELECT p.tier, p.tpm, count(used.tpm),"
+    "        coalesce(avg(least(coalesce(used.tokens"
+    "                                    / (used.tpm * used.minutes), 0),"
+    "                           1)), 0)::float8,"
+    "        coalesce(sum(used.tokens), 0)"
+    " FROM plans p LEFT JOIN used ON used.tier = p.tier"
+    " GROUP BY p.tier, p.tpm ORDER BY p.tier";
+
+
 /*
  * How far each plan can be oversold: each
  * plan's mean utilisation over the last days, from llm.usage, and the
@@ -1215,18 +1266,15 @@ done:
 static int
 cli_capacity(int argc, char **argv)
 {
-    int                   i, n, rc;
-    char                 *list, *item, *save, *eq, *end, days_s[32];
-    char                  tiers[CLI_PLANS_MAX * 40], tpms[CLI_PLANS_MAX * 24];
-    char                 *tp, *mp;
-    long long             capacity, tpm, days;
-    double                k, mean, sd, p;
-    int64_t               by_mean, by_k;
-    PGconn               *conn;
-    PGresult             *res;
-    const char           *values[3];
-    llm_capacity_plan_t   plans[CLI_PLANS_MAX];
-    cli_opt_t             opts[] = {
+    int          rc;
+    char        *end, days_s[32];
+    char         tiers[CLI_PLANS_MAX * 40], tpms[CLI_PLANS_MAX * 24];
+    double       k;
+    PGconn      *conn;
+    PGresult    *res;
+    long long    capacity, days;
+    const char  *values[3];
+    cli_opt_t    opts[] = {
         { "capacity", 0, NULL, 0 },
         { "plans", 0, NULL, 0 },
         { "days", 0, NULL, 0 },
@@ -1278,8 +1326,51 @@ cli_capacity(int argc, char **argv)
         }
     }
 
-    /* the plans as two PostgreSQL arrays: {pro,free} and {60000,10000} */
-    list = strdup(opts[1].value);
+    rc = cli_capacity_plans(opts[1].value, tiers, tpms);
+    if (rc != 0) {
+        return rc;
+    }
+
+    snprintf(days_s, sizeof(days_s), "%lld", days);
+
+    values[0] = tiers;
+    values[1] = tpms;
+    values[2] = days_s;
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    res = PQexecParams(conn, cli_capacity_sql, 3, NULL, values, NULL, NULL,
+                       0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "capacity");
+        PQclear(res);
+        PQfinish(conn);
+        return rc;
+    }
+
+    cli_capacity_report(res, capacity, days, k);
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return 0;
+}
+
+
+/* the plans as two PostgreSQL arrays: {pro,free} and {60000,10000} */
+
+static int
+cli_capacity_plans(const char *value, char *tiers, char *tpms)
+{
+    int         n;
+    char       *list, *item, *save, *eq, *end, *tp, *mp;
+    long long   tpm;
+
+    list = strdup(value);
     if (list == NULL) {
         return 1;
     }
@@ -1320,7 +1411,7 @@ cli_capacity(int argc, char **argv)
     free(list);
 
     if (n == 0) {
-        fprintf(stderr, "accountd: no plans in \"%s\"\n", opts[1].value);
+        fprintf(stderr, "accountd: no plans in \"%s\"\n", value);
         return 2;
     }
 
@@ -1329,53 +1420,25 @@ cli_capacity(int argc, char **argv)
     *mp++ = '}';
     *mp = '\0';
 
-    snprintf(days_s, sizeof(days_s), "%lld", days);
+    return 0;
 
-    values[0] = tiers;
-    values[1] = tpms;
-    values[2] = days_s;
+invalid:
 
-    conn = cli_connect();
-    if (conn == NULL) {
-        return 1;
-    }
+    fprintf(stderr, "accountd: invalid plans \"%s\": TIER=TPM[,TIER=TPM...]\n",
+            value);
+    free(list);
+    return 2;
+}
 
-    res = PQexecParams(conn,
-        "WITH plans (tier, tpm) AS ("
-        "  SELECT * FROM unnest($1::text[], $2::bigint[])),"
-        " span AS ("
-        "  SELECT now() - make_interval(days => $3::int) AS since,"
-        "         now() AS until),"
-        " tenant AS ("
-        "  SELECT t.tenant_id, p.tier, p.tpm,"
-        "         greatest(t.created_at, span.since) AS since, span.until"
-        "  FROM llm.tenants t JOIN plans p ON p.tier = t.tier"
-        "  CROSS JOIN span),"
-        " used AS ("
-        "  SELECT tenant.tier, tenant.tpm,"
-        "         (SELECT coalesce(sum(u.input_tokens"
-        "                              + coalesce(u.output_tokens, 0)), 0)"
-        "          FROM llm.usage u WHERE u.tenant_id = tenant.tenant_id"
-        "          AND u.ts >= tenant.since AND u.ts < tenant.until)"
-        "           AS tokens,"
-        "         greatest(extract(epoch FROM tenant.until - tenant.since)"
-        "                  / 60, 1) AS minutes"
-        "  FROM tenant)"
-        " SELECT p.tier, p.tpm, count(used.tpm),"
-        "        coalesce(avg(least(coalesce(used.tokens"
-        "                                    / (used.tpm * used.minutes), 0),"
-        "                           1)), 0)::float8,"
-        "        coalesce(sum(used.tokens), 0)"
-        " FROM plans p LEFT JOIN used ON used.tier = p.tier"
-        " GROUP BY p.tier, p.tpm ORDER BY p.tier",
-        3, NULL, values, NULL, NULL, 0);
 
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        rc = cli_failed(res, conn, "capacity");
-        PQclear(res);
-        PQfinish(conn);
-        return rc;
-    }
+static void
+cli_capacity_report(PGresult *res, long long capacity, long long days,
+    double k)
+{
+    int                   i, n;
+    double                mean, sd, p;
+    int64_t               by_mean, by_k;
+    llm_capacity_plan_t   plans[CLI_PLANS_MAX];
 
     printf("capacity %lld tokens a minute; utilisation over the last %lld "
            "days; headroom %.4g sigma\n\n", capacity, days, k);
@@ -1415,25 +1478,13 @@ cli_capacity(int argc, char **argv)
            "sigma %.0f; mean + %.4g sigma = %.0f, %s the capacity\n",
            mean, sd, k, mean + k * sd,
            mean + k * sd <= (double) capacity ? "within" : "OVER");
-
-    PQclear(res);
-    PQfinish(conn);
-
-    return 0;
-
-invalid:
-
-    fprintf(stderr, "accountd: invalid plans \"%s\": TIER=TPM[,TIER=TPM...]\n",
-            opts[1].value);
-    free(list);
-    return 2;
 }
 
 
 static PGconn *
 cli_connect(void)
 {
-    return db_connect_blocking(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
+    return pq_connect(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
 }
 
 

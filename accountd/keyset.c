@@ -40,9 +40,10 @@ static uint64_t       keyset_generation;
 
 
 /*
- * Builds the set from the result of SNAPSHOT_QUERY, makes it the newest
- * and tells the listener.  Rows that do not fit the snapshot format are
- * left out, as from the snapshot, whose writer has logged them.
+ * Builds the set from the result of SNAPSHOT_QUERY and makes it the
+ * newest; the caller tells the connections.  Rows that do not fit the
+ * snapshot format are left out, as from the snapshot, whose writer has
+ * logged them.
  */
 
 int
@@ -153,8 +154,6 @@ keyset_publish(PGresult *res, uint64_t generation)
 
     keyset_unref(keyset_last);
     keyset_last = ks;
-
-    listener_keyset();
 
     return 0;
 

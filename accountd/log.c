@@ -86,7 +86,7 @@ log_msg(acd_log_level_e level, const char *fmt, ...)
 
 
 void
-fatal(const char *fmt, ...)
+log_fatal(const char *fmt, ...)
 {
     va_list  ap;
 

@@ -1,10 +1,12 @@
 
 /*
- * accountd: arguments, daemon set-up, the event loop, signals.
+ * accountd: arguments, daemon set-up, the order of an iteration of the
+ * event loop, signals.
  *
- * Everything runs in one epoll loop and nothing in it blocks: sockets are
- * non-blocking, libpq is used asynchronously, signals arrive through a
- * signalfd as ordinary events, and timers are the loop's timeout.
+ * Everything runs in one epoll loop (event.c) and nothing in it blocks:
+ * sockets are non-blocking, libpq is used asynchronously, signals arrive
+ * through a signalfd as ordinary events, and timers are the loop's
+ * timeout.
  */
 
 
@@ -13,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +29,12 @@
 #include "accountd.h"
 
 
-#define MAIN_EVENTS               64
 #define MAIN_SHUTDOWN_WAIT        2000
 #define MAIN_START_TIMEOUT        5
 
 
-int  acd_shutting_down;
-int  acd_verbose_args;
-
-
 static void usage(FILE *out, const char *prog);
+static void main_daemon(int daemonize);
 static void main_loop(void);
 static void main_signal(acd_event_t *ev, uint32_t events);
 static void main_shutdown(int now);
@@ -50,7 +47,6 @@ static void pidfile_write(void);
 static void pidfile_remove(void);
 
 
-static int           main_epoll = -1;
 static int           main_ready_fd = -1;
 static int64_t       main_shutdown_at;
 static acd_event_t   main_signal_ev = { .fd = -1 };
@@ -60,9 +56,8 @@ static char         *main_pidfile;
 int
 main(int argc, char **argv)
 {
-    int          c, daemonize, written, optional;
-    char        *conf, *path;
-    PGconn      *conn;
+    int    c, daemonize, optional;
+    char  *conf, *path;
 
     /*
      * The daemon holds the HMAC secret and the CLI prints new keys: neither
@@ -136,20 +131,32 @@ main(int argc, char **argv)
         return cli_main(argc - optind, argv + optind);
     }
 
-    /* the daemon: failures up to the loop are fatal */
+    main_daemon(daemonize);
+
+    return 0;
+}
+
+
+/* the daemon: failures up to the loop are fatal */
+
+static void
+main_daemon(int daemonize)
+{
+    int      written;
+    PGconn  *conn;
 
     if (daemonize && acd_cf.logfile[0] == '\0') {
-        fatal("-d needs \"logfile\" in \"%s\": stderr goes nowhere",
-              acd_conf_file);
+        log_fatal("-d needs \"logfile\" in \"%s\": stderr goes nowhere",
+                  acd_conf_file);
     }
 
     if (acd_cf.listen[0] == '\0') {
-        fatal("\"listen\" is not set in \"%s\"", acd_conf_file);
+        log_fatal("\"listen\" is not set in \"%s\"", acd_conf_file);
     }
 
     if (log_open(acd_cf.logfile) != 0) {
-        fatal("could not open logfile \"%s\": %s", acd_cf.logfile,
-              strerror(errno));
+        log_fatal("could not open logfile \"%s\": %s", acd_cf.logfile,
+                  strerror(errno));
     }
 
     if (acd_cf.pidfile[0] != '\0') {
@@ -157,28 +164,29 @@ main(int argc, char **argv)
     }
 
     if (daemonize && main_daemonize() != 0) {
-        fatal("could not become a daemon: %s", strerror(errno));
+        log_fatal("could not become a daemon: %s", strerror(errno));
     }
 
     if (acd_cf.pidfile[0] != '\0') {
         pidfile_write();
     }
 
-    main_epoll = epoll_create1(EPOLL_CLOEXEC);
-    if (main_epoll == -1) {
-        fatal("epoll_create1() failed: %s", strerror(errno));
+    if (event_init() != 0) {
+        log_fatal("epoll_create1() failed: %s", strerror(errno));
     }
 
     if (main_signals() != 0) {
-        fatal("could not set up signals: %s", strerror(errno));
+        log_fatal("could not set up signals: %s", strerror(errno));
     }
 
     if (queue_init(acd_cf.queue_max) != 0) {
-        fatal("out of memory for a queue of %d records", acd_cf.queue_max);
+        log_fatal("out of memory for a queue of %d records",
+                  acd_cf.queue_max);
     }
 
     if (db_init() != 0) {
-        fatal("out of memory for batches of %d records", acd_cf.batch_max);
+        log_fatal("out of memory for batches of %d records",
+                  acd_cf.batch_max);
     }
 
     /*
@@ -190,10 +198,11 @@ main(int argc, char **argv)
     written = 0;
 
     if (acd_cf.key_snapshot[0] != '\0') {
-        conn = db_connect_blocking(acd_cf.database_url, MAIN_START_TIMEOUT);
+        conn = pq_connect(acd_cf.database_url, MAIN_START_TIMEOUT);
 
         if (conn != NULL) {
-            written = snapshot_blocking(conn, acd_cf.key_snapshot, 1)
+            written = snapshot_blocking(conn, acd_cf.key_snapshot,
+                                        keyset_publish)
                       == 0;
             PQfinish(conn);
         }
@@ -204,12 +213,12 @@ main(int argc, char **argv)
     }
 
     if (metrics_init() != 0) {
-        fatal("could not listen on \"%s\" (metrics_listen)",
-              acd_cf.metrics_listen);
+        log_fatal("could not listen on \"%s\" (metrics_listen)",
+                  acd_cf.metrics_listen);
     }
 
     if (listener_init() != 0) {
-        fatal("could not listen on \"%s\"", acd_cf.listen);
+        log_fatal("could not listen on \"%s\"", acd_cf.listen);
     }
 
     db_start(written);
@@ -224,79 +233,11 @@ main(int argc, char **argv)
     listener_close();
     metrics_close();
     keyset_done();
+    event_done();
     pidfile_remove();
 
     log_info("accountd stopped");
     log_close();
-
-    return 0;
-}
-
-
-int
-event_set(acd_event_t *ev, uint32_t events)
-{
-    struct epoll_event  ee;
-
-    if (events == 0) {
-        event_del(ev);
-        return 0;
-    }
-
-    if (ev->active && ev->events == events) {
-        return 0;
-    }
-
-    ee.events = events;
-    ee.data.ptr = ev;
-
-    if (ev->active) {
-        if (epoll_ctl(main_epoll, EPOLL_CTL_MOD, ev->fd, &ee) == 0) {
-            ev->events = events;
-            return 0;
-        }
-
-        if (errno != ENOENT) {
-            log_error("epoll_ctl(MOD, %d) failed: %s", ev->fd,
-                      strerror(errno));
-            return -1;
-        }
-    }
-
-    if (epoll_ctl(main_epoll, EPOLL_CTL_ADD, ev->fd, &ee) == -1) {
-        log_error("epoll_ctl(ADD, %d) failed: %s", ev->fd, strerror(errno));
-        return -1;
-    }
-
-    ev->active = 1;
-    ev->events = events;
-
-    return 0;
-}
-
-
-void
-event_del(acd_event_t *ev)
-{
-    if (ev->active) {
-
-        /* the descriptor may be closed already: the kernel forgot it */
-        (void) epoll_ctl(main_epoll, EPOLL_CTL_DEL, ev->fd, NULL);
-
-        ev->active = 0;
-        ev->events = 0;
-    }
-}
-
-
-int64_t
-acd_now(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 
@@ -344,14 +285,10 @@ usage(FILE *out, const char *prog)
 static void
 main_loop(void)
 {
-    int                 i, n, timeout;
-    int64_t             now, at, mat;
-    acd_event_t        *ev;
-    struct epoll_event  events[MAIN_EVENTS];
+    int64_t  at, mat;
 
     for ( ;; ) {
 
-        now = acd_now();
         at = db_timer_at();
         mat = metrics_timer_at();
 
@@ -363,49 +300,32 @@ main_loop(void)
             at = main_shutdown_at;
         }
 
-        if (at == 0) {
-            timeout = -1;
+        switch (event_process(at)) {
 
-        } else if (at <= now) {
-            timeout = 0;
-
-        } else {
-            timeout = at - now > INT_MAX ? INT_MAX : (int) (at - now);
-        }
-
-        n = epoll_wait(main_epoll, events, MAIN_EVENTS, timeout);
-
-        if (n == -1) {
-            if (errno == EINTR) {
-                continue;
-            }
-
-            log_error("epoll_wait() failed: %s, exiting", strerror(errno));
+        case -1:
             return;
+
+        case 1:
+            continue;
         }
 
-        for (i = 0; i < n; i++) {
-            ev = events[i].data.ptr;
-            ev->handler(ev, events[i].events);
-        }
-
-        db_timer(acd_now());
-        metrics_timer(acd_now());
+        db_timer(event_now());
+        metrics_timer(event_now());
 
         /*
-         * The ACKs first: a paused listener resumes there and queues the
-         * frames it kept, which the batch started next takes; started
+         * The ACKs first: paused connections resume there and queue the
+         * frames they kept, which the batch started next takes; started
          * before, they would wait for an event that may never come.
          */
-        listener_flush();
+        client_flush();
         db_kick();
-        listener_reap();
+        client_reap();
 
         if (!acd_shutting_down) {
             continue;
         }
 
-        if (!db_flushable() && listener_idle()) {
+        if (!db_flushable() && client_idle()) {
             if (queue_len()) {
                 log_warning("%zu records not written: the database is "
                             "unreachable; their senders keep them",
@@ -415,7 +335,7 @@ main_loop(void)
             return;
         }
 
-        if (acd_now() >= main_shutdown_at) {
+        if (event_now() >= main_shutdown_at) {
             log_warning("gave up waiting, %zu records not written; their "
                         "senders keep them", queue_len());
             return;
@@ -472,9 +392,9 @@ main_signal(acd_event_t *ev, uint32_t events)
 
             log_info("SIGHUP received, reloading");
 
-            if (conf_reload() == 0) {
+            if (conf_reload(dbconn_conf_changed) == 0) {
                 listener_recheck();
-                db_snapshot_request();
+                keys_request();
             }
 
             break;
@@ -490,14 +410,14 @@ main_shutdown(int now)
 {
     if (now) {
         log_info("second signal, exiting now");
-        main_shutdown_at = acd_now();
+        main_shutdown_at = event_now();
         return;
     }
 
     log_info("shutting down, %zu records queued", queue_len());
 
     acd_shutting_down = 1;
-    main_shutdown_at = acd_now() + MAIN_SHUTDOWN_WAIT;
+    main_shutdown_at = event_now() + MAIN_SHUTDOWN_WAIT;
 
     listener_close();
 }
@@ -618,7 +538,7 @@ pidfile_check(void)
     pid = strtol(buf, NULL, 10);
 
     if (pid > 0 && pid != getpid() && pidfile_running((pid_t) pid)) {
-        fatal("pidfile \"%s\" names pid %ld, which is running",
+        log_fatal("pidfile \"%s\" names pid %ld, which is running",
               acd_cf.pidfile, pid);
     }
 
@@ -679,7 +599,7 @@ pidfile_write(void)
     fd = open(acd_cf.pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
               0644);
     if (fd == -1) {
-        fatal("could not create pidfile \"%s\": %s", acd_cf.pidfile,
+        log_fatal("could not create pidfile \"%s\": %s", acd_cf.pidfile,
               strerror(errno));
     }
 
@@ -688,7 +608,7 @@ pidfile_write(void)
     if (write(fd, buf, n) != n) {
         close(fd);
         unlink(acd_cf.pidfile);
-        fatal("could not write pidfile \"%s\": %s", acd_cf.pidfile,
+        log_fatal("could not write pidfile \"%s\": %s", acd_cf.pidfile,
               strerror(errno));
     }
 

@@ -1,8 +1,8 @@
 
 /*
- * accountd's own metrics: the counters the other subsystems bump, and an
- * HTTP listener (metrics_listen) that answers GET /metrics with them in
- * the Prometheus text format, version 0.0.4.
+ * accountd's own metrics: an HTTP listener (metrics_listen) that answers
+ * GET /metrics with the counters of stats.c and a few gauges read from the
+ * subsystems, in the Prometheus text format, version 0.0.4.
  *
  * The listener is one more socket of the event loop, and nothing in it
  * waits: a connection reads its request into a fixed buffer, gets its
@@ -97,21 +97,6 @@ static void metrics_value(metrics_buf_t *b, const char *name,
 static void metrics_printf(metrics_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-
-acd_stats_t  acd_stats;
-
-
-/* the buckets' upper bounds: powers of two, and seconds as printed */
-
-static const struct {
-    int64_t      usec;
-    const char  *le;
-} metrics_rtt_le[METRICS_RTT_BUCKETS] = {
-    { 500, "0.0005" }, { 1000, "0.001" }, { 2500, "0.0025" },
-    { 5000, "0.005" }, { 10000, "0.01" }, { 25000, "0.025" },
-    { 50000, "0.05" }, { 100000, "0.1" }, { 250000, "0.25" },
-    { 500000, "0.5" }, { 1000000, "1" }, { 2500000, "2.5" }
-};
 
 static const char  metrics_busy[] =
     "HTTP/1.1 503 Service Unavailable\r\n"
@@ -212,67 +197,6 @@ metrics_close(void)
 }
 
 
-/* the monotonic clock in microseconds: a batch's round trip */
-
-int64_t
-metrics_usec(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-
-    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-
-/*
- * A batch statement committed: n records, of which "rejected" went into
- * llm.usage_rejected rather than llm.usage.  Called only once the commit
- * returned, so that a batch failed, retried in halves or lost with its
- * connection counts once, when and as it commits.
- */
-
-void
-metrics_batch(size_t n, size_t rejected, int64_t usec)
-{
-    size_t  i;
-
-    if (rejected > n) {
-        rejected = n;
-    }
-
-    acd_stats.batches++;
-    acd_stats.records_committed += n - rejected;
-    acd_stats.records_rejected += rejected;
-
-    acd_stats.batch_sum += n;
-
-    for (i = 0; i < METRICS_BATCH_BUCKETS && ((size_t) 1 << i) < n; i++) {
-        /* void */
-    }
-
-    if (i < METRICS_BATCH_BUCKETS) {
-        acd_stats.batch_bucket[i]++;
-    }
-
-    if (usec < 0) {
-        usec = 0;
-    }
-
-    acd_stats.rtt_sum_us += (uint64_t) usec;
-
-    for (i = 0; i < METRICS_RTT_BUCKETS && metrics_rtt_le[i].usec < usec;
-         i++)
-    {
-        /* void */
-    }
-
-    if (i < METRICS_RTT_BUCKETS) {
-        acd_stats.rtt_bucket[i]++;
-    }
-}
-
-
 int64_t
 metrics_timer_at(void)
 {
@@ -339,12 +263,12 @@ metrics_accept(acd_event_t *ev, uint32_t events)
             log_error("metrics: accept() failed: %s, not accepting for "
                       "%d ms", strerror(errno), METRICS_RETRY);
             event_set(ev, 0);
-            metrics_retry_at = acd_now() + METRICS_RETRY;
+            metrics_retry_at = event_now() + METRICS_RETRY;
             return;
         }
 
         if (metrics_nconns == METRICS_CONN_MAX) {
-            now = acd_now();
+            now = event_now();
 
             if (now - metrics_warned_at >= METRICS_WARN_EVERY) {
                 metrics_warned_at = now;
@@ -369,7 +293,7 @@ metrics_accept(acd_event_t *ev, uint32_t events)
         c->ev.handler = metrics_handler;
         c->ev.data = c;
         c->state = METRICS_READ;
-        c->deadline = acd_now() + METRICS_TIMEOUT;
+        c->deadline = event_now() + METRICS_TIMEOUT;
 
         c->next = metrics_conns;
         if (metrics_conns) {
@@ -648,7 +572,7 @@ metrics_write(metrics_conn_t *c)
 
     c->state = METRICS_LINGER_READ;
 
-    at = acd_now() + METRICS_LINGER;
+    at = event_now() + METRICS_LINGER;
 
     if (c->deadline > at) {
         c->deadline = at;
@@ -753,7 +677,7 @@ metrics_body(metrics_buf_t *b)
     metrics_head(b, "batch_records", "histogram",
                  "Settle records in each committed batch.");
 
-    for (cum = 0, i = 0; i < METRICS_BATCH_BUCKETS; i++) {
+    for (cum = 0, i = 0; i < STATS_BATCH_BUCKETS; i++) {
         cum += acd_stats.batch_bucket[i];
         metrics_printf(b, METRICS_PREFIX "batch_records_bucket{le=\"%lu\"} "
                        "%llu\n", 1UL << i, (unsigned long long) cum);
@@ -770,10 +694,10 @@ metrics_body(metrics_buf_t *b)
                  "Seconds from a batch statement sent to its commit's "
                  "result.");
 
-    for (cum = 0, i = 0; i < METRICS_RTT_BUCKETS; i++) {
+    for (cum = 0, i = 0; i < STATS_RTT_BUCKETS; i++) {
         cum += acd_stats.rtt_bucket[i];
         metrics_printf(b, METRICS_PREFIX "db_roundtrip_seconds_bucket"
-                       "{le=\"%s\"} %llu\n", metrics_rtt_le[i].le,
+                       "{le=\"%s\"} %llu\n", stats_rtt_le[i].le,
                        (unsigned long long) cum);
     }
 
@@ -788,7 +712,7 @@ metrics_body(metrics_buf_t *b)
 
     metrics_value(b, "db_connected", "gauge",
                   "1 while connected to PostgreSQL, else 0.",
-                  (uint64_t) db_connected());
+                  (uint64_t) dbconn_connected());
 
     metrics_value(b, "db_reconnects_total", "counter",
                   "Connections to PostgreSQL made after the first one.",
@@ -796,7 +720,7 @@ metrics_body(metrics_buf_t *b)
 
     metrics_value(b, "clients", "gauge",
                   "nginx worker connections on the Unix socket.",
-                  (uint64_t) listener_clients());
+                  (uint64_t) client_count());
 
     metrics_value(b, "leases_granted_total", "counter",
                   "Budget leases answered with a grant above zero.",

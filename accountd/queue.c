@@ -1,9 +1,14 @@
 
 /*
- * Records received and not yet committed, oldest first: a ring of
- * queue_max items allocated once.  The database writes from the head;
- * the listener adds at the tail and stops reading from clients when the
- * ring is full, so that the backpressure reaches the nginx workers.
+ * What the workers' connections received for the database, oldest first.
+ * Records received and not yet committed: a ring of queue_max items
+ * allocated once.  The database writes from the head; the connections add
+ * at the tail and stop reading when the ring is full, so that the
+ * backpressure reaches the nginx workers.
+ *
+ * Lease requests wait in a ring of their own, QUEUE_LEASES_MAX long: a
+ * worker waits for its answer, so they go to the database before any
+ * batch, and a full ring of records must not hold them up.
  */
 
 
@@ -16,6 +21,10 @@ static acd_item_t  *queue_items;
 static size_t       queue_cap;
 static size_t       queue_head;
 static size_t       queue_count;
+
+static acd_lease_item_t  queue_leases[QUEUE_LEASES_MAX];
+static size_t            queue_leases_head;
+static size_t            queue_leases_n;
 
 
 int
@@ -96,4 +105,42 @@ queue_pop(size_t n)
 
     queue_head = (queue_head + n) % queue_cap;
     queue_count -= n;
+}
+
+
+/* NULL if QUEUE_LEASES_MAX requests wait already */
+
+acd_lease_item_t *
+queue_lease_push(void)
+{
+    acd_lease_item_t  *l;
+
+    if (queue_leases_n == QUEUE_LEASES_MAX) {
+        return NULL;
+    }
+
+    l = &queue_leases[(queue_leases_head + queue_leases_n)
+                      % QUEUE_LEASES_MAX];
+    queue_leases_n++;
+
+    return l;
+}
+
+
+/* the oldest request, or NULL */
+
+acd_lease_item_t *
+queue_lease_head(void)
+{
+    return queue_leases_n ? &queue_leases[queue_leases_head] : NULL;
+}
+
+
+void
+queue_lease_pop(void)
+{
+    if (queue_leases_n) {
+        queue_leases_head = (queue_leases_head + 1) % QUEUE_LEASES_MAX;
+        queue_leases_n--;
+    }
 }

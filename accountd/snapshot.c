@@ -194,11 +194,13 @@ snapshot_write(const char *path, PGresult *res, uint64_t generation,
 
 /*
  * The command line and start-up: one blocking query.  The daemon also
- * publishes the key set (publish), the commands do not.
+ * publishes the key set (publish, keyset_publish), the commands do not
+ * (NULL).
  */
 
 int
-snapshot_blocking(PGconn *conn, const char *path, int publish)
+snapshot_blocking(PGconn *conn, const char *path,
+    int (*publish)(PGresult *res, uint64_t generation))
 {
     int        fd, rc;
     int64_t    next;
@@ -231,8 +233,8 @@ snapshot_blocking(PGconn *conn, const char *path, int publish)
 
     rc = snapshot_write(path, res, generation, &next);
 
-    if (publish) {
-        (void) keyset_publish(res, generation);
+    if (publish != NULL) {
+        (void) publish(res, generation);
     }
 
     PQclear(res);

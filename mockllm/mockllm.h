@@ -8,6 +8,7 @@
 #define _MOCKLLM_H_INCLUDED_
 
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -296,18 +297,46 @@ struct mockllm_conn_s {
 };
 
 
-/* mockllm.c */
-extern volatile int  mockllm_failed;
-extern int64_t       mockllm_delay;
+typedef struct {
+    mockllm_conn_t     **nodes;
+    size_t               n;
+    size_t               cap;
+} mockllm_heap_t;
 
+
+struct mockllm_loop_s {
+    int                  epfd;
+    int                  lfd;
+    int                  wakefd;
+    pthread_t            tid;
+    uint64_t             now;            /* monotonic milliseconds */
+    mockllm_heap_t       timers;
+    size_t               nconns;
+    mockllm_conn_t      *conns;
+};
+
+
+/* mockllm_log.c */
+void mockllm_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* mockllm_timer.c */
+uint64_t mockllm_timer_now(void);
+void mockllm_timer_set(mockllm_conn_t *c, int64_t ms);
+void mockllm_timer_next(mockllm_conn_t *c, int64_t ms);
+void mockllm_timer_del(mockllm_conn_t *c);
+
+/* mockllm_tenant.c */
 mockllm_tenant_t *mockllm_tenant(const char *name, size_t len);
 void mockllm_tenant_end(mockllm_conn_t *c);
 
-uint64_t mockllm_clock(void);
-void mockllm_log(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-void mockllm_timer_set(mockllm_conn_t *c, int64_t ms);
-void mockllm_timer_next(mockllm_conn_t *c, int64_t ms);
+/* mockllm_loop.c */
+extern volatile int  mockllm_failed;
+
+int mockllm_loop_init(mockllm_loop_t *loop, int lfd);
+void *mockllm_loop_run(void *data);
+int mockllm_loop_stop(mockllm_loop_t *loop);
+void mockllm_loop_free(mockllm_loop_t *loop);
 
 /* mockllm_buf.c */
 void mockllm_buf_reserve(mockllm_buf_t *b, size_t n);
@@ -321,13 +350,17 @@ void mockllm_buf_free(mockllm_buf_t *b);
 #define mockllm_buf_addz(b, s)  mockllm_buf_add(b, s, strlen(s))
 
 /* mockllm_http.c */
+extern int64_t  mockllm_http_delay;
+
 int mockllm_http_parse(mockllm_conn_t *c);
 void mockllm_http_head(mockllm_conn_t *c, int status,
     const char *content_type, int64_t content_length);
 void mockllm_http_finish(mockllm_conn_t *c);
 
 /* mockllm_limits.c */
-extern int  mockllm_limits_on;
+extern int       mockllm_limits_on;
+/* what a request used, for the correction at its end: mockllm_llm_spent */
+extern int64_t  (*mockllm_limits_spent)(mockllm_conn_t *c);
 
 int mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota,
     int64_t period, int64_t short_ms, int64_t inflight);
@@ -343,9 +376,9 @@ size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
 void mockllm_read(mockllm_conn_t *c, int api);
 
 /* mockllm_llm.c */
-void mockllm_handle(mockllm_conn_t *c);
-void mockllm_handle_bad(mockllm_conn_t *c);
-void mockllm_advance(mockllm_conn_t *c);
+void mockllm_llm_handle(mockllm_conn_t *c);
+void mockllm_llm_handle_bad(mockllm_conn_t *c);
+void mockllm_llm_advance(mockllm_conn_t *c);
 int64_t mockllm_llm_spent(mockllm_conn_t *c);
 
 

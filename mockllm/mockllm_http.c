@@ -21,7 +21,10 @@ enum {
     MOCKLLM_CHUNK_TRAILER_START,
     MOCKLLM_CHUNK_TRAILER,
     MOCKLLM_CHUNK_LAST_LF,
-    MOCKLLM_CHUNK_DONE
+    MOCKLLM_CHUNK_DONE,
+
+    MOCKLLM_CHUNK_BAD = -1,
+    MOCKLLM_CHUNK_TOO_LARGE = -2
 };
 
 
@@ -97,13 +100,21 @@ static int mockllm_http_request_line(mockllm_conn_t *c, char *p, char *end);
 static int mockllm_http_header(mockllm_conn_t *c, char *p, char *end);
 static int mockllm_http_header_value(mockllm_conn_t *c, int id, char *v,
     size_t n);
+static int mockllm_http_header_number(mockllm_conn_t *c, int id, char *v,
+    size_t n);
 static int mockllm_http_dechunk(mockllm_conn_t *c);
+static int mockllm_http_chunk_byte(mockllm_conn_t *c, int state,
+    unsigned char ch, size_t len);
 static int mockllm_http_tchar(unsigned char ch);
 static int mockllm_http_hex(unsigned char ch);
 static int64_t mockllm_http_number(const char *p, size_t n, int64_t max);
 static int mockllm_http_flag(const char *p, size_t n);
 static int mockllm_http_has_token(const char *p, size_t n, const char *tok);
 static const char *mockllm_http_reason(int status);
+
+
+/* x-mock-delay-ms of a request without it: mockllm -d */
+int64_t  mockllm_http_delay;
 
 
 int
@@ -237,7 +248,7 @@ mockllm_http_parse_head(mockllm_conn_t *c)
     c->req.cache_creation_tokens = 0;
     c->req.reasoning_tokens = MOCKLLM_NONE;
     c->req.ttfb = 0;
-    c->req.delay = mockllm_delay;
+    c->req.delay = mockllm_http_delay;
     c->req.die_after = MOCKLLM_NONE;
     c->req.error_after = MOCKLLM_NONE;
     c->req.usage_repeat = 1;
@@ -503,14 +514,23 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
         return MOCKLLM_OK;
 
     default:
-        break;
+        return mockllm_http_header_number(c, id, v, n);
     }
+}
 
-    /*
-     * The numeric x-mock- headers.  A bad one is the client's mistake,
-     * not a protocol error: it is answered with a 400 that keeps the
-     * connection.
-     */
+
+/*
+ * The numeric x-mock- headers.  A bad one is the client's mistake, not a
+ * protocol error: it is answered with a 400 that keeps the connection.
+ */
+
+static int
+mockllm_http_header_number(mockllm_conn_t *c, int id, char *v, size_t n)
+{
+    int64_t         val;
+    mockllm_req_t  *r;
+
+    r = &c->req;
 
     switch (id) {
 
@@ -597,10 +617,9 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
 static int
 mockllm_http_dechunk(mockllm_conn_t *c)
 {
-    int             v, state;
-    char           *d, *p, *last;
-    size_t          n;
-    unsigned char   ch;
+    int      state;
+    char    *d, *p, *last;
+    size_t   n;
 
     d = c->in.data + c->body_start + c->body_len;
     p = d;
@@ -628,116 +647,15 @@ mockllm_http_dechunk(mockllm_conn_t *c)
             continue;
         }
 
-        ch = (unsigned char) *p++;
+        state = mockllm_http_chunk_byte(c, state, (unsigned char) *p++,
+                                        d - c->in.data - c->body_start);
 
-        switch (state) {
+        if (state == MOCKLLM_CHUNK_BAD) {
+            goto bad;
+        }
 
-        case MOCKLLM_CHUNK_SIZE_START:
-            v = mockllm_http_hex(ch);
-            if (v < 0) {
-                goto bad;
-            }
-
-            c->chunk_size = v;
-            state = MOCKLLM_CHUNK_SIZE;
-            break;
-
-        case MOCKLLM_CHUNK_SIZE:
-            v = mockllm_http_hex(ch);
-
-            if (v >= 0) {
-                c->chunk_size = c->chunk_size * 16 + v;
-
-                if (c->chunk_size > MOCKLLM_BODY_MAX) {
-                    goto too_large;
-                }
-
-                break;
-            }
-
-            if (ch == ';' || ch == ' ' || ch == '\t') {
-                state = MOCKLLM_CHUNK_EXT;
-                break;
-            }
-
-            /* fall through */
-
-        case MOCKLLM_CHUNK_EXT:
-            if (ch == '\r') {
-                state = MOCKLLM_CHUNK_SIZE_LF;
-                break;
-            }
-
-            if (ch != '\n') {
-                if ((ch < 0x20 && ch != '\t') || ch == 0x7f
-                    || state == MOCKLLM_CHUNK_SIZE)
-                {
-                    goto bad;
-                }
-
-                break;
-            }
-
-            /* fall through */
-
-        case MOCKLLM_CHUNK_SIZE_LF:
-            if (ch != '\n') {
-                goto bad;
-            }
-
-            if ((size_t) (d - c->in.data) - c->body_start + c->chunk_size
-                > MOCKLLM_BODY_MAX)
-            {
-                goto too_large;
-            }
-
-            state = c->chunk_size ? MOCKLLM_CHUNK_DATA
-                                  : MOCKLLM_CHUNK_TRAILER_START;
-            break;
-
-        case MOCKLLM_CHUNK_DATA_CR:
-            if (ch == '\r') {
-                state = MOCKLLM_CHUNK_DATA_LF;
-                break;
-            }
-
-            /* fall through */
-
-        case MOCKLLM_CHUNK_DATA_LF:
-            if (ch != '\n') {
-                goto bad;
-            }
-
-            state = MOCKLLM_CHUNK_SIZE_START;
-            break;
-
-        case MOCKLLM_CHUNK_TRAILER_START:
-            if (ch == '\r') {
-                state = MOCKLLM_CHUNK_LAST_LF;
-
-            } else if (ch == '\n') {
-                state = MOCKLLM_CHUNK_DONE;
-
-            } else {
-                state = MOCKLLM_CHUNK_TRAILER;
-            }
-
-            break;
-
-        case MOCKLLM_CHUNK_TRAILER:
-            if (ch == '\n') {
-                state = MOCKLLM_CHUNK_TRAILER_START;
-            }
-
-            break;
-
-        default: /* MOCKLLM_CHUNK_LAST_LF */
-            if (ch != '\n') {
-                goto bad;
-            }
-
-            state = MOCKLLM_CHUNK_DONE;
-            break;
+        if (state == MOCKLLM_CHUNK_TOO_LARGE) {
+            goto too_large;
         }
     }
 
@@ -874,6 +792,129 @@ mockllm_http_finish(mockllm_conn_t *c)
     mockllm_buf_shrink(&c->in);
     mockllm_buf_shrink(&c->out);
     mockllm_buf_shrink(&c->tmp);
+}
+
+
+/*
+ * One byte of the chunked framing in state; len is the body decoded so
+ * far.  Returns the next state, or MOCKLLM_CHUNK_BAD or _TOO_LARGE.
+ */
+
+static int
+mockllm_http_chunk_byte(mockllm_conn_t *c, int state, unsigned char ch,
+    size_t len)
+{
+    int  v;
+
+    switch (state) {
+
+    case MOCKLLM_CHUNK_SIZE_START:
+        v = mockllm_http_hex(ch);
+        if (v < 0) {
+            return MOCKLLM_CHUNK_BAD;
+        }
+
+        c->chunk_size = v;
+        state = MOCKLLM_CHUNK_SIZE;
+        break;
+
+    case MOCKLLM_CHUNK_SIZE:
+        v = mockllm_http_hex(ch);
+
+        if (v >= 0) {
+            c->chunk_size = c->chunk_size * 16 + v;
+
+            if (c->chunk_size > MOCKLLM_BODY_MAX) {
+                return MOCKLLM_CHUNK_TOO_LARGE;
+            }
+
+            break;
+        }
+
+        if (ch == ';' || ch == ' ' || ch == '\t') {
+            state = MOCKLLM_CHUNK_EXT;
+            break;
+        }
+
+        /* fall through */
+
+    case MOCKLLM_CHUNK_EXT:
+        if (ch == '\r') {
+            state = MOCKLLM_CHUNK_SIZE_LF;
+            break;
+        }
+
+        if (ch != '\n') {
+            if ((ch < 0x20 && ch != '\t') || ch == 0x7f
+                || state == MOCKLLM_CHUNK_SIZE)
+            {
+                return MOCKLLM_CHUNK_BAD;
+            }
+
+            break;
+        }
+
+        /* fall through */
+
+    case MOCKLLM_CHUNK_SIZE_LF:
+        if (ch != '\n') {
+            return MOCKLLM_CHUNK_BAD;
+        }
+
+        if (len + c->chunk_size > MOCKLLM_BODY_MAX) {
+            return MOCKLLM_CHUNK_TOO_LARGE;
+        }
+
+        state = c->chunk_size ? MOCKLLM_CHUNK_DATA
+                              : MOCKLLM_CHUNK_TRAILER_START;
+        break;
+
+    case MOCKLLM_CHUNK_DATA_CR:
+        if (ch == '\r') {
+            state = MOCKLLM_CHUNK_DATA_LF;
+            break;
+        }
+
+        /* fall through */
+
+    case MOCKLLM_CHUNK_DATA_LF:
+        if (ch != '\n') {
+            return MOCKLLM_CHUNK_BAD;
+        }
+
+        state = MOCKLLM_CHUNK_SIZE_START;
+        break;
+
+    case MOCKLLM_CHUNK_TRAILER_START:
+        if (ch == '\r') {
+            state = MOCKLLM_CHUNK_LAST_LF;
+
+        } else if (ch == '\n') {
+            state = MOCKLLM_CHUNK_DONE;
+
+        } else {
+            state = MOCKLLM_CHUNK_TRAILER;
+        }
+
+        break;
+
+    case MOCKLLM_CHUNK_TRAILER:
+        if (ch == '\n') {
+            state = MOCKLLM_CHUNK_TRAILER_START;
+        }
+
+        break;
+
+    default: /* MOCKLLM_CHUNK_LAST_LF */
+        if (ch != '\n') {
+            return MOCKLLM_CHUNK_BAD;
+        }
+
+        state = MOCKLLM_CHUNK_DONE;
+        break;
+    }
+
+    return state;
 }
 
 

@@ -104,6 +104,7 @@ static void mockllm_limits_anthropic(mockllm_buf_t *b, const char *what,
 
 
 int                      mockllm_limits_on;
+int64_t                (*mockllm_limits_spent)(mockllm_conn_t *c);
 
 static mockllm_limits_t  mockllm_lim = {
     .lock = PTHREAD_MUTEX_INITIALIZER
@@ -136,7 +137,7 @@ mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota, int64_t period,
     l->tpm = tpm;
     l->quota = quota;
     l->period = (uint64_t) period * 1000;
-    l->start = mockllm_clock();
+    l->start = mockllm_timer_now();
 
     l->grow = (rpm == 0);
     l->cap = rpm ? (size_t) rpm : MOCKLLM_WINDOW_INIT;
@@ -176,7 +177,7 @@ mockllm_limits_set_inflight(int64_t n)
 void
 mockllm_limits_arrive(mockllm_conn_t *c)
 {
-    c->lim.arrival = mockllm_clock() - mockllm_lim.start;
+    c->lim.arrival = mockllm_timer_now() - mockllm_lim.start;
     c->lim.arrived = 1;
 }
 
@@ -208,7 +209,7 @@ mockllm_limits_admit(mockllm_conn_t *c, int64_t charge)
 
     pthread_mutex_lock(&l->lock);
 
-    now = mockllm_clock() - l->start;
+    now = mockllm_timer_now() - l->start;
 
     mockllm_limits_expire(now);
 
@@ -356,7 +357,7 @@ mockllm_limits_end(mockllm_conn_t *c)
 
     if (q->charged) {
         l = &mockllm_lim;
-        tokens = mockllm_llm_spent(c);
+        tokens = mockllm_limits_spent(c);
 
         pthread_mutex_lock(&l->lock);
 
@@ -463,7 +464,7 @@ mockllm_limits_json(mockllm_buf_t *b, int reset)
 
     pthread_mutex_lock(&l->lock);
 
-    now = mockllm_clock() - l->start;
+    now = mockllm_timer_now() - l->start;
 
     s = l->stats;
     s.period_used = 0;

@@ -127,7 +127,7 @@ static uint64_t  mockllm_requests;
 
 
 void
-mockllm_handle(mockllm_conn_t *c)
+mockllm_llm_handle(mockllm_conn_t *c)
 {
     mockllm_req_t   *q;
     mockllm_resp_t  *r;
@@ -191,7 +191,7 @@ mockllm_handle(mockllm_conn_t *c)
 /* the request could not be read: answer and close */
 
 void
-mockllm_handle_bad(mockllm_conn_t *c)
+mockllm_llm_handle_bad(mockllm_conn_t *c)
 {
     mockllm_resp_t  *r;
 
@@ -214,7 +214,7 @@ mockllm_handle_bad(mockllm_conn_t *c)
 /* a timer of the connection fired, or the output drained for a pump */
 
 void
-mockllm_advance(mockllm_conn_t *c)
+mockllm_llm_advance(mockllm_conn_t *c)
 {
     switch (c->resp.phase) {
 

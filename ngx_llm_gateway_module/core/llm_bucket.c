@@ -131,7 +131,7 @@ llm_bucket_seconds(int64_t ms)
 
 
 void
-llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms)
+llm_bucket_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms)
 {
     if (l->rpm.rate) {
         llm_bucket_init(&t->rpm, &l->rpm, now_ms);
@@ -172,7 +172,7 @@ llm_bucket_wait(llm_bucket_t *b, const llm_bucket_conf_t *cf, int64_t cost,
 
 
 llm_bucket_rc_e
-llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
+llm_bucket_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
     int64_t now_ms, llm_admit_t *out)
 {
     int      soft;
@@ -243,15 +243,15 @@ llm_admit(llm_tenant_t *t, const llm_limits_t *l, int64_t cost,
 
 
 void
-llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
+llm_bucket_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
     int64_t used, int64_t now_ms)
 {
-    llm_release_from(t, l, 0, reserved, used, now_ms);
+    llm_bucket_release_from(t, l, 0, reserved, used, now_ms);
 }
 
 
 void
-llm_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
+llm_bucket_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
     int64_t reserved, int64_t used, int64_t now_ms)
 {
     /* a soft quota gone since (a reload): the TPM bucket takes it */

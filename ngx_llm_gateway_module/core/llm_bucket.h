@@ -126,7 +126,8 @@ typedef struct {
 
 
 /* a new tenant: full buckets, nothing in flight */
-void llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms);
+void llm_bucket_tenant_init(llm_tenant_t *t, const llm_limits_t *l,
+    int64_t now_ms);
 
 /*
  * Admits a request of cost tokens if every limit allows it, taking one
@@ -134,16 +135,23 @@ void llm_tenant_init(llm_tenant_t *t, const llm_limits_t *l, int64_t now_ms);
  * soft one: out->soft) and a concurrency slot; else takes nothing.  A
  * concurrency refusal has no exact wait: wait_ms is 1000, "retry shortly".
  */
-llm_bucket_rc_e llm_admit(llm_tenant_t *t, const llm_limits_t *l,
+llm_bucket_rc_e llm_bucket_admit(llm_tenant_t *t, const llm_limits_t *l,
     int64_t cost, int64_t now_ms, llm_admit_t *out);
 
 /* the request ended: its slot back, tokens settled; its request stays used */
-void llm_release(llm_tenant_t *t, const llm_limits_t *l, int64_t reserved,
-    int64_t used, int64_t now_ms);
+void llm_bucket_release(llm_tenant_t *t, const llm_limits_t *l,
+    int64_t reserved, int64_t used, int64_t now_ms);
 
 /* the same, the tokens settled with the bucket they came from */
-void llm_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
+void llm_bucket_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
     int64_t reserved, int64_t used, int64_t now_ms);
+
+
+/* the names the module and the benchmarks still call these by */
+#define llm_tenant_init      llm_bucket_tenant_init
+#define llm_admit            llm_bucket_admit
+#define llm_release          llm_bucket_release
+#define llm_release_from     llm_bucket_release_from
 
 
 #endif /* _LLM_BUCKET_H_INCLUDED_ */

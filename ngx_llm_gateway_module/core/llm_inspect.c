@@ -55,6 +55,15 @@ static const char  *llm_inspect_foreign_responses[] = {
 
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
+static int llm_inspect_members(llm_api_e api, const cJSON *root,
+    llm_request_t *req);
+static int llm_inspect_model(const cJSON *root, llm_request_t *req);
+static int llm_inspect_options(llm_api_e api, const cJSON *root,
+    llm_request_t *req);
+static int llm_inspect_estimate(llm_api_e api, const cJSON *root, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req);
+static int llm_inspect_usage(llm_api_e api, const cJSON *root,
+    llm_request_t *req);
 static const char *llm_inspect_repeated(const cJSON *v);
 static int llm_inspect_name_cmp(const void *a, const void *b);
 static int llm_inspect_limit(llm_api_e api, const cJSON *root,
@@ -83,13 +92,9 @@ int
 llm_inspect(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req)
 {
-    int                  rc;
-    size_t               i;
-    int64_t              fixed;
-    const char          *name, **foreign;
-    const cJSON         *v, *model, *opts, *usage;
-    cJSON               *root;
-    llm_inspect_walk_t   w;
+    int           rc;
+    const char   *name;
+    cJSON        *root;
 
     memset(req, 0, sizeof(llm_request_t));
     req->api = api;
@@ -114,6 +119,38 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         goto done;
     }
 
+    /* in this order: the first reason to refuse is the one given */
+
+    if (llm_inspect_members(api, root, req) != 0
+        || llm_inspect_model(root, req) != 0
+        || llm_inspect_limit(api, root, cf, req) != 0
+        || (api == LLM_API_OPENAI && llm_inspect_n(root, req) != 0)
+        || llm_inspect_options(api, root, req) != 0
+        || llm_inspect_estimate(api, root, len, cf, req) != 0
+        || llm_inspect_usage(api, root, req) != 0)
+    {
+        goto done;
+    }
+
+    rc = 0;
+
+done:
+
+    cJSON_Delete(root);
+
+    return rc;
+}
+
+
+/* no member twice in an object, none of another API */
+
+static int
+llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
+{
+    size_t        i;
+    const char   *name, **foreign;
+    const cJSON  *v;
+
     name = llm_inspect_repeated(root);
 
     if (name != NULL) {
@@ -124,9 +161,8 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 
         req->name[i] = '\0';
 
-        llm_inspect_fail(req, req->name, "a member appears more than once "
-                         "in an object of the request body");
-        goto done;
+        return llm_inspect_fail(req, req->name, "a member appears more than "
+                                "once in an object of the request body");
     }
 
     foreign = (api == LLM_API_ANTHROPIC) ? llm_inspect_foreign_anthropic
@@ -137,25 +173,33 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         v = cJSON_GetObjectItemCaseSensitive(root, foreign[i]);
 
         if (v != NULL && !cJSON_IsNull(v)) {
-            llm_inspect_fail(req, foreign[i], "this member is not part of "
-                             "this API: it would not be read as it was "
-                             "meant");
-            goto done;
+            return llm_inspect_fail(req, foreign[i], "this member is not "
+                                    "part of this API: it would not be read "
+                                    "as it was meant");
         }
     }
+
+    return 0;
+}
+
+
+static int
+llm_inspect_model(const cJSON *root, llm_request_t *req)
+{
+    size_t        i;
+    const cJSON  *model;
 
     model = cJSON_GetObjectItemCaseSensitive(root, "model");
 
     if (!cJSON_IsString(model) || model->valuestring[0] == '\0') {
-        llm_inspect_fail(req, "model", "model must be a non-empty string");
-        goto done;
+        return llm_inspect_fail(req, "model",
+                                "model must be a non-empty string");
     }
 
     req->model_len = strlen(model->valuestring);
 
     if (req->model_len >= LLM_RECORD_MODEL_MAX) {
-        llm_inspect_fail(req, "model", "model is too long");
-        goto done;
+        return llm_inspect_fail(req, "model", "model is too long");
     }
 
     /* it is written into headers, log lines and the ledger */
@@ -163,21 +207,23 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         if ((unsigned char) model->valuestring[i] < 0x20
             || model->valuestring[i] == 0x7f)
         {
-            llm_inspect_fail(req, "model",
-                             "model must not contain control characters");
-            goto done;
+            return llm_inspect_fail(req, "model", "model must not contain "
+                                    "control characters");
         }
     }
 
     memcpy(req->model, model->valuestring, req->model_len + 1);
 
-    if (llm_inspect_limit(api, root, cf, req) != 0) {
-        goto done;
-    }
+    return 0;
+}
 
-    if (api == LLM_API_OPENAI && llm_inspect_n(root, req) != 0) {
-        goto done;
-    }
+
+/* what the gateway does not serve, and the stream flag */
+
+static int
+llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
+{
+    const cJSON  *v;
 
     /*
      * A service tier priced above the model's price: the ledger would
@@ -189,19 +235,17 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         && (strcmp(v->valuestring, "priority") == 0
             || strcmp(v->valuestring, "scale") == 0))
     {
-        llm_inspect_fail(req, "service_tier", "this service tier is not "
-                         "offered through this gateway");
-        goto done;
+        return llm_inspect_fail(req, "service_tier", "this service tier is "
+                                "not offered through this gateway");
     }
 
     /* answered later, elsewhere: its usage never passes the gateway */
     if (api == LLM_API_RESPONSES
         && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "background")))
     {
-        llm_inspect_fail(req, "background", "background responses are not "
-                         "served through this gateway: it meters a response "
-                         "as it passes");
-        goto done;
+        return llm_inspect_fail(req, "background", "background responses "
+                                "are not served through this gateway: it "
+                                "meters a response as it passes");
     }
 
     /* thinking is part of max_tokens: Anthropic refuses a budget above it */
@@ -210,9 +254,8 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
 
         if (cJSON_IsNumber(v) && v->valuedouble >= (double) req->max_tokens) {
-            llm_inspect_fail(req, "thinking", "thinking.budget_tokens must "
-                             "be below max_tokens");
-            goto done;
+            return llm_inspect_fail(req, "thinking", "thinking.budget_tokens "
+                                    "must be below max_tokens");
         }
     }
 
@@ -220,19 +263,31 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 
     if (v != NULL && !cJSON_IsNull(v)) {
         if (!cJSON_IsBool(v)) {
-            llm_inspect_fail(req, "stream", "stream must be a boolean");
-            goto done;
+            return llm_inspect_fail(req, "stream", "stream must be a boolean");
         }
 
         req->stream = cJSON_IsTrue(v);
     }
+
+    return 0;
+}
+
+
+/* the prompt walked, and the bounds of the request's tokens */
+
+static int
+llm_inspect_estimate(llm_api_e api, const cJSON *root, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req)
+{
+    int64_t              fixed;
+    llm_inspect_walk_t   w;
 
     memset(&w, 0, sizeof(llm_inspect_walk_t));
     w.api = api;
     w.req = req;
 
     if (llm_inspect_prompt(&w, root) != 0) {
-        goto done;
+        return -1;
     }
 
     req->prompt_tokens = w.text + (w.json + 3) / 4
@@ -258,38 +313,43 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 
     req->output_bound = req->n * req->max_tokens + w.predicted;
 
-    /*
-     * Anthropic streams always carry usage; an OpenAI stream carries it only
-     * when asked, and the gateway must meter every stream.
-     */
-    if (api == LLM_API_OPENAI && req->stream) {
-        opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    return 0;
+}
 
-        if (opts != NULL && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) {
-            llm_inspect_fail(req, "stream_options",
-                             "stream_options must be an object");
-            goto done;
-        }
 
-        usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
+/*
+ * Anthropic streams always carry usage; an OpenAI stream carries it only
+ * when asked, and the gateway must meter every stream.
+ */
 
-        if (!cJSON_IsTrue(usage)) {
-            req->add_include_usage = 1;
+static int
+llm_inspect_usage(llm_api_e api, const cJSON *root, llm_request_t *req)
+{
+    const cJSON  *opts, *usage;
 
-            /* present without usage: replaced, not spliced */
-            if (opts != NULL) {
-                req->rebuild = 1;
-            }
+    if (api != LLM_API_OPENAI || !req->stream) {
+        return 0;
+    }
+
+    opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+
+    if (opts != NULL && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) {
+        return llm_inspect_fail(req, "stream_options",
+                                "stream_options must be an object");
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
+
+    if (!cJSON_IsTrue(usage)) {
+        req->add_include_usage = 1;
+
+        /* present without usage: replaced, not spliced */
+        if (opts != NULL) {
+            req->rebuild = 1;
         }
     }
 
-    rc = 0;
-
-done:
-
-    cJSON_Delete(root);
-
-    return rc;
+    return 0;
 }
 
 

@@ -6,19 +6,8 @@
 
 
 #include "llm_provider.h"
+#include "llm_time.h"
 
-
-#define LLM_PROVIDER_DAY_MS         86400000LL
-#define LLM_PROVIDER_HOUR_MS        3600000LL
-
-/* durations are summed in ns up to just over the longest wait */
-#define LLM_PROVIDER_NS_CAP         ((LLM_PROVIDER_WAIT_MAX + 1) * 1000000LL)
-
-/* integers saturate here: above any wait in ns, far below INT64_MAX */
-#define LLM_PROVIDER_INT_CAP        1000000000000000000LL
-
-/* dates of years 1 to 9999 only; a clock beyond 2^60 ms is not one */
-#define LLM_PROVIDER_CLOCK_MAX      (1LL << 60)
 
 /* the bytes of a wait's value kept, as read after its word */
 #define LLM_PROVIDER_CAPTURE_MAX    48
@@ -37,8 +26,7 @@
 
 /*
  * A spent account (credit, balance, billing, a plan's usage limit) comes
- * back when someone pays, not at a reset: looked at again this often
- * (source 002's default for account limits and prepaid balances).
+ * back when someone pays, not at a reset: looked at again this often.
  */
 #define LLM_PROVIDER_ACCOUNT_WAIT   600000
 
@@ -57,12 +45,6 @@ typedef struct {
 #define LLM_PROVIDER_WAIT_PHRASE    1       /* retry after 7 seconds */
 #define LLM_PROVIDER_WAIT_REGAIN    2       /* regain access on ... */
 #define LLM_PROVIDER_WAIT_KINDS     3
-
-
-typedef struct {
-    const char  *p;
-    const char  *end;
-} llm_provider_cur_t;
 
 
 typedef struct {
@@ -201,22 +183,13 @@ static const char  *llm_provider_names[LLM_PROVIDER_HEADERS] = {
 };
 
 
-static const char  *llm_provider_months[] = {
-    "jan", "feb", "mar", "apr", "may", "jun",
-    "jul", "aug", "sep", "oct", "nov", "dec"
-};
-
-
 static void llm_provider_scan(const llm_provider_str_t *body, int64_t now_ms,
     llm_provider_scan_t *sc);
 static int64_t llm_provider_header_wait(const llm_provider_in_t *in,
     const char **from);
 static int64_t llm_provider_reset_wait(const llm_provider_in_t *in,
     const char **from);
-static int64_t llm_provider_go_duration(llm_provider_cur_t *c, int words);
-static int64_t llm_provider_timestamp(llm_provider_cur_t *c, int words);
-static int64_t llm_provider_http_date(llm_provider_cur_t *c, int64_t now_ms);
-static int64_t llm_provider_wait_until(int64_t at_ms, int64_t now_ms);
+static int llm_provider_zero(const char *s, size_t len);
 
 
 static int
@@ -249,153 +222,6 @@ llm_provider_blank(int c)
 }
 
 
-static void
-llm_provider_skip_blanks(llm_provider_cur_t *c)
-{
-    while (c->p < c->end && llm_provider_blank((unsigned char) *c->p)) {
-        c->p++;
-    }
-}
-
-
-static int
-llm_provider_peek(llm_provider_cur_t *c)
-{
-    return c->p < c->end ? (unsigned char) *c->p : -1;
-}
-
-
-/* the next byte if it is ch, in any case */
-
-static int
-llm_provider_take(llm_provider_cur_t *c, int ch)
-{
-    if (c->p < c->end && llm_provider_lower((unsigned char) *c->p) == ch) {
-        c->p++;
-        return 1;
-    }
-
-    return 0;
-}
-
-
-/* a lowercase word, in any case */
-
-static int
-llm_provider_take_word(llm_provider_cur_t *c, const char *w)
-{
-    const char  *p;
-
-    for (p = c->p; *w; w++, p++) {
-        if (p == c->end || llm_provider_lower((unsigned char) *p) != *w) {
-            return 0;
-        }
-    }
-
-    c->p = p;
-
-    return 1;
-}
-
-
-/* s, of len bytes, is the lowercase name, in any case */
-
-static int
-llm_provider_is(const char *name, const char *s, size_t len)
-{
-    size_t  i;
-
-    for (i = 0; i < len; i++) {
-        if (name[i] == '\0'
-            || llm_provider_lower((unsigned char) s[i])
-               != (unsigned char) name[i])
-        {
-            return 0;
-        }
-    }
-
-    return name[len] == '\0';
-}
-
-
-/* between min and max digits, exactly; -1 otherwise */
-
-static int64_t
-llm_provider_digits(llm_provider_cur_t *c, int min, int max)
-{
-    int      n;
-    int64_t  v;
-
-    v = 0;
-
-    for (n = 0; n < max && c->p < c->end && llm_provider_digit(*c->p); n++) {
-        v = v * 10 + (*c->p++ - '0');
-    }
-
-    return n < min ? -1 : v;
-}
-
-
-/* any number of digits, saturating; -1 if none */
-
-static int64_t
-llm_provider_number(llm_provider_cur_t *c)
-{
-    int64_t  v;
-
-    if (c->p == c->end || !llm_provider_digit(*c->p)) {
-        return -1;
-    }
-
-    v = 0;
-
-    while (c->p < c->end && llm_provider_digit(*c->p)) {
-        v = v > LLM_PROVIDER_INT_CAP / 10 ? LLM_PROVIDER_INT_CAP
-                                          : v * 10 + (*c->p - '0');
-        c->p++;
-    }
-
-    return v;
-}
-
-
-/*
- * A fraction after '.': its first *n digits (at most 9) in *f, and 1 if
- * any digit after those is not 0.  Without a digit after the '.', the
- * '.' is not taken.
- */
-
-static int
-llm_provider_fraction(llm_provider_cur_t *c, int64_t *f, int *n)
-{
-    int  more;
-
-    *f = 0;
-    *n = 0;
-
-    if (c->end - c->p < 2 || c->p[0] != '.' || !llm_provider_digit(c->p[1])) {
-        return 0;
-    }
-
-    c->p++;
-    more = 0;
-
-    while (c->p < c->end && llm_provider_digit(*c->p)) {
-        if (*n < 9) {
-            *f = *f * 10 + (*c->p - '0');
-            (*n)++;
-
-        } else if (*c->p != '0') {
-            more = 1;
-        }
-
-        c->p++;
-    }
-
-    return more;
-}
-
-
 static int64_t
 llm_provider_clamp(int64_t ms)
 {
@@ -403,77 +229,30 @@ llm_provider_clamp(int64_t ms)
 }
 
 
-/*
- * A number of units (of unit ns each; a power of ten, or 60 s, or 1 h)
- * with a fraction, in ns, rounded up, saturating at LLM_PROVIDER_NS_CAP.
- */
+/* a remaining count of 0: digits, all of them 0, blanks around */
 
-static int64_t
-llm_provider_scale(int64_t i, int64_t f, int n, int more, int64_t unit)
+static int
+llm_provider_zero(const char *s, size_t len)
 {
-    int      d;
-    int64_t  v, p;
+    size_t  i;
 
-    /* the fraction digits the unit divides exactly */
-    for (d = 0, p = unit; d < 9 && p % 10 == 0; d++, p /= 10) {
+    for (i = 0; i < len && llm_provider_blank((unsigned char) s[i]); i++) {
         /* void */
     }
 
-    while (n > d) {
-        more |= f % 10 != 0;
-        f /= 10;
-        n--;
+    if (i == len || s[i] != '0') {
+        return 0;
     }
 
-    for (p = unit; n > 0; n--) {
-        p /= 10;
+    while (i < len && s[i] == '0') {
+        i++;
     }
 
-    if (i > LLM_PROVIDER_NS_CAP / unit) {
-        return LLM_PROVIDER_NS_CAP;
+    while (i < len && llm_provider_blank((unsigned char) s[i])) {
+        i++;
     }
 
-    v = i * unit + f * p + more;
-
-    return v > LLM_PROVIDER_NS_CAP ? LLM_PROVIDER_NS_CAP : v;
-}
-
-
-static int64_t
-llm_provider_ns_to_ms(int64_t ns)
-{
-    return llm_provider_clamp((ns + 999999) / 1000000);
-}
-
-
-/* a decimal number of units, "7" or "1.5", as ms rounded up */
-
-static int64_t
-llm_provider_decimal(llm_provider_cur_t *c, int64_t unit_ns)
-{
-    int      n, more;
-    int64_t  i, f;
-
-    i = llm_provider_number(c);
-
-    if (i < 0) {
-        return -1;
-    }
-
-    more = llm_provider_fraction(c, &f, &n);
-
-    return llm_provider_ns_to_ms(llm_provider_scale(i, f, n, more, unit_ns));
-}
-
-
-/* the whole of s but blanks */
-
-static int
-llm_provider_done(llm_provider_cur_t *c)
-{
-    llm_provider_skip_blanks(c);
-
-    return c->p == c->end;
+    return i == len;
 }
 
 
@@ -621,7 +400,7 @@ llm_provider_read(const llm_provider_in_t *in, llm_provider_verdict_t *v)
         v->code = "insufficient_quota";
 
         if (w && (w->flags & LLM_PROVIDER_GEMINI_DAY)) {
-            pt = llm_provider_next_midnight_pacific(in->now_ms);
+            pt = llm_time_next_midnight_pacific(in->now_ms);
 
             if (wait < pt) {
                 wait = pt;
@@ -636,7 +415,7 @@ llm_provider_read(const llm_provider_in_t *in, llm_provider_verdict_t *v)
             from = "account: 10 minutes";
 
         } else if (wait < 0) {
-            wait = llm_provider_next_midnight(in->now_ms);
+            wait = llm_time_next_midnight(in->now_ms);
             from = "midnight UTC";
         }
 
@@ -660,19 +439,14 @@ static int64_t
 llm_provider_header_wait(const llm_provider_in_t *in, const char **from)
 {
     int64_t                    ms;
-    llm_provider_cur_t         c;
     const llm_provider_str_t  *h;
 
     h = &in->header[LLM_PROVIDER_RETRY_AFTER_MS];
 
     if (h->data) {
-        c.p = h->data;
-        c.end = h->data + h->len;
+        ms = llm_time_ms(h->data, h->len);
 
-        llm_provider_skip_blanks(&c);
-        ms = llm_provider_decimal(&c, 1000000);
-
-        if (ms >= 0 && llm_provider_done(&c)) {
+        if (ms >= 0) {
             *from = "retry-after-ms";
             return ms;
         }
@@ -681,7 +455,7 @@ llm_provider_header_wait(const llm_provider_in_t *in, const char **from)
     h = &in->header[LLM_PROVIDER_RETRY_AFTER];
 
     if (h->data) {
-        ms = llm_provider_retry_after(h->data, h->len, in->now_ms);
+        ms = llm_time_retry_after(h->data, h->len, in->now_ms);
 
         if (ms >= 0) {
             *from = "retry-after";
@@ -702,8 +476,7 @@ static int64_t
 llm_provider_reset_wait(const llm_provider_in_t *in, const char **from)
 {
     int                        h;
-    int64_t                    r, n, any, out;
-    llm_provider_cur_t         c;
+    int64_t                    r, any, out;
     const char                *any_from, *out_from;
     const llm_provider_str_t  *reset, *left;
 
@@ -720,7 +493,7 @@ llm_provider_reset_wait(const llm_provider_in_t *in, const char **from)
             continue;
         }
 
-        r = llm_provider_reset(reset->data, reset->len, in->now_ms);
+        r = llm_time_reset(reset->data, reset->len, in->now_ms);
 
         if (r < 0) {
             continue;
@@ -735,13 +508,7 @@ llm_provider_reset_wait(const llm_provider_in_t *in, const char **from)
             continue;
         }
 
-        c.p = left->data;
-        c.end = left->data + left->len;
-
-        llm_provider_skip_blanks(&c);
-        n = llm_provider_number(&c);
-
-        if (n == 0 && llm_provider_done(&c) && r > out) {
+        if (llm_provider_zero(left->data, left->len) && r > out) {
             out = r;
             out_from = llm_provider_names[h];
         }
@@ -757,692 +524,6 @@ llm_provider_reset_wait(const llm_provider_in_t *in, const char **from)
     }
 
     return any;
-}
-
-
-int64_t
-llm_provider_retry_after(const char *s, size_t len, int64_t now_ms)
-{
-    int64_t             ms;
-    llm_provider_cur_t  c;
-
-    if (s == NULL) {
-        return -1;
-    }
-
-    c.p = s;
-    c.end = s + len;
-
-    llm_provider_skip_blanks(&c);
-
-    if (llm_provider_digit(llm_provider_peek(&c))) {
-        ms = llm_provider_decimal(&c, 1000000000);
-        return llm_provider_done(&c) ? ms : -1;
-    }
-
-    ms = llm_provider_http_date(&c, now_ms);
-
-    return (ms >= 0 && llm_provider_done(&c)) ? ms : -1;
-}
-
-
-int64_t
-llm_provider_duration(const char *s, size_t len)
-{
-    int64_t             ms;
-    llm_provider_cur_t  c;
-
-    if (s == NULL) {
-        return -1;
-    }
-
-    c.p = s;
-    c.end = s + len;
-
-    llm_provider_skip_blanks(&c);
-    ms = llm_provider_go_duration(&c, 0);
-
-    return (ms >= 0 && llm_provider_done(&c)) ? ms : -1;
-}
-
-
-int64_t
-llm_provider_reset(const char *s, size_t len, int64_t now_ms)
-{
-    int64_t             at;
-    llm_provider_cur_t  c;
-
-    if (s == NULL) {
-        return -1;
-    }
-
-    at = llm_provider_duration(s, len);
-
-    if (at >= 0) {
-        return at;
-    }
-
-    c.p = s;
-    c.end = s + len;
-
-    llm_provider_skip_blanks(&c);
-    at = llm_provider_timestamp(&c, 0);
-
-    if (at == INT64_MIN || !llm_provider_done(&c)) {
-        return -1;
-    }
-
-    return llm_provider_wait_until(at, now_ms);
-}
-
-
-/* the units of a duration; with words, the body's spellings too */
-
-static const struct {
-    const char  *name;
-    int64_t      ns;
-    int          words;
-} llm_provider_units[] = {
-    { "ns", 1, 0 },
-    { "us", 1000, 0 },
-    { "\xc2\xb5s", 1000, 0 },            /* U+00B5 micro sign */
-    { "\xce\xbcs", 1000, 0 },            /* U+03BC Greek mu */
-    { "ms", 1000000, 0 },
-    { "s", 1000000000, 0 },
-    { "m", 60000000000LL, 0 },
-    { "h", 3600000000000LL, 0 },
-    { "msec", 1000000, 1 },
-    { "msecs", 1000000, 1 },
-    { "millisecond", 1000000, 1 },
-    { "milliseconds", 1000000, 1 },
-    { "sec", 1000000000, 1 },
-    { "secs", 1000000000, 1 },
-    { "second", 1000000000, 1 },
-    { "seconds", 1000000000, 1 },
-    { "min", 60000000000LL, 1 },
-    { "mins", 60000000000LL, 1 },
-    { "minute", 60000000000LL, 1 },
-    { "minutes", 60000000000LL, 1 },
-    { "hr", 3600000000000LL, 1 },
-    { "hrs", 3600000000000LL, 1 },
-    { "hour", 3600000000000LL, 1 },
-    { "hours", 3600000000000LL, 1 },
-    { "day", 86400000000000LL, 1 },
-    { "days", 86400000000000LL, 1 }
-};
-
-#define LLM_PROVIDER_UNITS                                                    \
-    (sizeof(llm_provider_units) / sizeof(llm_provider_units[0]))
-
-
-/*
- * A duration: parts of a number and a unit, "2h3m4.5s", in ms rounded up,
- * or -1.  Strict (words 0): Go's, a unit to every part but a lone "0".
- * With words, as people write in the body: blanks between a number and
- * its unit and between parts, the units' long names, and a lone number
- * taken as seconds.  c is left after what was read.
- */
-
-static int64_t
-llm_provider_go_duration(llm_provider_cur_t *c, int words)
-{
-    int                 n, more, parts;
-    size_t              k, len;
-    int64_t             i, f, ns, part;
-    llm_provider_cur_t  r, u;
-    const char         *start;
-
-    ns = 0;
-    parts = 0;
-
-    for ( ;; ) {
-        r = *c;
-
-        if (words && parts) {
-            llm_provider_skip_blanks(&r);
-        }
-
-        i = llm_provider_number(&r);
-        more = llm_provider_fraction(&r, &f, &n);
-
-        if (i < 0 && n == 0) {
-            break;
-        }
-
-        if (i < 0) {
-            /* ".5s": Go takes it */
-            i = 0;
-        }
-
-        u = r;
-
-        if (words) {
-            llm_provider_skip_blanks(&u);
-        }
-
-        /* the unit: letters, or Go's micro signs */
-        start = u.p;
-
-        while (u.p < u.end
-               && (llm_provider_alpha((unsigned char) *u.p)
-                   || (unsigned char) *u.p >= 0x80))
-        {
-            u.p++;
-        }
-
-        len = (size_t) (u.p - start);
-        part = -1;
-
-        for (k = 0; k < LLM_PROVIDER_UNITS; k++) {
-            if (llm_provider_units[k].words > words
-                || !llm_provider_is(llm_provider_units[k].name, start, len))
-            {
-                continue;
-            }
-
-            part = llm_provider_scale(i, f, n, more, llm_provider_units[k].ns);
-            break;
-        }
-
-        if (part < 0) {
-
-            if (len == 0 && u.p == u.end && parts) {
-                /* "1m3": a value cut short */
-                return -1;
-            }
-
-            if (parts) {
-                break;
-            }
-
-            if (words && len == 0) {
-                /* "retry after 7": seconds */
-                *c = r;
-                part = llm_provider_scale(i, f, n, more, 1000000000);
-                return llm_provider_ns_to_ms(part);
-            }
-
-            if (i == 0 && n == 0 && r.p - c->p == 1 && !words) {
-                /* Go's "0" */
-                *c = r;
-                return 0;
-            }
-
-            return -1;
-        }
-
-        *c = u;
-        ns = ns > LLM_PROVIDER_NS_CAP - part ? LLM_PROVIDER_NS_CAP : ns + part;
-        parts++;
-    }
-
-    return parts ? llm_provider_ns_to_ms(ns) : -1;
-}
-
-
-static int
-llm_provider_leap(int64_t y)
-{
-    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-
-static int
-llm_provider_month_days(int64_t y, int64_t m)
-{
-    static const int  days[] = {
-        31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31
-    };
-
-    return (m == 2 && llm_provider_leap(y)) ? 29 : days[m - 1];
-}
-
-
-/* days since 1970-01-01 of a date of the proleptic Gregorian calendar */
-
-static int64_t
-llm_provider_days(int64_t y, int64_t m, int64_t d)
-{
-    int64_t  era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-
-    return era * 146097 + doe - 719468;
-}
-
-
-/* the year of a day since 1970-01-01 */
-
-static int64_t
-llm_provider_year(int64_t z)
-{
-    int64_t  era, doe, yoe, doy, mp;
-
-    z += 719468;
-    era = (z >= 0 ? z : z - 146096) / 146097;
-    doe = z - era * 146097;
-    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    mp = (5 * doy + 2) / 153;
-
-    return yoe + era * 400 + (mp >= 10);
-}
-
-
-static int64_t
-llm_provider_floor_div(int64_t a, int64_t b)
-{
-    return a / b - (a % b != 0 && (a < 0) != (b < 0));
-}
-
-
-/* at, ms since the epoch, as a wait from now: 0 if past */
-
-static int64_t
-llm_provider_wait_until(int64_t at_ms, int64_t now_ms)
-{
-    if (at_ms <= now_ms) {
-        return 0;
-    }
-
-    /* at_ms is within the years 1 to 9999: no overflow */
-    if (at_ms - LLM_PROVIDER_WAIT_MAX > now_ms) {
-        return LLM_PROVIDER_WAIT_MAX;
-    }
-
-    return at_ms - now_ms;
-}
-
-
-/* ms since the epoch of a valid date and time, or INT64_MIN */
-
-static int64_t
-llm_provider_epoch_ms(int64_t y, int64_t mo, int64_t d, int64_t h, int64_t mi,
-    int64_t s)
-{
-    if (y < 1 || y > 9999 || mo < 1 || mo > 12 || d < 1
-        || d > llm_provider_month_days(y, mo) || h < 0 || h > 23 || mi < 0
-        || mi > 59 || s < 0 || s > 60)
-    {
-        return INT64_MIN;
-    }
-
-    return llm_provider_days(y, mo, d) * LLM_PROVIDER_DAY_MS
-           + h * LLM_PROVIDER_HOUR_MS + mi * 60000
-           + s * 1000;
-}
-
-
-/* at least one blank */
-
-static int
-llm_provider_space(llm_provider_cur_t *c)
-{
-    if (!llm_provider_blank(llm_provider_peek(c))) {
-        return 0;
-    }
-
-    llm_provider_skip_blanks(c);
-
-    return 1;
-}
-
-
-static int64_t
-llm_provider_month(llm_provider_cur_t *c)
-{
-    int64_t  m;
-
-    for (m = 0; m < 12; m++) {
-        if (llm_provider_take_word(c, llm_provider_months[m])) {
-            return m + 1;
-        }
-    }
-
-    return -1;
-}
-
-
-/* "08:49:37" */
-
-static int
-llm_provider_time(llm_provider_cur_t *c, int64_t *h, int64_t *mi, int64_t *s)
-{
-    *h = llm_provider_digits(c, 2, 2);
-
-    if (*h < 0 || !llm_provider_take(c, ':')) {
-        return 0;
-    }
-
-    *mi = llm_provider_digits(c, 2, 2);
-
-    if (*mi < 0 || !llm_provider_take(c, ':')) {
-        return 0;
-    }
-
-    *s = llm_provider_digits(c, 2, 2);
-
-    return *s >= 0;
-}
-
-
-/*
- * An HTTP-date as a wait from now_ms, or -1 (RFC 9110, 5.6.7):
- *
- *     Sun, 06 Nov 1994 08:49:37 GMT     IMF-fixdate
- *     Sunday, 06-Nov-94 08:49:37 GMT    RFC 850
- *     Sun Nov  6 08:49:37 1994          asctime
- *
- * The day's name is not checked against the date: the date is what
- * counts.  Any case; any run of blanks for one.
- */
-
-static int64_t
-llm_provider_http_date(llm_provider_cur_t *c, int64_t now_ms)
-{
-    int64_t  y, mo, d, h, mi, s, now_y, at;
-
-    if (!llm_provider_alpha(llm_provider_peek(c))) {
-        return -1;
-    }
-
-    while (llm_provider_alpha(llm_provider_peek(c))) {
-        c->p++;
-    }
-
-    if (llm_provider_take(c, ',')) {
-        if (!llm_provider_space(c)) {
-            return -1;
-        }
-
-        d = llm_provider_digits(c, 1, 2);
-
-        if (d < 0) {
-            return -1;
-        }
-
-        if (llm_provider_space(c)) {
-            /* IMF-fixdate */
-            mo = llm_provider_month(c);
-
-            if (mo < 0 || !llm_provider_space(c)) {
-                return -1;
-            }
-
-            y = llm_provider_digits(c, 4, 4);
-
-        } else if (llm_provider_take(c, '-')) {
-            /* RFC 850 */
-            mo = llm_provider_month(c);
-
-            if (mo < 0 || !llm_provider_take(c, '-')) {
-                return -1;
-            }
-
-            y = llm_provider_digits(c, 2, 4);
-
-            if (y >= 0 && y < 100) {
-                if (now_ms < -LLM_PROVIDER_CLOCK_MAX
-                    || now_ms > LLM_PROVIDER_CLOCK_MAX)
-                {
-                    return -1;
-                }
-
-                now_y = llm_provider_year(
-                            llm_provider_floor_div(now_ms,
-                                                   LLM_PROVIDER_DAY_MS));
-                y += now_y - now_y % 100;
-
-                if (y > now_y + 50) {
-                    y -= 100;
-                }
-            }
-
-        } else {
-            return -1;
-        }
-
-        if (y < 0 || !llm_provider_space(c)
-            || !llm_provider_time(c, &h, &mi, &s)
-            || !llm_provider_space(c)
-            || !(llm_provider_take_word(c, "gmt")
-                 || llm_provider_take_word(c, "utc")))
-        {
-            return -1;
-        }
-
-    } else {
-        /* asctime */
-        if (!llm_provider_space(c)) {
-            return -1;
-        }
-
-        mo = llm_provider_month(c);
-
-        if (mo < 0 || !llm_provider_space(c)) {
-            return -1;
-        }
-
-        d = llm_provider_digits(c, 1, 2);
-
-        if (d < 0 || !llm_provider_space(c)
-            || !llm_provider_time(c, &h, &mi, &s)
-            || !llm_provider_space(c))
-        {
-            return -1;
-        }
-
-        y = llm_provider_digits(c, 4, 4);
-    }
-
-    at = llm_provider_epoch_ms(y, mo, d, h, mi, s);
-
-    return at == INT64_MIN ? -1 : llm_provider_wait_until(at, now_ms);
-}
-
-
-/*
- * A time as ms since the epoch, or INT64_MIN.  RFC 3339 (words 0):
- * "2024-08-27T12:34:56.123Z", "2024-08-27 12:34:56+09:00", and leniently
- * without a zone (UTC) or a time (midnight); the body's (words 1):
- * "2025-08-01 at 00:00 UTC", the time required.  Any case; a fraction
- * rounded up.  c is left after what was read.
- */
-
-static int64_t
-llm_provider_timestamp(llm_provider_cur_t *c, int words)
-{
-    int                 n, more;
-    int64_t             y, mo, d, h, mi, s, f, off, at, sign;
-    llm_provider_cur_t  r;
-
-    y = llm_provider_digits(c, 4, 4);
-
-    if (y < 0 || !llm_provider_take(c, '-')) {
-        return INT64_MIN;
-    }
-
-    mo = llm_provider_digits(c, 2, 2);
-
-    if (mo < 0 || !llm_provider_take(c, '-')) {
-        return INT64_MIN;
-    }
-
-    d = llm_provider_digits(c, 2, 2);
-
-    if (d < 0) {
-        return INT64_MIN;
-    }
-
-    h = 0;
-    mi = 0;
-    s = 0;
-    f = 0;
-    n = 0;
-    more = 0;
-    off = 0;
-
-    r = *c;
-
-    if (words ? (llm_provider_space(&r) && llm_provider_take_word(&r, "at")
-                 && llm_provider_space(&r))
-              : (llm_provider_take(&r, 't') || llm_provider_take(&r, ' ')))
-    {
-        h = llm_provider_digits(&r, 2, 2);
-
-        if (h < 0 || !llm_provider_take(&r, ':')) {
-            return INT64_MIN;
-        }
-
-        mi = llm_provider_digits(&r, 2, 2);
-
-        if (mi < 0) {
-            return INT64_MIN;
-        }
-
-        if (llm_provider_take(&r, ':')) {
-            s = llm_provider_digits(&r, 2, 2);
-
-            if (s < 0) {
-                return INT64_MIN;
-            }
-
-            more = llm_provider_fraction(&r, &f, &n);
-        }
-
-        *c = r;
-
-        if (words) {
-            llm_provider_skip_blanks(&r);
-        }
-
-        if (llm_provider_take(&r, 'z')) {
-            *c = r;
-
-        } else if (llm_provider_take_word(&r, "utc")
-                   || llm_provider_take_word(&r, "gmt"))
-        {
-            *c = r;
-
-        } else if (llm_provider_peek(&r) == '+'
-                   || llm_provider_peek(&r) == '-')
-        {
-            sign = llm_provider_peek(&r) == '-' ? -1 : 1;
-            r.p++;
-
-            off = llm_provider_digits(&r, 2, 2);
-
-            if (off < 0 || off > 23) {
-                return INT64_MIN;
-            }
-
-            off *= 60;
-            (void) llm_provider_take(&r, ':');
-
-            at = llm_provider_digits(&r, 2, 2);
-
-            if (at < 0 || at > 59) {
-                return INT64_MIN;
-            }
-
-            off = sign * (off + at) * 60000;
-            *c = r;
-        }
-
-    } else if (words) {
-        /* the body's date without its time may be one cut short */
-        return INT64_MIN;
-    }
-
-    at = llm_provider_epoch_ms(y, mo, d, h, mi, s);
-
-    if (at == INT64_MIN) {
-        return INT64_MIN;
-    }
-
-    /* the fraction in ms, rounded up */
-    while (n > 3) {
-        more |= f % 10 != 0;
-        f /= 10;
-        n--;
-    }
-
-    while (n < 3) {
-        f *= 10;
-        n++;
-    }
-
-    return at + f + more - off;
-}
-
-
-int64_t
-llm_provider_next_midnight(int64_t now_ms)
-{
-    int64_t  r;
-
-    r = now_ms % LLM_PROVIDER_DAY_MS;
-
-    if (r < 0) {
-        r += LLM_PROVIDER_DAY_MS;
-    }
-
-    return LLM_PROVIDER_DAY_MS - r;
-}
-
-
-/* UTC's offset of US Pacific time at t: PDT from the second Sunday of
- * March, 10:00 UTC, to the first Sunday of November, 09:00 UTC */
-
-static int64_t
-llm_provider_pacific_offset(int64_t t)
-{
-    int64_t  y, mar, nov, start, end;
-
-    y = llm_provider_year(llm_provider_floor_div(t, LLM_PROVIDER_DAY_MS));
-
-    /* 1970-01-01 was a Thursday: the first Sunday on or after day z */
-    mar = llm_provider_days(y, 3, 1);
-    mar += (7 - ((mar % 7 + 7 + 4) % 7)) % 7 + 7;
-
-    nov = llm_provider_days(y, 11, 1);
-    nov += (7 - ((nov % 7 + 7 + 4) % 7)) % 7;
-
-    start = mar * LLM_PROVIDER_DAY_MS + 10 * LLM_PROVIDER_HOUR_MS;
-    end = nov * LLM_PROVIDER_DAY_MS + 9 * LLM_PROVIDER_HOUR_MS;
-
-    return (t >= start && t < end) ? -7 * LLM_PROVIDER_HOUR_MS
-                                   : -8 * LLM_PROVIDER_HOUR_MS;
-}
-
-
-int64_t
-llm_provider_next_midnight_pacific(int64_t now_ms)
-{
-    int64_t  off, local, at;
-
-    if (now_ms < -LLM_PROVIDER_CLOCK_MAX || now_ms > LLM_PROVIDER_CLOCK_MAX) {
-        return llm_provider_next_midnight(now_ms);
-    }
-
-    off = llm_provider_pacific_offset(now_ms);
-    local = now_ms + off;
-    local = (llm_provider_floor_div(local, LLM_PROVIDER_DAY_MS) + 1)
-            * LLM_PROVIDER_DAY_MS;
-
-    /*
-     * The clocks change at 2 AM, never at midnight: the offset at that
-     * midnight is the one of the day it starts.
-     */
-    at = local - off;
-    off = llm_provider_pacific_offset(at);
-    at = local - off;
-
-    return at - now_ms;
 }
 
 
@@ -1609,8 +690,8 @@ llm_provider_capture(llm_provider_scan_t *sc, size_t kind, const char *s,
     size_t len,
     int followed, int64_t now_ms)
 {
-    int64_t             ms;
-    llm_provider_cur_t  c;
+    int64_t         ms;
+    llm_time_cur_t  c;
 
     c.p = s;
     c.end = s + len;
@@ -1618,16 +699,16 @@ llm_provider_capture(llm_provider_scan_t *sc, size_t kind, const char *s,
     switch (kind) {
 
     case LLM_PROVIDER_WAIT_DELAY:
-        ms = llm_provider_go_duration(&c, 0);
+        ms = llm_time_parse_duration(&c, 0);
         break;
 
     case LLM_PROVIDER_WAIT_PHRASE:
-        ms = llm_provider_go_duration(&c, 1);
+        ms = llm_time_parse_duration(&c, 1);
         break;
 
     default: /* LLM_PROVIDER_WAIT_REGAIN */
-        ms = llm_provider_timestamp(&c, 1);
-        ms = ms == INT64_MIN ? -1 : llm_provider_wait_until(ms, now_ms);
+        ms = llm_time_parse_timestamp(&c, 1);
+        ms = ms == INT64_MIN ? -1 : llm_time_wait_until(ms, now_ms);
         break;
     }
 

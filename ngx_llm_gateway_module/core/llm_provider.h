@@ -56,7 +56,7 @@
  *     "retryDelay": "34s"      Gemini's RetryInfo, in the body
  *     retry after 7 seconds,   the body's words (Azure's; OpenAI's "try
  *     retry in 12.8s,          again in 1.8s"; Gemini's "Please retry in
- *     try again in 1m30s       ...s"): source 002 looks there too
+ *     try again in 1m30s       ...s")
  *     regain access on DATE    Anthropic's "You will regain access on
  *       at HH:MM UTC           2025-08-01 at 00:00 UTC"
  *     x-ratelimit-reset-*,     on a 429 only (they describe the limits,
@@ -64,18 +64,18 @@
  *       *-reset                limits whose remaining is 0, if any is
  *                              known to be, else the latest of all
  *
- * and none (-1) otherwise; the caller picks a default then (source 002:
- * 1 s, or 10 s for Gemini's limits per minute).  A date in the past is
+ * and none (-1) otherwise; the caller picks a default then (1 s, or
+ * 10 s for Gemini's limits per minute).  A date in the past is
  * a wait of 0.  Waits above LLM_PROVIDER_WAIT_MAX are taken as it.  A
  * spent verdict without a wait gets, for the account's words (credit,
  * billing, insufficient_quota, a plan's usage limit) and a 402, ten
  * minutes: such an account comes back when someone pays, not at a reset,
- * and source 002 looks again then; for the others (a daily limit, a
- * quota) the time to the next midnight UTC, when daily quotas commonly
- * reset; a retry then is cheap if it has not.
+ * and is looked at again then; for the others (a daily limit, a quota)
+ * the time to the next midnight UTC, when daily quotas commonly reset; a
+ * retry then is cheap if it has not.
  * A Gemini daily quota (a quota id with PerDay) resets at midnight US
- * Pacific time (source 002), so it waits until then at least, whatever
- * short retryDelay the body has beside it.
+ * Pacific time, so it waits until then at least, whatever short
+ * retryDelay the body has beside it.
  *
  * The body may be cut anywhere (only what was read is looked at), may be
  * the raw bytes of a chunked transfer (read through the chunk framing
@@ -96,9 +96,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llm_time.h"
+
 
 /* waits above this (a week) are taken as this */
-#define LLM_PROVIDER_WAIT_MAX      604800000LL
+#define LLM_PROVIDER_WAIT_MAX      LLM_TIME_WAIT_MAX
 
 /* a 429 without body words and a longer wait than this is spent */
 #define LLM_PROVIDER_SPENT_WAIT    3600000LL
@@ -175,30 +177,11 @@ void llm_provider_read(const llm_provider_in_t *in,
     llm_provider_verdict_t *v);
 
 /*
- * The parts, each a wait in ms from now_ms within [0, WAIT_MAX], or -1
- * when the text is not one.  Blanks around the value are allowed.
- *
- * retry_after: delta-seconds ("120"; "1.5" is taken, rounded up) or an
- * HTTP-date in any of its three forms (RFC 9110, 5.6.7), a two-digit
- * RFC 850 year taken within 50 years of now.
- * duration: Go's, as OpenAI's x-ratelimit-reset-* and Gemini's retryDelay
- * say ("1s", "6m0s", "20ms", "1.5s", "2h3m4.5s", "34s", "0"; ns, us or a
- * micro sign, ms, s, m, h), sub-millisecond parts rounded up.  A number
- * without a unit is not one.
- * reset: a duration or an RFC 3339 time ("2024-08-27T12:34:56Z",
- * Anthropic's), whichever the value is.
+ * The module's name for the time to the next midnight UTC, which a spent
+ * verdict without a wait falls back to; llm_time.h has the readers of the
+ * times and durations themselves.
  */
-int64_t llm_provider_retry_after(const char *s, size_t len, int64_t now_ms);
-int64_t llm_provider_duration(const char *s, size_t len);
-int64_t llm_provider_reset(const char *s, size_t len, int64_t now_ms);
-
-/*
- * The time to the next midnight: UTC, in (0, 24 h]; US Pacific, in
- * (0, 25 h] (PST, and PDT by the rules since 2007: from the second
- * Sunday of March to the first Sunday of November, at 2 AM local time).
- */
-int64_t llm_provider_next_midnight(int64_t now_ms);
-int64_t llm_provider_next_midnight_pacific(int64_t now_ms);
+#define llm_provider_next_midnight(now_ms)  llm_time_next_midnight(now_ms)
 
 
 #endif /* _LLM_PROVIDER_H_INCLUDED_ */

@@ -289,7 +289,7 @@ llm_record_get_u64(const uint8_t *p)
 
 
 size_t
-llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
+llm_record_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
 {
     int       answer;
     size_t    i, len;
@@ -338,7 +338,7 @@ llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
 
 
 int
-llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
+llm_record_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed)
 {
     int             answer;

@@ -85,7 +85,7 @@ typedef enum {
 } llm_api_e;
 
 
-/* token counts are (partly) the gateway's: see llm_usage_settle() */
+/* token counts are (partly) the gateway's: see llm_settle_usage() */
 #define LLM_REC_F_ESTIMATED       0x0001
 /* the response ended early (client abort, upstream died or failed) */
 #define LLM_REC_F_PARTIAL         0x0002
@@ -200,11 +200,16 @@ typedef struct {
 } llm_lease_t;
 
 
-size_t llm_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap);
+size_t llm_record_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap);
 
 /* as llm_record_decode(), for the lease frames */
-int llm_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
+int llm_record_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed);
+
+
+/* the names the module still calls these by */
+#define llm_lease_encode     llm_record_lease_encode
+#define llm_lease_decode     llm_record_lease_decode
 
 
 #endif /* _LLM_RECORD_H_INCLUDED_ */

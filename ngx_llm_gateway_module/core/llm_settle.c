@@ -19,7 +19,7 @@ static void llm_usage_figures(const llm_usage_t *u,
 
 
 uint64_t
-llm_usage_output_estimate(const llm_usage_t *u)
+llm_settle_output_estimate(const llm_usage_t *u)
 {
     uint64_t  n;
 
@@ -40,7 +40,7 @@ llm_usage_output_bound(const llm_usage_t *u, const llm_settle_in_t *in)
 {
     uint64_t  n;
 
-    n = llm_usage_output_estimate(u);
+    n = llm_settle_output_estimate(u);
 
     if (in->max_tokens > 0 && n > in->max_tokens) {
         n = llm_settle_max(in->max_tokens, u->output_tokens);
@@ -51,7 +51,7 @@ llm_usage_output_bound(const llm_usage_t *u, const llm_settle_in_t *in)
 
 
 void
-llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
+llm_settle_usage(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out)
 {
     llm_usage_figures(u, in, out);

@@ -19,7 +19,7 @@
  * carried text and ceil(text bytes / 4), and never less than the
  * upstream's own (cumulative) figure.
  */
-uint64_t llm_usage_output_estimate(const llm_usage_t *u);
+uint64_t llm_settle_output_estimate(const llm_usage_t *u);
 
 
 /* how a response ended */
@@ -65,7 +65,7 @@ typedef struct {
  *     max_tokens, stands in full;
  *   - the final usage was seen: the upstream's figures;
  *   - otherwise: the prompt as the upstream reported it, or the admission
- *     estimate, plus llm_usage_output_estimate() held to max_tokens (an
+ *     estimate, plus llm_settle_output_estimate() held to max_tokens (an
  *     output figure the upstream reported stands), flagged estimated.
  *
  * A response that did not end cleanly is flagged partial, and its finish
@@ -77,8 +77,12 @@ typedef struct {
  * prompt with images or stored context is a configured worst case, which
  * a provider's bill may pass.
  */
-void llm_usage_settle(const llm_usage_t *u, const llm_settle_in_t *in,
+void llm_settle_usage(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out);
+
+
+/* the name the module still calls this by */
+#define llm_usage_settle     llm_settle_usage
 
 
 #endif /* _LLM_SETTLE_H_INCLUDED_ */

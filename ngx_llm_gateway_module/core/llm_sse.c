@@ -503,7 +503,7 @@ llm_sse_error_event(llm_api_e api, const char *message, char *buf,
  */
 
 int
-llm_usage_from_json(llm_api_e api, const char *body, size_t len,
+llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
     uint64_t               bytes, tokens[4];

@@ -183,7 +183,11 @@ int llm_sse_pending(const llm_sse_t *p);
  * usage object was found, 0 if not (u is still filled as far as it goes,
  * the generated text counted as one delta).
  */
-int llm_usage_from_json(llm_api_e api, const char *body, size_t len,
+int llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u);
+
+/* the name the module still calls this by */
+#define llm_usage_from_json  llm_sse_usage_from_json
+
 
 #endif /* _LLM_SSE_H_INCLUDED_ */

@@ -250,11 +250,11 @@ fuzz_parsers(const char *s, size_t len, int64_t now)
     int64_t  ms[5];
     size_t   i;
 
-    ms[0] = llm_provider_retry_after(s, len, now);
-    ms[1] = llm_provider_duration(s, len);
-    ms[2] = llm_provider_reset(s, len, now);
-    ms[3] = llm_provider_next_midnight(now);
-    ms[4] = llm_provider_next_midnight_pacific(now);
+    ms[0] = llm_time_retry_after(s, len, now);
+    ms[1] = llm_time_duration(s, len);
+    ms[2] = llm_time_reset(s, len, now);
+    ms[3] = llm_time_next_midnight(now);
+    ms[4] = llm_time_next_midnight_pacific(now);
 
     for (i = 0; i < 3; i++) {
         if (ms[i] < -1 || ms[i] > LLM_PROVIDER_WAIT_MAX) {

@@ -71,7 +71,7 @@ fuzz_stream(const uint8_t *data, size_t size)
         lused = 0;
 
         rrc = llm_record_decode(p, len, &rec, &rused);
-        lrc = llm_lease_decode(p, len, &l, &lused);
+        lrc = llm_record_lease_decode(p, len, &l, &lused);
 
         if (rrc < -1 || rrc > 1 || lrc < -1 || lrc > 1) {
             fuzz_fail("stream", "a decoder returned something else");
@@ -184,11 +184,11 @@ fuzz_lease_frame(const uint8_t *p, size_t n, const llm_lease_t *l)
         abort();
     }
 
-    if (llm_lease_encode(l, out, n - 1) != 0) {
+    if (llm_record_lease_encode(l, out, n - 1) != 0) {
         fuzz_fail("lease", "encoded into less room than it needs");
     }
 
-    if (llm_lease_encode(l, out, n) != n || memcmp(out, p, n) != 0) {
+    if (llm_record_lease_encode(l, out, n) != n || memcmp(out, p, n) != 0) {
         fuzz_fail("lease", "does not encode to the bytes it came from");
     }
 
@@ -219,7 +219,7 @@ fuzz_prefixes(const uint8_t *p, size_t n, int lease)
         memcpy(buf + n - k, p, k);
 
         if (lease) {
-            rc = llm_lease_decode(buf + n - k, k, &l, &used);
+            rc = llm_record_lease_decode(buf + n - k, k, &l, &used);
 
         } else {
             rc = llm_record_decode(buf + n - k, k, &rec, &used);
@@ -362,7 +362,7 @@ fuzz_lease_fields(const uint8_t *data, size_t size)
         abort();
     }
 
-    n = llm_lease_encode(&l, buf, LLM_LEASE_MAX_FRAME);
+    n = llm_record_lease_encode(&l, buf, LLM_LEASE_MAX_FRAME);
 
     /* LLM_REC_LEASE_RETURN + 1 is no lease frame */
     if (l.type > LLM_REC_LEASE_RETURN || l.model_len > LLM_RECORD_MODEL_MAX) {
@@ -373,7 +373,7 @@ fuzz_lease_fields(const uint8_t *data, size_t size)
         goto done;
     }
 
-    rc = llm_lease_decode(buf, n, &back, &used);
+    rc = llm_record_lease_decode(buf, n, &back, &used);
 
     if (n == 0 || rc != 1 || used != n) {
         fuzz_fail("lease fields", "does not decode");

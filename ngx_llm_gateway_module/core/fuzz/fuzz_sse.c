@@ -80,7 +80,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_filter(cap, s, len, split, (data[0] & 0x03) == 3, &whole);
 
-    rc = llm_usage_from_json(api, s, len, &json);
+    rc = llm_sse_usage_from_json(api, s, len, &json);
     fuzz_check(&json, "json");
     fuzz_settle(&json, "json");
 
@@ -221,7 +221,7 @@ fuzz_settle(const llm_usage_t *u, const char *how)
             in.upstream_ok = ok;
             in.end = end;
 
-            llm_usage_settle(u, &in, &s);
+            llm_settle_usage(u, &in, &s);
 
             if (s.output_tokens > in.max_tokens
                 || s.input_tokens > in.prompt_bound

@@ -945,11 +945,11 @@ main(int argc, char **argv)
     l.model_len = 6;
     memcpy(l.model, "gpt-4o", 6);
 
-    n = llm_lease_encode(&l, buf, sizeof(buf));
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
     seed_write(dir, "record", "lease-req", buf, n);
 
     l.type = LLM_REC_LEASE_RETURN;
-    n = llm_lease_encode(&l, buf, sizeof(buf));
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
     seed_write(dir, "record", "lease-return", buf, n);
 
     l.type = LLM_REC_LEASE;
@@ -961,7 +961,7 @@ main(int argc, char **argv)
     l.prices[LLM_LEASE_CACHED] = 1250000;
     l.prices[LLM_LEASE_CACHE_WRITE] = -1;
 
-    n = llm_lease_encode(&l, buf, sizeof(buf));
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
     seed_write(dir, "record", "lease", buf, n);
 
     /* demand and share: no model */
@@ -969,18 +969,18 @@ main(int argc, char **argv)
     l.key_id = 0;
     l.want = 1200;
     l.model_len = 0;
-    m = llm_lease_encode(&l, buf, sizeof(buf));
+    m = llm_record_lease_encode(&l, buf, sizeof(buf));
 
     l.type = LLM_REC_SHARE;
     l.granted = 500000;
-    n = llm_lease_encode(&l, buf + m, sizeof(buf) - m);
+    n = llm_record_lease_encode(&l, buf + m, sizeof(buf) - m);
     seed_write(dir, "record", "share", buf + m, n);
     seed_write(dir, "record", "share-req-share", buf, m + n);
 
     /* accountd's side: settles and lease requests mixed, the last cut */
     m = seed_settle(buf, sizeof(buf), 0);
     l.type = LLM_REC_LEASE_REQ;
-    m += llm_lease_encode(&l, buf + m, sizeof(buf) - m);
+    m += llm_record_lease_encode(&l, buf + m, sizeof(buf) - m);
     m += seed_settle(buf + m, sizeof(buf) - m, 1);
     seed_write(dir, "record", "mixed", buf, m - 3);
 

@@ -31,8 +31,8 @@
  * accountd's queue (accountd/queue.c).  Modelled, step by step after the
  * code they stand for: the worker's events (ngx_http_llm_gateway_
  * accountd.c: flush, read, close, retry, reap; settle.c: the flights and
- * their reaper), accountd's connections (listener.c), its loop (main.c)
- * and batches (db.c), PostgreSQL as INSERT ... ON CONFLICT on
+ * their reaper), accountd's connections (client.c), its loop (main.c)
+ * and batches (ingest.c), PostgreSQL as INSERT ... ON CONFLICT on
  * request_id, the kernel's socket buffers, the clock.  A crash while a
  * lock is held is not modelled: each call into the journal is atomic.
  *
@@ -83,7 +83,7 @@
 #define SIM_REAP            1000
 #define SIM_REAP_FLIGHTS    1000
 
-/* accountd's, as in db.c and main.c */
+/* accountd's, as in dbconn.c and main.c */
 #define SIM_DB_BACKOFF_MIN  500
 #define SIM_DB_BACKOFF_MAX  30000
 #define SIM_SHUTDOWN_WAIT   2000
@@ -156,7 +156,7 @@ typedef struct {
 } sim_conn_t;
 
 
-/* listener.c's client, as much of it as carries records */
+/* client.c's connection, as much of it as carries records */
 struct acd_client_s {
     unsigned              used:1;
     unsigned              eof:1;
@@ -311,7 +311,7 @@ typedef struct {
     int                   paused;
     acd_client_t          clients[SIM_CLIENTS_MAX];
 
-    /* db.c's state, and what the server was sent */
+    /* dbconn.c's and ingest.c's state, and what the server was sent */
     sim_db_state_e        db_state;
     int64_t               db_timer_at;
     int64_t               db_backoff;
@@ -378,9 +378,9 @@ static void sim_client_process(acd_client_t *c);
 static void sim_client_write(acd_client_t *c);
 static void sim_client_close(acd_client_t *c);
 static void sim_client_free(acd_client_t *c);
-static void sim_listener_ack(acd_client_t *c, const llm_record_t *rec);
-static void sim_listener_release(acd_client_t *c);
-static void sim_listener_resume(void);
+static void sim_client_ack(acd_client_t *c, const llm_record_t *rec);
+static void sim_client_release(acd_client_t *c);
+static void sim_client_resume(void);
 static void sim_db_send(void);
 static void sim_db_commit(size_t n);
 static void sim_db_done(void);
@@ -1317,7 +1317,7 @@ sim_record(sim_worker_t *w, sim_req_t *r, int k)
 }
 
 
-/* --- accountd: listener.c and db.c --------------------------------------- */
+/* --- accountd: client.c and ingest.c ------------------------------------- */
 
 
 static void
@@ -1390,7 +1390,7 @@ sim_acd_kill(void)
 }
 
 
-/* main_loop() after the events: db_timer, listener_flush, db_kick */
+/* main_loop() after the events: db_timer, client_flush, db_kick */
 
 static void
 sim_acd_iteration(void)
@@ -1415,7 +1415,7 @@ sim_acd_iteration(void)
     }
 
     if (sim.paused) {
-        sim_listener_resume();
+        sim_client_resume();
     }
 
     if (sim.db_state == SIM_DB_IDLE && queue_len()) {
@@ -1652,7 +1652,7 @@ sim_client_free(acd_client_t *c)
 
 
 static void
-sim_listener_ack(acd_client_t *c, const llm_record_t *rec)
+sim_client_ack(acd_client_t *c, const llm_record_t *rec)
 {
     llm_record_t  ack;
 
@@ -1678,7 +1678,7 @@ sim_listener_ack(acd_client_t *c, const llm_record_t *rec)
 
 
 static void
-sim_listener_release(acd_client_t *c)
+sim_client_release(acd_client_t *c)
 {
     c->pending--;
 
@@ -1695,7 +1695,7 @@ sim_listener_release(acd_client_t *c)
 
 
 static void
-sim_listener_resume(void)
+sim_client_resume(void)
 {
     int            i;
     acd_client_t  *c;
@@ -1800,8 +1800,8 @@ sim_db_done(void)
 
     for (i = 0; i < n; i++) {
         item = queue_at(i);
-        sim_listener_ack(item->client, &item->rec);
-        sim_listener_release(item->client);
+        sim_client_ack(item->client, &item->rec);
+        sim_client_release(item->client);
     }
 
     if (sim.misack != SIM_F_N) {

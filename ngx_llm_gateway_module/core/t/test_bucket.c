@@ -136,12 +136,12 @@ test_admit(void)
     llm_limits_t   l = { { 500, 500 }, { 60000, 60000 }, { 0, 0 }, 0 };
 
     now = 0;
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
 
     /* small requests: requests per minute bind first */
     ok = 0;
     for (i = 0; i < 600; i++) {
-        ok += llm_admit(&t, &l, 100, now, &a) == LLM_BUCKET_OK;
+        ok += llm_bucket_admit(&t, &l, 100, now, &a) == LLM_BUCKET_OK;
     }
 
     tap_is(ok, 500, "100-token requests: RPM binds at 500");
@@ -150,12 +150,12 @@ test_admit(void)
     tap_is(llm_bucket_available(&t.tpm), 10000, "refused requests took no "
            "tokens");
 
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
 
     /* large requests: tokens per minute bind first */
     ok = 0;
     for (i = 0; i < 600; i++) {
-        ok += llm_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
+        ok += llm_bucket_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
     }
 
     tap_is(ok, 60, "1,000-token requests: TPM binds at 60");
@@ -164,32 +164,33 @@ test_admit(void)
     tap_is(llm_bucket_available(&t.rpm), 440, "refused requests took no "
            "request");
 
-    tap_is(llm_admit(&t, &l, 60001, now, &a), LLM_BUCKET_NEVER,
+    tap_is(llm_bucket_admit(&t, &l, 60001, now, &a), LLM_BUCKET_NEVER,
            "above the capacity: never");
 
     /* concurrency: slots come back at release */
     l.concurrency = 2;
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
 
-    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 1");
-    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 2");
-    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_WAIT, "no slot 3");
+    tap_is(llm_bucket_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 1");
+    tap_is(llm_bucket_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 2");
+    tap_is(llm_bucket_admit(&t, &l, 10, now, &a), LLM_BUCKET_WAIT, "no slot 3");
     tap_is(a.limit, LLM_LIMIT_CONCURRENCY, "the refusal names concurrency");
     tap_is(llm_bucket_available(&t.tpm), 59980, "and took nothing");
 
-    llm_release(&t, &l, 10, 4, now);
+    llm_bucket_release(&t, &l, 10, 4, now);
     tap_is(t.inflight, 1, "a release frees a slot");
     tap_is(llm_bucket_available(&t.tpm), 59986, "and refunds 6 tokens");
-    tap_is(llm_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK, "slot 2 again");
+    tap_is(llm_bucket_admit(&t, &l, 10, now, &a), LLM_BUCKET_OK,
+           "slot 2 again");
 
     /* no RPM limit at all */
     l.rpm.rate = 0;
     l.concurrency = 0;
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
 
     ok = 0;
     for (i = 0; i < 1000; i++) {
-        ok += llm_admit(&t, &l, 1, now, &a) == LLM_BUCKET_OK;
+        ok += llm_bucket_admit(&t, &l, 1, now, &a) == LLM_BUCKET_OK;
     }
 
     tap_is(ok, 1000, "rpm 0: requests are not counted");
@@ -211,13 +212,13 @@ test_soft(void)
     llm_limits_t   l = { { 0, 0 }, { 60000, 90000 }, { 30000, 30000 }, 0 };
 
     now = 0;
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
 
     ok = 0;
     soft = 0;
 
     for (i = 0; i < 200; i++) {
-        ok += llm_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
+        ok += llm_bucket_admit(&t, &l, 1000, now, &a) == LLM_BUCKET_OK;
         soft += a.soft;
     }
 
@@ -226,7 +227,7 @@ test_soft(void)
     tap_is(a.limit, LLM_LIMIT_TOKENS, "then refused by tokens");
     tap_is(a.wait_ms, 1000, "the sooner of the two: 1 s for the TPM bucket");
 
-    llm_release_from(&t, &l, 1, 1000, 400, now);
+    llm_bucket_release_from(&t, &l, 1, 1000, 400, now);
     tap_is(llm_bucket_available(&t.soft), 600, "a soft one settles with "
            "the soft bucket");
     tap_is(llm_bucket_available(&t.tpm), 0, "not the TPM one");
@@ -235,7 +236,7 @@ test_soft(void)
     got = 0;
 
     for (now = 1000; now <= 600000; now += 1000) {
-        if (llm_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
+        if (llm_bucket_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
             got += 2000;
         }
     }
@@ -247,11 +248,11 @@ test_soft(void)
     /* without the soft bucket the tpm is hard */
     l.soft.rate = 0;
     l.soft.burst = 0;
-    llm_tenant_init(&t, &l, 0);
+    llm_bucket_tenant_init(&t, &l, 0);
     got = 0;
 
     for (now = 1000; now <= 600000; now += 1000) {
-        if (llm_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
+        if (llm_bucket_admit(&t, &l, 2000, now, &a) == LLM_BUCKET_OK) {
             got += 2000;
         }
     }

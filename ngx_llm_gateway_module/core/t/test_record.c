@@ -636,10 +636,10 @@ test_lease(void)
     l.model_len = 11;
     memcpy(l.model, "mock-capped", 11);
 
-    n = llm_lease_encode(&l, buf, sizeof(buf));
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
     tap_is(n, 4 + 2 + 8 * 4 + 1 + 11, "a lease request: its length");
 
-    rc = llm_lease_decode(buf, n, &got, &used);
+    rc = llm_record_lease_decode(buf, n, &got, &used);
     tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE_REQ
            && got.tenant_id == 42 && got.key_id == 9
            && got.want == 16000000000LL && got.until_ms == 0
@@ -652,15 +652,15 @@ test_lease(void)
     l.want = 123456789;
     l.until_ms = 1795996800000LL;
 
-    n = llm_lease_encode(&l, buf, sizeof(buf));
-    rc = llm_lease_decode(buf, n, &got, &used);
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
+    rc = llm_record_lease_decode(buf, n, &got, &used);
     tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE_RETURN
            && got.tenant_id == 42 && got.key_id == 0
            && got.want == 123456789 && got.until_ms == 1795996800000LL,
            "a return round-trips");
 
     l.type = LLM_REC_LEASE_RETURN + 1;
-    tap_is(llm_lease_encode(&l, buf, sizeof(buf)), 0,
+    tap_is(llm_record_lease_encode(&l, buf, sizeof(buf)), 0,
            "an unknown type is not written");
 
     memset(&l, 0, sizeof(llm_lease_t));
@@ -676,8 +676,8 @@ test_lease(void)
     l.prices[LLM_LEASE_CACHE_WRITE] = 1250000;
     l.model_len = 0;
 
-    n = llm_lease_encode(&l, buf, sizeof(buf));
-    rc = llm_lease_decode(buf, n, &got, &used);
+    n = llm_record_lease_encode(&l, buf, sizeof(buf));
+    rc = llm_record_lease_decode(buf, n, &got, &used);
     tap_ok(rc == 1 && used == n && got.type == LLM_REC_LEASE
            && got.tenant_id == -7 && got.granted == 1900000000
            && got.remaining == -1 && got.resets_at_ms == 1795996800000LL
@@ -690,21 +690,22 @@ test_lease(void)
            "a lease answer round-trips, negative figures too");
 
     for (cut = 0; cut < n; cut++) {
-        if (llm_lease_decode(buf, cut, &got, &used) != 0) {
+        if (llm_record_lease_decode(buf, cut, &got, &used) != 0) {
             break;
         }
     }
 
     tap_ok(cut == n, "a cut lease frame asks for more bytes");
 
-    tap_is(llm_lease_encode(&l, buf, n - 1), 0, "no room: nothing written");
+    tap_is(llm_record_lease_encode(&l, buf, n - 1), 0,
+           "no room: nothing written");
 
     buf[5] = LLM_REC_SETTLE;
-    tap_is(llm_lease_decode(buf, n, &got, &used), -1,
+    tap_is(llm_record_lease_decode(buf, n, &got, &used), -1,
            "another type is refused");
 
     buf[5] = LLM_REC_LEASE;
     buf[3]++;
-    tap_is(llm_lease_decode(buf, n + 1, &got, &used), -1,
+    tap_is(llm_record_lease_decode(buf, n + 1, &got, &used), -1,
            "a length that does not add up is refused");
 }

@@ -1348,7 +1348,7 @@ test_json(const json_case_t *c)
     copy = unquote(c->body, &len);
     ro = readonly_copy(copy, len, &mapped);
 
-    rc = llm_usage_from_json(c->api, ro, len, &u);
+    rc = llm_sse_usage_from_json(c->api, ro, len, &u);
 
     tap_is(rc, c->rc, "json %s: returns %d", c->name, c->rc);
     usage_is(&u, &c->want, "json %s: usage", c->name);
@@ -2397,7 +2397,7 @@ test_estimate(void)
         u.delta_bytes = estimate_cases[i].bytes;
         u.output_tokens = estimate_cases[i].output;
 
-        tap_is(llm_usage_output_estimate(&u), estimate_cases[i].want,
+        tap_is(llm_settle_output_estimate(&u), estimate_cases[i].want,
                "estimate: %llu events, %llu bytes, output %llu: %llu",
                (unsigned long long) estimate_cases[i].events,
                (unsigned long long) estimate_cases[i].bytes,
@@ -2639,7 +2639,7 @@ test_settle(void)
         /* what a previous use left must not show */
         memset(&s, 0xa5, sizeof(llm_settle_t));
 
-        llm_usage_settle(settle_cases[i].u, &in, &s);
+        llm_settle_usage(settle_cases[i].u, &in, &s);
 
         if (!tap_ok(s.input_tokens == settle_cases[i].in
                     && s.output_tokens == settle_cases[i].out
@@ -2708,7 +2708,7 @@ test_settle_bounds(void)
     u.done = 1;
     u.clamped = 1;
 
-    llm_usage_settle(&u, &in, &s);
+    llm_settle_usage(&u, &in, &s);
 
     tap_is(s.output_tokens, 150, "output above n x max_tokens: held to it");
     tap_is(s.input_tokens, 400, "prompt above its bound: held to it");
@@ -2719,7 +2719,7 @@ test_settle_bounds(void)
 
     /* without a cap to keep, the prompt is what the provider bills */
     in.hold_prompt = 0;
-    llm_usage_settle(&u, &in, &s);
+    llm_settle_usage(&u, &in, &s);
     tap_ok(s.output_tokens == 150 && s.input_tokens == 100000000
            && (s.flags & LLM_REC_F_BOUND),
            "no cap: the output held, the prompt as reported, flagged");
@@ -2731,7 +2731,7 @@ test_settle_bounds(void)
     u.reasoning_tokens = 0;
     u.clamped = 0;
 
-    llm_usage_settle(&u, &in, &s);
+    llm_settle_usage(&u, &in, &s);
 
     tap_ok(s.input_tokens == 300 && s.output_tokens == 150
            && !(s.flags & LLM_REC_F_BOUND), "at the bound: as reported");
@@ -2748,7 +2748,7 @@ test_settle_bounds(void)
     u.clamped = 1;
     u.malformed = 1;
 
-    llm_usage_settle(&u, &in, &s);
+    llm_settle_usage(&u, &in, &s);
 
     tap_is(s.output_tokens, 60, "a malformed figure: the gateway's count");
     tap_is(s.input_tokens, 100, "and the prompt's estimate");
@@ -2757,13 +2757,13 @@ test_settle_bounds(void)
 
     /* as the reader of a body finds it */
     memset(&u, 0, sizeof(llm_usage_t));
-    llm_usage_from_json(LLM_API_OPENAI,
-        "{\"choices\":[{\"message\":{\"content\":\"tok1 tok2 tok3 tok4 \"},"
-        "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":10,"
-        "\"completion_tokens\":\"9000\"}}", 139, &u);
+    llm_sse_usage_from_json(LLM_API_OPENAI,
+            "{\"choices\":[{\"message\":{\"content\":\"tok1 tok2 tok3 tok4 \"},"
+            "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":10,"
+            "\"completion_tokens\":\"9000\"}}", 139, &u);
     tap_ok(u.malformed, "a string figure in a body: malformed");
 
-    llm_usage_settle(&u, &in, &s);
+    llm_settle_usage(&u, &in, &s);
     tap_ok(s.output_tokens >= 4 && s.output_tokens <= 150
            && (s.flags & LLM_REC_F_ESTIMATED),
            "  settled at the gateway's count (%llu)",

@@ -101,6 +101,7 @@ static conf_entry_t  conf_table[] = {
 
 acd_conf_t   acd_cf;
 char        *acd_conf_file;
+int          acd_verbose_args;
 
 
 static char *conf_trim(char *s);
@@ -251,10 +252,13 @@ done:
 /*
  * SIGHUP: a new configuration replaces the old one only if it loads
  * completely.  The socket, the pidfile and the queue size are set up once.
+ * The subsystem that acts on a change at run time (the database
+ * connection, for database_url) is told through "changed", with the old
+ * configuration, before that is freed.
  */
 
 int
-conf_reload(void)
+conf_reload(void (*changed)(const acd_conf_t *old))
 {
     acd_conf_t  cf, old;
 
@@ -323,7 +327,7 @@ conf_reload(void)
     acd_cf = cf;
     acd_verbose = acd_cf.verbose + acd_verbose_args;
 
-    db_conf_changed(&old);
+    changed(&old);
 
     conf_free(&old);
 

@@ -1,0 +1,801 @@
+
+/*
+ * Ingest: the settle records leave the queue in batches, one statement
+ * each, and are acknowledged only once PostgreSQL reports the statement
+ * committed (ReadyForQuery after the result, no error).  A replayed record
+ * finds its row and is a success too, so a batch whose outcome was lost
+ * with the connection is simply sent again.
+ *
+ * A batch refused for its data (SQLSTATE class 22 or 23: an unknown
+ * tenant, an impossible time) is retried in halves down to the record
+ * PostgreSQL still refuses, which goes to llm.usage_rejected: one bad
+ * record never blocks the queue.  Any other failure keeps the queue and
+ * drops the connection, which reconnects with backoff (dbconn.c).
+ */
+
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accountd.h"
+
+
+#define INGEST_PARAMS             15
+#define INGEST_REJECT_PARAMS      (INGEST_PARAMS + 1)
+
+
+/* one record's parameters: its text as PostgreSQL takes it, its numbers */
+typedef struct {
+    char         request_id[LLM_RECORD_ID_MAX + 1];
+    char         model[LLM_RECORD_MODEL_MAX + 1];
+    char         finish_reason[LLM_RECORD_FINISH_MAX + 1];
+    const char  *api;
+    int64_t      num[INGEST_PARAMS];  /* by column; text ones unused */
+    unsigned     has_key:1;
+    unsigned     has_finish:1;
+} ingest_row_t;
+
+
+typedef struct {
+    int64_t         batch_at;          /* a batch not full goes then */
+    size_t          batch_n;
+    int64_t         batch_sent;        /* stats_usec() */
+    size_t          retry_left;        /* at the head, after a refusal */
+    size_t          retry_max;         /* their batches' size meanwhile */
+
+    /* parameters of the statement in flight, for up to rows_cap rows */
+    size_t          rows_cap;
+    ingest_row_t   *rows;
+    char           *arrays;            /* the batch's 15 arrays, binary */
+    const char     *array[INGEST_PARAMS];
+    int             array_len[INGEST_PARAMS];
+
+    /* text parameters of the statement that rejects one record */
+    const char     *values[INGEST_REJECT_PARAMS];
+    char            num[INGEST_PARAMS][24];
+
+    /* the batch's request_ids: row + 1 by hash, open addressing */
+    uint32_t       *ids;
+    size_t          ids_mask;
+} ingest_t;
+
+
+static void ingest_send(void);
+static void ingest_arrays(size_t n);
+static unsigned char *ingest_put32(unsigned char *p, uint32_t v);
+static void ingest_send_reject(void);
+static void ingest_batch_done(PGresult *res);
+static void ingest_batch_failed(const char *state);
+static void ingest_reject_done(PGresult *res);
+static void ingest_reject_failed(const char *state);
+static void ingest_lost(int busy);
+static int ingest_prepare(size_t n);
+static void ingest_bind(size_t row, const llm_record_t *rec);
+static void ingest_bind_text(size_t row);
+static int ingest_id_seen(size_t row);
+static void ingest_ack(size_t n);
+static const char *ingest_api_name(uint8_t api);
+
+
+static ingest_t  ingest;
+
+static const dbconn_query_t  ingest_batch_query = {
+    ingest_batch_done, ingest_batch_failed, ingest_lost
+};
+
+static const dbconn_query_t  ingest_reject_query = {
+    ingest_reject_done, ingest_reject_failed, ingest_lost
+};
+
+
+/*
+ * One statement a batch, prepared once a connection: the records come as
+ * 15 arrays, a column each, and everything is done for the whole batch at
+ * once rather than row by row (PostgreSQL's CPU a record is what the
+ * gateway's throughput is bounded by):
+ *
+ *   r:   the records, the arrays unnested side by side in the select
+ *        list (in FROM, each array would be copied into a store first);
+ *   e:   the rows llm.usage has already for the batch's request_ids, one
+ *        scan of each partition's primary key for all of them (sql/010);
+ *   pm:  the price of each model of the batch (sql/008's llm.price_at) at
+ *        its earliest and latest ts in the batch: the same row at both
+ *        means no price change between them, and every record of that
+ *        model gets it; otherwise each is looked up at its own ts;
+ *   ins: the records whose request_id is new, with their cost, by a plain
+ *        INSERT (OFFSET 0 keeps the price and the cost computed once a
+ *        row: inlined, they were computed again for each use);
+ *   and a record whose request_id is there already is a replay, ignored
+ *        if its figures are the same, and refused into llm.usage_rejected,
+ *        and logged, if they are not.
+ *
+ * A request's figures are never counted twice, nor changed once written.
+ * Nothing in a batch shares a request_id: the look-up sees only what was
+ * there before the statement, so ingest_send() cuts a batch before a
+ * request_id it holds already.  The primary key has the last word: a row
+ * another writer inserted since the look-up fails the batch with a unique
+ * violation, and it is written again in halves, each finding that row.
+ * ON CONFLICT would check every row against the index once more, for
+ * what the look-up covers.
+ */
+
+#define INGEST_INSERT_NAME            "llmgw_insert"
+
+static const char  ingest_insert_sql[] =
+    "WITH r AS MATERIALIZED (SELECT a.*,"
+    " timestamptz 'epoch' + a.ts_ms * interval '1 millisecond' AS ts"
+    " FROM (SELECT unnest($1::text[]) AS request_id,"
+    " unnest($2::bigint[]) AS tenant_id, unnest($3::bigint[]) AS key_id,"
+    " unnest($4::text[]) AS model, unnest($5::text[]) AS api,"
+    " unnest($6::bigint[]) AS input_tokens,"
+    " unnest($7::bigint[]) AS output_tokens,"
+    " unnest($8::bigint[]) AS cached_input_tokens,"
+    " unnest($9::bigint[]) AS cache_write_tokens,"
+    " unnest($10::bigint[]) AS reasoning_tokens,"
+    " unnest($11::bigint[]) AS reserved_tokens,"
+    " unnest($12::text[]) AS finish_reason, unnest($13::int[]) AS status,"
+    " unnest($14::int[]) AS flags, unnest($15::bigint[]) AS ts_ms) a"
+    "), e AS MATERIALIZED ("
+    "SELECT u.request_id, u.tenant_id, u.key_id, u.model, u.api,"
+    " u.input_tokens, u.output_tokens, u.cached_input_tokens,"
+    " u.cache_write_tokens, u.reasoning_tokens, u.reserved_tokens,"
+    " u.finish_reason, u.status, u.flags, u.ts"
+    " FROM llm.usage_of_requests($1::text[]) u"
+    "), pm AS MATERIALIZED ("
+    "SELECT m.model, lo.*::llm.prices AS price,"
+    " (lo.model, lo.effective_from)"
+    " IS NOT DISTINCT FROM (hi.model, hi.effective_from) AS same"
+    " FROM (SELECT r.model, min(r.ts) AS lo_ts, max(r.ts) AS hi_ts"
+    " FROM r GROUP BY r.model) m"
+    " LEFT JOIN LATERAL llm.price_at(m.model, m.lo_ts) lo ON true"
+    " LEFT JOIN LATERAL llm.price_at(m.model, m.hi_ts) hi ON true"
+    "), ins AS ("
+    "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
+    " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
+    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,"
+    " cost_pusd)"
+    " SELECT c.request_id, c.tenant_id, c.key_id, c.model, c.api,"
+    " c.input_tokens, c.output_tokens, c.cached_input_tokens,"
+    " c.cache_write_tokens, c.reasoning_tokens, c.reserved_tokens,"
+    " c.finish_reason, c.status, c.flags, c.ts,"
+    " CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END"
+    " FROM (SELECT q.*, llm.cost_numeric(q.price, q.input_tokens,"
+    " q.cached_input_tokens, q.cache_write_tokens, q.output_tokens) AS c"
+    " FROM (SELECT r.*, CASE WHEN pm.same THEN pm.price"
+    " ELSE (SELECT x.*::llm.prices FROM llm.price_at(r.model, r.ts) x)"
+    " END AS price"
+    " FROM r LEFT JOIN pm ON pm.model = r.model"
+    " WHERE NOT EXISTS (SELECT FROM e WHERE e.request_id = r.request_id)"
+    " OFFSET 0) q OFFSET 0) c"
+    ")"
+    " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
+    " api, input_tokens, output_tokens, cached_input_tokens,"
+    " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
+    " status, flags, ts_ms, error)"
+    " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
+    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
+    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
+    " r.finish_reason, r.status, r.flags, r.ts_ms,"
+    " 'llm.usage has this request_id already, with other figures'"
+    " FROM r JOIN e u ON u.request_id = r.request_id"
+    " WHERE (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
+    " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
+    " u.reasoning_tokens, u.reserved_tokens, u.finish_reason, u.status,"
+    " u.flags, u.ts)"
+    " IS DISTINCT FROM (r.tenant_id, r.key_id, r.model, r.api,"
+    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
+    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
+    " r.finish_reason, r.status, r.flags, r.ts)"
+    " ON CONFLICT (request_id) DO NOTHING"
+    " RETURNING request_id";
+
+/*
+ * The arrays go in PostgreSQL's binary format (array_recv): no number is
+ * printed here to be parsed there, nor any text quoted.  Each is a header
+ * of 5 integers, then every element as its length (-1 for NULL) and its
+ * bytes.  The element types by column, as pg_type has them forever:
+ * text 25, bigint 20, int 23.
+ */
+
+#define INGEST_ARRAY_HEADER       20
+
+/* the longest of one row's 15 elements, lengths included */
+#define INGEST_ARRAY_ROW_MAX                                                  \
+    (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("responses")   \
+     + LLM_RECORD_FINISH_MAX + 9 * (4 + 8) + 2 * (4 + 4))
+
+static const uint32_t  ingest_array_oid[INGEST_PARAMS] = {
+    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20
+};
+
+static const int  ingest_binary[INGEST_PARAMS] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+};
+
+static const char  ingest_reject_sql[] =
+    "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
+    " api, input_tokens, output_tokens, cached_input_tokens,"
+    " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
+    " status, flags, ts_ms, error)"
+    " VALUES ($1::text, $2::bigint, $3::bigint, $4::text, $5::text,"
+    " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,"
+    " $11::bigint, $12::text, $13::int, $14::int, $15::bigint, $16::text)"
+    " ON CONFLICT (request_id) DO NOTHING";
+
+
+static const dbconn_setup_t  ingest_setup = {
+    INGEST_INSERT_NAME, ingest_insert_sql, INGEST_PARAMS, NULL
+};
+
+
+int
+ingest_init(void)
+{
+    if (dbconn_setup(&ingest_setup) != 0) {
+        return -1;
+    }
+
+    return ingest_prepare(acd_cf.batch_max);
+}
+
+
+/*
+ * Called with the connection idle and nothing more urgent to send: the
+ * rest of a refused batch first, then what the queue holds.
+ */
+
+void
+ingest_kick(void)
+{
+    int64_t  now;
+
+    if (ingest.retry_left) {
+        ingest_send();
+        return;
+    }
+
+    if (queue_len() == 0) {
+        return;
+    }
+
+    /*
+     * What a statement costs PostgreSQL besides its rows (its plan, its
+     * triggers, the commit) is shared by the rows of a batch: a batch that
+     * is not full waits batch_delay for more, as a group commit does.
+     */
+    if (queue_len() < (size_t) acd_cf.batch_max && acd_cf.batch_delay
+        && !acd_shutting_down)
+    {
+        now = event_now();
+
+        if (ingest.batch_at == 0) {
+            ingest.batch_at = now + acd_cf.batch_delay;
+        }
+
+        if (now < ingest.batch_at) {
+            return;
+        }
+    }
+
+    ingest.batch_at = 0;
+    ingest_send();
+}
+
+
+/* a batch waiting for more records; it waits for an idle connection too */
+
+int64_t
+ingest_timer_at(void)
+{
+    return dbconn_idle() ? ingest.batch_at : 0;
+}
+
+
+/* what is left of a refused batch: it is at the queue's head */
+
+int
+ingest_retrying(void)
+{
+    return ingest.retry_left != 0;
+}
+
+
+static void
+ingest_send(void)
+{
+    size_t  n, i;
+
+    n = queue_len();
+
+    if (n == 0) {
+        ingest.retry_left = 0;
+        return;
+    }
+
+    if (n > (size_t) acd_cf.batch_max) {
+        n = acd_cf.batch_max;
+    }
+
+    if (ingest.retry_left) {
+        n = n < ingest.retry_left ? n : ingest.retry_left;
+        n = n < ingest.retry_max ? n : ingest.retry_max;
+    }
+
+    if (ingest_prepare(n) != 0) {
+        return;
+    }
+
+    memset(ingest.ids, 0, (ingest.ids_mask + 1) * sizeof(uint32_t));
+
+    for (i = 0; i < n; i++) {
+        ingest_bind(i, &queue_at(i)->rec);
+
+        /*
+         * A record sent again while its first copy is still queued (a
+         * worker that reconnected) waits for the next batch, which finds
+         * the first copy written: the look-up does not see what the
+         * statement itself inserts.
+         */
+        if (ingest_id_seen(i)) {
+            n = i;
+            break;
+        }
+    }
+
+    ingest_arrays(n);
+
+    ingest.batch_n = n;
+
+    log_noise("sending a batch of %zu records", n);
+
+    ingest.batch_sent = stats_usec();
+
+    (void) dbconn_send_prepared(&ingest_batch_query, INGEST_INSERT_NAME,
+                                INGEST_PARAMS, ingest.array,
+                                ingest.array_len, ingest_binary);
+}
+
+
+static void
+ingest_batch_done(PGresult *res)
+{
+    int     i;
+    size_t  n;
+    char    id[LLM_RECORD_ID_MAX + 1];
+
+    n = ingest.batch_n;
+
+    log_debug("batch of %zu records committed", n);
+
+    for (i = 0; i < PQntuples(res); i++) {
+        log_clean(id, sizeof(id), PQgetvalue(res, i, 0),
+                  PQgetlength(res, i, 0));
+        log_error("record \"%s\" refused: llm.usage has this "
+                  "request_id already, with other figures; kept in "
+                  "llm.usage_rejected", id);
+    }
+
+    stats_batch(n, (size_t) PQntuples(res), stats_usec() - ingest.batch_sent);
+
+    ingest_ack(n);
+
+    /* past the refused record, batches double again */
+    if (ingest.retry_left) {
+        ingest.retry_left -= n < ingest.retry_left ? n : ingest.retry_left;
+        ingest.retry_max = 2 * n;
+    }
+}
+
+
+static void
+ingest_batch_failed(const char *state)
+{
+    if (strncmp(state, "22", 2) != 0 && strncmp(state, "23", 2) != 0) {
+        dbconn_down(dbconn_error());
+        return;
+    }
+
+    /*
+     * The data is refused: find the record that PostgreSQL will not take,
+     * in halves, then halves of the half refused, down to the record.  A
+     * few statements a bad record: one a record of a large batch held the
+     * queue up for as long as a thousand commits.
+     */
+
+    if (ingest.batch_n > 1) {
+        log_warning("batch of %zu records refused (%s), writing it in "
+                    "halves", ingest.batch_n, dbconn_error());
+
+        if (ingest.retry_left == 0) {
+            ingest.retry_left = ingest.batch_n;
+        }
+
+        ingest.retry_max = (ingest.batch_n + 1) / 2;
+        return;
+    }
+
+    ingest_send_reject();
+}
+
+
+static void
+ingest_send_reject(void)
+{
+    ingest_bind(0, &queue_at(0)->rec);
+    ingest_bind_text(0);
+    ingest.values[INGEST_PARAMS] = dbconn_error();
+
+    ingest.batch_n = 1;
+
+    (void) dbconn_send(&ingest_reject_query, ingest_reject_sql,
+                       INGEST_REJECT_PARAMS, ingest.values);
+}
+
+
+static void
+ingest_reject_done(PGresult *res)
+{
+    char         id[LLM_RECORD_ID_MAX + 1];
+    acd_item_t  *item;
+
+    item = queue_at(0);
+    log_clean(id, sizeof(id), item->rec.request_id,
+              item->rec.request_id_len);
+    log_error("record \"%s\" (tenant %lld) refused by llm.usage: %s; "
+              "kept in llm.usage_rejected", id,
+              (long long) item->rec.tenant_id, dbconn_error());
+
+    acd_stats.records_rejected++;
+
+    ingest_ack(1);
+
+    if (ingest.retry_left) {
+        ingest.retry_left--;
+    }
+}
+
+
+/* even llm.usage_rejected will not take it: the log is all there is */
+
+static void
+ingest_reject_failed(const char *state)
+{
+    char         id[LLM_RECORD_ID_MAX + 1];
+    acd_item_t  *item;
+
+    if (strncmp(state, "22", 2) != 0 && strncmp(state, "23", 2) != 0) {
+        dbconn_down(dbconn_error());
+        return;
+    }
+
+    item = queue_at(0);
+    log_clean(id, sizeof(id), item->rec.request_id, item->rec.request_id_len);
+
+    log_error("record dropped, refused by llm.usage_rejected too (%s): "
+              "request_id \"%s\" tenant_id %lld key_id %lld "
+              "input_tokens %" PRIu64 " output_tokens %" PRIu64
+              " cached_input_tokens %" PRIu64 " reserved_tokens %" PRIu64
+              " status %u flags %u ts_ms %lld", dbconn_error(), id,
+              (long long) item->rec.tenant_id, (long long) item->rec.key_id,
+              item->rec.input_tokens, item->rec.output_tokens,
+              item->rec.cached_input_tokens, item->rec.reserved_tokens,
+              (unsigned) item->rec.status, (unsigned) item->rec.flags,
+              (long long) item->rec.ts_ms);
+
+    acd_stats.records_dropped++;
+
+    ingest_ack(1);
+
+    if (ingest.retry_left) {
+        ingest.retry_left--;
+    }
+}
+
+
+/* a batch in flight is sent again: it is still at the queue's head */
+
+static void
+ingest_lost(int busy)
+{
+    ingest.batch_n = 0;
+}
+
+
+/* the bound rows as one array a column, in the binary format */
+
+static void
+ingest_arrays(size_t n)
+{
+    size_t          i, k, len;
+    uint64_t        v;
+    ingest_row_t       *r;
+    const char     *t;
+    unsigned char  *p, *start, *nulls;
+
+    p = (unsigned char *) ingest.arrays;
+
+    for (k = 0; k < INGEST_PARAMS; k++) {
+        start = p;
+
+        p = ingest_put32(p, 1);                     /* dimensions */
+        nulls = p;
+        p = ingest_put32(p, 0);
+        p = ingest_put32(p, ingest_array_oid[k]);
+        p = ingest_put32(p, n);
+        p = ingest_put32(p, 1);                     /* lower bound */
+
+        for (i = 0; i < n; i++) {
+            r = &ingest.rows[i];
+
+            /* for a number, t says only whether it is NULL */
+            switch (k) {
+
+            case 0:
+                t = r->request_id;
+                break;
+
+            case 2:
+                t = r->has_key ? "" : NULL;
+                break;
+
+            case 3:
+                t = r->model;
+                break;
+
+            case 4:
+                t = r->api;
+                break;
+
+            case 11:
+                t = r->has_finish ? r->finish_reason : NULL;
+                break;
+
+            default:
+                t = "";
+            }
+
+            if (t == NULL) {
+                p = ingest_put32(p, (uint32_t) -1);
+                ingest_put32(nulls, 1);
+                continue;
+            }
+
+            if (ingest_array_oid[k] == 25) {
+                len = strlen(t);
+                p = ingest_put32(p, len);
+                memcpy(p, t, len);
+                p += len;
+                continue;
+            }
+
+            v = (uint64_t) r->num[k];
+
+            if (ingest_array_oid[k] == 23) {
+                p = ingest_put32(p, 4);
+                p = ingest_put32(p, (uint32_t) v);
+                continue;
+            }
+
+            p = ingest_put32(p, 8);
+            p = ingest_put32(p, (uint32_t) (v >> 32));
+            p = ingest_put32(p, (uint32_t) v);
+        }
+
+        ingest.array[k] = (const char *) start;
+        ingest.array_len[k] = p - start;
+    }
+}
+
+
+/* network byte order */
+
+static unsigned char *
+ingest_put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char) (v >> 24);
+    p[1] = (unsigned char) (v >> 16);
+    p[2] = (unsigned char) (v >> 8);
+    p[3] = (unsigned char) v;
+
+    return p + 4;
+}
+
+
+/* room for the statement and parameters of n rows */
+
+static int
+ingest_prepare(size_t n)
+{
+    size_t   cap, mask;
+    void    *rows, *arrays, *ids;
+
+    if (n <= ingest.rows_cap) {
+        return 0;
+    }
+
+    cap = n;
+
+    /* at most half full */
+    for (mask = 1; mask < 2 * cap; mask <<= 1) { /* void */ }
+    mask--;
+
+    ids = realloc(ingest.ids, (mask + 1) * sizeof(uint32_t));
+    if (ids != NULL) {
+        ingest.ids = ids;
+        ingest.ids_mask = mask;
+    }
+
+    rows = realloc(ingest.rows, cap * sizeof(ingest_row_t));
+    if (rows != NULL) {
+        ingest.rows = rows;
+    }
+
+    arrays = realloc(ingest.arrays,
+                     cap * INGEST_ARRAY_ROW_MAX
+                     + INGEST_PARAMS * INGEST_ARRAY_HEADER);
+    if (arrays != NULL) {
+        ingest.arrays = arrays;
+    }
+
+    if (rows == NULL || arrays == NULL || ids == NULL) {
+        log_error("out of memory for a batch of %zu records", n);
+        return -1;
+    }
+
+    ingest.rows_cap = cap;
+
+    return 0;
+}
+
+
+static void
+ingest_bind(size_t row, const llm_record_t *rec)
+{
+    size_t     i;
+    uint32_t   flags;
+    uint64_t   tokens[6];
+    ingest_row_t  *r;
+
+    r = &ingest.rows[row];
+
+    flags = rec->flags;
+
+    tokens[0] = rec->input_tokens;
+    tokens[1] = rec->output_tokens;
+    tokens[2] = rec->cached_input_tokens;
+    tokens[3] = rec->cache_write_tokens;
+    tokens[4] = rec->reasoning_tokens;
+    tokens[5] = rec->reserved_tokens;
+
+    /* bigint holds 63 bits */
+    for (i = 0; i < 6; i++) {
+        if (tokens[i] > INT64_MAX) {
+            tokens[i] = INT64_MAX;
+            flags |= LLM_REC_F_CLAMPED;
+        }
+    }
+
+    pq_text(r->request_id, sizeof(r->request_id), rec->request_id,
+              rec->request_id_len);
+    pq_text(r->model, sizeof(r->model), rec->model, rec->model_len);
+    pq_text(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
+              rec->finish_reason_len);
+
+    r->api = ingest_api_name(rec->api);
+    r->has_key = rec->key_id > 0;
+    r->has_finish = rec->finish_reason_len != 0;
+
+    r->num[1] = rec->tenant_id;
+    r->num[2] = rec->key_id;
+
+    for (i = 0; i < 6; i++) {
+        r->num[5 + i] = (int64_t) tokens[i];
+    }
+
+    r->num[12] = rec->status;
+    r->num[13] = (int32_t) flags;
+    r->num[14] = rec->ts_ms;
+}
+
+
+/* row's parameters as text, for ingest_reject_sql */
+
+static void
+ingest_bind_text(size_t row)
+{
+    size_t     k;
+    ingest_row_t  *r;
+
+    r = &ingest.rows[row];
+
+    for (k = 0; k < INGEST_PARAMS; k++) {
+        if (ingest_array_oid[k] != 25) {
+            snprintf(ingest.num[k], sizeof(ingest.num[k]), "%lld",
+                     (long long) r->num[k]);
+            ingest.values[k] = ingest.num[k];
+        }
+    }
+
+    ingest.values[0] = r->request_id;
+    ingest.values[2] = r->has_key ? ingest.num[2] : NULL;
+    ingest.values[3] = r->model;
+    ingest.values[4] = r->api;
+    ingest.values[11] = r->has_finish ? r->finish_reason : NULL;
+}
+
+
+/*
+ * Whether the batch has row's request_id already, as bound (two that
+ * differ only in bytes pq_text() replaced are the same to PostgreSQL);
+ * if not, it is added.
+ */
+
+static int
+ingest_id_seen(size_t row)
+{
+    size_t          k;
+    uint32_t        h;
+    const char     *p;
+
+    /* FNV-1a */
+    h = 2166136261u;
+
+    for (p = ingest.rows[row].request_id; *p; p++) {
+        h = (h ^ (unsigned char) *p) * 16777619u;
+    }
+
+    for (k = h & ingest.ids_mask; ingest.ids[k];
+         k = (k + 1) & ingest.ids_mask)
+    {
+        if (strcmp(ingest.rows[ingest.ids[k] - 1].request_id,
+                   ingest.rows[row].request_id)
+            == 0)
+        {
+            return 1;
+        }
+    }
+
+    ingest.ids[k] = row + 1;
+
+    return 0;
+}
+
+
+/* as llm.usage.api spells it */
+
+static const char *
+ingest_api_name(uint8_t api)
+{
+    switch (api) {
+
+    case LLM_API_ANTHROPIC:
+        return "anthropic";
+
+    case LLM_API_RESPONSES:
+        return "responses";
+
+    default:
+        return "openai";
+    }
+}
+
+
+/* the first n records are in the database: tell their senders */
+
+static void
+ingest_ack(size_t n)
+{
+    size_t       i;
+    acd_item_t  *item;
+
+    for (i = 0; i < n; i++) {
+        item = queue_at(i);
+        client_ack(item->client, &item->rec);
+        client_release(item->client);
+    }
+
+    queue_pop(n);
+    ingest.batch_n = 0;
+}
