@@ -1,6 +1,6 @@
 -- ngx_llm_gateway: the ledger's write path, cheaper per row.
 --
--- accountd's batch statement (accountd/db.c) works on a batch as a set:
+-- accountd's batch statement (accountd/ingest.c) works on a batch as a set:
 -- the price once per model of the batch, the request_id look-up as one
 -- index scan per partition.  What it still paid for, row by row or for
 -- nothing, here:

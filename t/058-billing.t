@@ -138,7 +138,7 @@ my @rows = (
 my %count;
 $count{ $_->[1] }++ for @rows;
 
-# what accountd sends (accountd/db.c)
+# what accountd sends (accountd/ingest.c)
 my $insert = q{
     INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,
         input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
