@@ -395,44 +395,6 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
 }
 
 
-/* the llm_gateway_zone zones of the cycle, one a call, then NULL */
-
-ngx_http_llm_gateway_zone_t *
-ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
-    ngx_list_part_t **part, ngx_uint_t *i)
-{
-    ngx_shm_zone_t               *shm_zone;
-    ngx_http_llm_gateway_zone_t  *zone;
-
-    for ( ;; ) {
-
-        if (*i >= (*part)->nelts) {
-            if ((*part)->next == NULL) {
-                return NULL;
-            }
-
-            *part = (*part)->next;
-            *i = 0;
-            continue;
-        }
-
-        shm_zone = (ngx_shm_zone_t *) (*part)->elts + (*i)++;
-
-        if (shm_zone->tag != &ngx_http_llm_gateway_module
-            || shm_zone == lmcf->journal)
-        {
-            continue;
-        }
-
-        zone = shm_zone->data;
-
-        if (zone != NULL && zone->sh != NULL) {
-            return zone;
-        }
-    }
-}
-
-
 /* a model's prices, by its whole name, among those the zone keeps */
 
 static ngx_http_llm_gateway_price_t *

@@ -440,137 +440,6 @@ ngx_http_llm_gateway_report(ngx_http_request_t *r,
 }
 
 
-/* a key's tenant and tier, as the labels name it; under the zone's lock */
-
-void
-ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
-    ngx_http_llm_gateway_key_t *key)
-{
-    size_t  len;
-
-    len = ngx_min(key->tenant.len, LLM_KEY_TENANT_MAX);
-
-    if (node->name_len != len
-        || ngx_memcmp(node->name, key->tenant.data, len) != 0)
-    {
-        ngx_memcpy(node->name, key->tenant.data, len);
-        node->name_len = (u_char) len;
-    }
-
-    len = ngx_min(key->tier.len, LLM_KEY_TIER_MAX);
-
-    if (node->tier_len != len
-        || ngx_memcmp(node->tier, key->tier.data, len) != 0)
-    {
-        ngx_memcpy(node->tier, key->tier.data, len);
-        node->tier_len = (u_char) len;
-    }
-}
-
-
-/*
- * A request ended: its status and what it used, under the zone's lock.
- * The cost only where the gateway knows the model's prices: those of a
- * tenant with a spend cap, leased with them.  llm.usage has every one.
- */
-
-void
-ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
-    ngx_uint_t status, llm_settle_t *st, int64_t *prices)
-{
-    int64_t                        cost;
-    ngx_http_llm_gateway_stats_t  *s;
-
-    s = &node->stats;
-
-    if (status >= 100 && status < 600) {
-        s->requests[status / 100 - 1]++;
-    }
-
-    if (st == NULL) {
-        return;
-    }
-
-    s->input_tokens += st->input_tokens;
-    s->output_tokens += st->output_tokens;
-    s->cached_tokens += st->cached_input_tokens;
-
-    if (st->flags & LLM_REC_F_BOUND) {
-        s->over_bound++;
-    }
-
-    if (prices) {
-        cost = ngx_http_llm_gateway_budget_cost(prices, st);
-
-        if (cost > 0) {
-            s->cost += cost;
-        }
-    }
-}
-
-
-/* a request of a known tenant that was not admitted, in the log phase */
-
-void
-ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_uint_t                        status;
-    ngx_http_request_t               *r;
-    ngx_http_llm_gateway_node_t      *node;
-    ngx_http_llm_gateway_zone_t      *zone;
-    ngx_http_llm_gateway_loc_conf_t  *llcf;
-
-    if (ctx->admitted || ctx->counted || ctx->key == NULL) {
-        return;
-    }
-
-    ctx->counted = 1;
-
-    r = ctx->request;
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
-
-    if (llcf->shm_zone == NULL) {
-        return;
-    }
-
-    zone = llcf->shm_zone->data;
-    status = r->err_status ? r->err_status : r->headers_out.status;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
-
-    if (node != NULL) {
-        ngx_http_llm_gateway_name_node(node, ctx->key);
-        ngx_http_llm_gateway_count(node, status, NULL, NULL);
-
-        if (ctx->rejected_by != ngx_http_llm_gateway_by_none) {
-            node->stats.rejected[ctx->rejected_by]++;
-        }
-    }
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-}
-
-
-/* once a second, under the zone's lock: this worker and accountd */
-
-void
-ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
-    int64_t now)
-{
-    ngx_http_llm_gateway_worker_t  *w;
-
-    w = &zone->sh->workers[ngx_process_slot % NGX_HTTP_LLM_GATEWAY_WORKERS];
-
-    w->pid = ngx_pid;
-    w->connected = ngx_http_llm_gateway_accountd_up();
-    w->sent = ngx_http_llm_gateway_accountd_sent();
-    w->seen = now;
-}
-
-
 static ngx_int_t
 ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap)
@@ -597,6 +466,10 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     snap->now = ngx_http_llm_gateway_wall_ms();
 
     ngx_http_llm_gateway_journal_stats(lmcf, &snap->journal);
+
+    if (lmcf->journal_data) {
+        snap->journal.connected = ngx_http_llm_gateway_accountd_up();
+    }
 
     if (ngx_array_init(&snap->tenants, r->pool, 16,
                        sizeof(ngx_http_llm_gateway_view_t))

@@ -10,15 +10,6 @@
 #include <cJSON.h>
 
 
-static void *ngx_http_llm_gateway_json_alloc(size_t size);
-static void ngx_http_llm_gateway_json_free(void *p);
-static ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
-    void *data);
-static ngx_uint_t ngx_http_llm_gateway_expire(
-    ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, ngx_uint_t n);
-static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
-
 static ngx_int_t ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret);
 static ngx_int_t ngx_http_llm_gateway_copy(ngx_conf_t *cf, ngx_str_t *to,
@@ -107,10 +98,6 @@ static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
       offsetof(ngx_http_llm_gateway_tier_t, context) },
     { ngx_null_string, 0 }
 };
-
-
-/* the pool cJSON allocates from while the gateway parses; see json_pool() */
-static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
 
 
 static ngx_command_t  ngx_http_llm_gateway_commands[] = {
@@ -374,312 +361,6 @@ ngx_module_t  ngx_http_llm_gateway_module = {
     NULL,                                  /* exit master */
     NGX_MODULE_V1_PADDING
 };
-
-
-int64_t
-ngx_http_llm_gateway_now_ms(void)
-{
-    /* monotonic, and the same clock in every worker sharing the zone */
-    return (int64_t) ngx_current_msec;
-}
-
-
-int64_t
-ngx_http_llm_gateway_wall_ms(void)
-{
-    ngx_time_t  *tp;
-
-    tp = ngx_timeofday();
-
-    return (int64_t) tp->sec * 1000 + tp->msec;
-}
-
-
-/*
- * cJSON allocates through global hooks: while the gateway parses, they take
- * memory from the request pool, which goes with the request.  Outside such
- * a bracket (a settle in the pool cleanup, where r->pool is gone) they use
- * malloc and free.  Every bracket encloses whole parse-and-delete cycles,
- * so memory is always freed by the allocator that gave it.
- */
-
-void
-ngx_http_llm_gateway_json_pool(ngx_pool_t *pool)
-{
-    ngx_http_llm_gateway_cjson_pool = pool;
-}
-
-
-static void *
-ngx_http_llm_gateway_json_alloc(size_t size)
-{
-    if (ngx_http_llm_gateway_cjson_pool == NULL) {
-        return malloc(size);
-    }
-
-    return ngx_palloc(ngx_http_llm_gateway_cjson_pool, size);
-}
-
-
-static void
-ngx_http_llm_gateway_json_free(void *p)
-{
-    if (ngx_http_llm_gateway_cjson_pool == NULL) {
-        free(p);
-        return;
-    }
-
-    /* large blocks go back at once, small ones with the pool */
-    (void) ngx_pfree(ngx_http_llm_gateway_cjson_pool, p);
-}
-
-
-/*
- * Finds the tenant's node, creating it with a full bucket.  The caller
- * holds the zone's lock.  NULL if the zone is full even after expiry.
- */
-
-ngx_http_llm_gateway_node_t *
-ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
-    int64_t tenant_id, ngx_uint_t create)
-{
-    ngx_rbtree_key_t              hash;
-    ngx_rbtree_node_t            *node, *sentinel;
-    ngx_http_llm_gateway_node_t  *ln;
-
-    hash = (ngx_rbtree_key_t) tenant_id;
-
-    node = zone->sh->rbtree.root;
-    sentinel = zone->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash != node->key) {
-            node = (hash < node->key) ? node->left : node->right;
-            continue;
-        }
-
-        ln = (ngx_http_llm_gateway_node_t *) node;
-
-        if (ln->tenant_id == tenant_id) {
-            ngx_queue_remove(&ln->queue);
-            ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
-            return ln;
-        }
-
-        node = (tenant_id < ln->tenant_id) ? node->left : node->right;
-    }
-
-    if (!create) {
-        return NULL;
-    }
-
-    ln = ngx_http_llm_gateway_alloc(zone, sizeof(ngx_http_llm_gateway_node_t));
-    if (ln == NULL) {
-        return NULL;
-    }
-
-    ngx_memzero(ln, sizeof(ngx_http_llm_gateway_node_t));
-
-    ln->node.key = hash;
-    ln->tenant_id = tenant_id;
-
-    /* the bucket is filled by the caller, who knows the tier */
-    ln->state.tpm.last_ms = -1;
-
-    ngx_rbtree_insert(&zone->sh->rbtree, &ln->node);
-    ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
-
-    return ln;
-}
-
-
-/*
- * Memory in the zone, under its lock: when there is none, the least
- * recently used idle tenants make room, and the next 16 if a whole page
- * must be freed for a chunk of another size.
- */
-
-void *
-ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone, size_t size)
-{
-    void        *p;
-    ngx_uint_t   i;
-
-    for (i = 0; i < 4; i++) {
-        p = ngx_slab_alloc_locked(zone->shpool, size);
-
-        if (p != NULL || !ngx_http_llm_gateway_expire(zone->sh, zone->shpool,
-                                                      16))
-        {
-            return p;
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * Frees up to n least recently used tenants that hold nothing: no request
- * in flight, no reservation of their budget.  Their buckets are forgotten,
- * which can only give them more room, never less, and only after they were
- * idle the longest; so is what they had leased of a cap, which is then
- * never spent.  The most recent node is the caller's: it stays.
- */
-
-static ngx_uint_t
-ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, ngx_uint_t n)
-{
-    ngx_uint_t                    freed;
-    ngx_queue_t                  *q, *prev;
-    ngx_http_llm_gateway_node_t  *ln;
-
-    freed = 0;
-
-    for (q = ngx_queue_last(&sh->queue);
-         q != ngx_queue_sentinel(&sh->queue) && n;
-         q = prev)
-    {
-        prev = ngx_queue_prev(q);
-
-        ln = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
-
-        if (ln->state.inflight || ln->budget_holds
-            || q == ngx_queue_head(&sh->queue))
-        {
-            continue;
-        }
-
-        /* an active tenant's weight leaves the shares with it */
-        llm_fair_leave(&sh->fair, &ln->fair, ngx_http_llm_gateway_now_ms());
-
-        ngx_queue_remove(q);
-        ngx_rbtree_delete(&sh->rbtree, &ln->node);
-        ngx_slab_free_locked(shpool, ln);
-        freed++;
-        n--;
-    }
-
-    return freed;
-}
-
-
-static void
-ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
-{
-    ngx_rbtree_node_t            **p;
-    ngx_http_llm_gateway_node_t   *ln, *lnt;
-
-    for ( ;; ) {
-
-        if (node->key < temp->key) {
-            p = &temp->left;
-
-        } else if (node->key > temp->key) {
-            p = &temp->right;
-
-        } else { /* node->key == temp->key */
-
-            ln = (ngx_http_llm_gateway_node_t *) node;
-            lnt = (ngx_http_llm_gateway_node_t *) temp;
-
-            p = (ln->tenant_id < lnt->tenant_id) ? &temp->left : &temp->right;
-        }
-
-        if (*p == sentinel) {
-            break;
-        }
-
-        temp = *p;
-    }
-
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
-}
-
-
-static ngx_int_t
-ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    ngx_http_llm_gateway_zone_t  *ozone = data;
-
-    size_t                        len;
-    llm_fair_conf_t               fair;
-    ngx_http_llm_gateway_zone_t  *zone;
-
-    zone = shm_zone->data;
-
-    if (ozone) {
-        zone->sh = ozone->sh;
-        zone->shpool = ozone->shpool;
-        goto version;
-    }
-
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = zone->shpool->data;
-        goto version;
-    }
-
-    zone->sh = ngx_slab_alloc(zone->shpool,
-                              sizeof(ngx_http_llm_gateway_shctx_t));
-    if (zone->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    zone->shpool->data = zone->sh;
-
-    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
-                    ngx_http_llm_gateway_rbtree_insert_value);
-
-    ngx_queue_init(&zone->sh->queue);
-
-    ngx_queue_init(&zone->sh->flights);
-
-    zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
-
-    ngx_memzero(&fair, sizeof(llm_fair_conf_t));
-    fair.capacity = zone->capacity;
-    fair.inflight = zone->inflight;
-    llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_now_ms());
-
-    len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
-
-    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
-    if (zone->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(zone->shpool->log_ctx, " in llm_gateway_zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    /* a full zone is handled: expiry, then a 503 */
-    zone->shpool->log_nomem = 0;
-
-    return NGX_OK;
-
-version:
-
-    /* a reload into a module built with another layout cannot reuse it */
-    if (zone->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "llm_gateway_zone \"%V\" was made by another version "
-                      "of the module: restart nginx, or rename or resize "
-                      "the zone", &shm_zone->shm.name);
-        return NGX_ERROR;
-    }
-
-    /* a new capacity= or inflight=: the new workers apply it (reconf) */
-
-    return NGX_OK;
-}
 
 
 /*
@@ -963,70 +644,6 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
-}
-
-
-/*
- * A shared memory zone of its own, from "zone=name:size", with the tag
- * that tells whose it is; NULL after saying what is wrong with it.
- */
-
-ngx_shm_zone_t *
-ngx_http_llm_gateway_zone_add(ngx_conf_t *cf, ngx_str_t *value, void *tag)
-{
-    u_char          *p;
-    ssize_t          size;
-    ngx_str_t        name, s;
-    ngx_shm_zone_t  *shm_zone;
-
-    if (ngx_strncmp(value->data, "zone=", 5) != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\", expected "
-                           "\"zone=name:size\"", value);
-        return NULL;
-    }
-
-    name.data = value->data + 5;
-
-    p = (u_char *) ngx_strchr(name.data, ':');
-
-    if (p == NULL) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", value);
-        return NULL;
-    }
-
-    name.len = p - name.data;
-
-    s.data = p + 1;
-    s.len = value->data + value->len - s.data;
-
-    size = ngx_parse_size(&s);
-
-    if (size == NGX_ERROR || name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", value);
-        return NULL;
-    }
-
-    if (size < (ssize_t) (8 * ngx_pagesize)) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "zone \"%V\" is too small", value);
-        return NULL;
-    }
-
-    shm_zone = ngx_shared_memory_add(cf, &name, size, tag);
-    if (shm_zone == NULL) {
-        return NULL;
-    }
-
-    if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
-                           &name);
-        return NULL;
-    }
-
-    return shm_zone;
 }
 
 
@@ -2268,7 +1885,6 @@ static ngx_int_t
 ngx_http_llm_gateway_init(ngx_conf_t *cf)
 {
     ngx_str_t                          name = ngx_string("request_id");
-    cJSON_Hooks                        hooks;
     ngx_array_t                       *a;
     ngx_http_handler_pt               *h;
     ngx_http_core_main_conf_t         *cmcf;
@@ -2283,9 +1899,7 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 
     ngx_conf_init_size_value(lmcf->accountd_buffer, 4 * 1024 * 1024);
 
-    hooks.malloc_fn = ngx_http_llm_gateway_json_alloc;
-    hooks.free_fn = ngx_http_llm_gateway_json_free;
-    cJSON_InitHooks(&hooks);
+    ngx_http_llm_gateway_json_init();
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
 
@@ -2314,6 +1928,9 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
     h = a->elts;
     ngx_memmove(&h[1], &h[0], (a->nelts - 1) * sizeof(ngx_http_handler_pt));
     h[0] = ngx_http_llm_gateway_log_handler;
+
+    /* the request pool's cleanup settles what the log phase did not */
+    ngx_http_llm_gateway_ctx_end = ngx_http_llm_gateway_cleanup;
 
     return ngx_http_llm_gateway_filter_init(cf);
 }

@@ -613,6 +613,43 @@ ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
 ngx_uint_t ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
     const char *model, size_t len);
 
+typedef void (*ngx_http_llm_gateway_ctx_end_pt)(
+    ngx_http_llm_gateway_ctx_t *ctx);
+
+extern ngx_http_llm_gateway_ctx_end_pt  ngx_http_llm_gateway_ctx_end;
+
+ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_ctx_create(
+    ngx_http_request_t *r);
+ngx_http_llm_gateway_table_t *ngx_http_llm_gateway_keys_table(
+    ngx_http_llm_gateway_main_conf_t *lmcf);
+ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_keys_find(
+    ngx_http_llm_gateway_table_t *t, u_char *hash);
+void ngx_http_llm_gateway_json_init(void);
+void ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
+ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
+    ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
+ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
+    ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
+ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
+ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
+void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *code, const char *message, int64_t seconds);
+u_char *ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s,
+    size_t len, size_t max, ngx_str_t *out);
+ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+llm_journal_t *ngx_http_llm_gateway_journal_lock(
+    ngx_http_llm_gateway_main_conf_t *lmcf);
+void ngx_http_llm_gateway_journal_unlock(
+    ngx_http_llm_gateway_main_conf_t *lmcf);
+
+typedef void (*ngx_http_llm_gateway_journal_written_pt)(void);
+
+extern ngx_http_llm_gateway_journal_written_pt
+    ngx_http_llm_gateway_journal_written;
 ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
 u_char *ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
@@ -632,7 +669,7 @@ void ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx);
 
 ngx_int_t ngx_http_llm_gateway_log_handler(ngx_http_request_t *r);
 void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_cleanup(void *data);
+void ngx_http_llm_gateway_cleanup(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle);
@@ -672,7 +709,7 @@ ngx_int_t ngx_http_llm_gateway_status_handler(ngx_http_request_t *r);
 void ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
     ngx_http_llm_gateway_key_t *key);
 void ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
-    ngx_uint_t status, llm_settle_t *st, int64_t *prices);
+    ngx_uint_t status, llm_settle_t *st, int64_t cost);
 void ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
     int64_t now);
