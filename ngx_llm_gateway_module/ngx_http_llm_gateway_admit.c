@@ -14,6 +14,16 @@ static ngx_int_t ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_admit_idem(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node);
+static ngx_int_t ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node,
+    int64_t cost, int64_t now, llm_admit_t *adm, llm_bucket_rc_e *brc);
+static void ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_bucket_rc_e brc, llm_admit_t *adm,
+    int64_t cost);
 static void ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
@@ -614,18 +624,15 @@ static void
 ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char                           *p;
-    int64_t                           cost, now, until, wall, fwait;
+    int64_t                           cost, now;
     ngx_str_t                         body;
-    ngx_int_t                         brc_budget, prc;
-    llm_fair_rc_e                     frc;
+    ngx_int_t                         rc;
     llm_admit_t                       adm;
     llm_bucket_rc_e                   brc;
-    ngx_http_llm_gateway_node_t      *node, *holder;
+    ngx_http_llm_gateway_node_t      *node;
     ngx_http_llm_gateway_tier_t      *tier;
     ngx_http_llm_gateway_zone_t      *zone;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
-    ngx_http_llm_gateway_main_conf_t *lmcf;
 
     if (!ctx->inspected
         && ngx_http_llm_gateway_inspect(r, ctx) != NGX_OK)
@@ -633,29 +640,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    /* a request that was made before, by its Idempotency-Key */
-    switch (ngx_http_llm_gateway_idem_begin(r, ctx)) {
-
-    case NGX_OK:
-        break;
-
-    case NGX_ERROR:
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
-        return;
-
-    case NGX_DONE:
-        /* served from the store: a request, if not tokens */
-        ngx_http_llm_gateway_admit_replay(r, ctx);
-        return;
-
-    default: /* NGX_DECLINED: refused */
+    if (ngx_http_llm_gateway_admit_idem(r, ctx) != NGX_OK) {
         return;
     }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
     body = ctx->body;
 
@@ -699,7 +688,134 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_http_llm_gateway_name_node(node, ctx->key);
 
-    /* the spend cap first: a request it cannot pay for takes no tokens */
+    rc = ngx_http_llm_gateway_admit_budget(r, ctx, node);
+
+    if (rc == NGX_ERROR) {
+        goto full;
+    }
+
+    if (rc != NGX_OK) {
+        return;
+    }
+
+    rc = ngx_http_llm_gateway_admit_tokens(r, ctx, node, cost, now, &adm,
+                                           &brc);
+
+    if (rc == NGX_ERROR) {
+        goto full;
+    }
+
+    if (rc != NGX_OK) {
+        return;
+    }
+
+    ctx->remaining = llm_bucket_available(&node->state.tpm);
+    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
+
+    if (tier->limits.rpm.rate) {
+        ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
+        ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
+                                                    &ctx->limits.rpm);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (brc == LLM_BUCKET_OK && ctx->downgraded_from.len) {
+        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
+                      "llm gateway: spend cap of tenant \"%V\": \"%V\" "
+                      "served by \"%V\"", &ctx->key->tenant,
+                      &ctx->downgraded_from, &tier->downgrade);
+    }
+
+    /* the next lease, asked for before the budget runs out */
+    ngx_http_llm_gateway_ask_lease(ctx);
+
+    if (brc != LLM_BUCKET_OK) {
+        ngx_http_llm_gateway_admit_limited(r, ctx, brc, &adm, cost);
+        return;
+    }
+
+    ctx->admitted = 1;
+    ctx->admitted_ms = now;
+
+    if ((llm_inspect_needs_rewrite(&ctx->req)
+         && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
+        || ngx_http_llm_gateway_identity(r) != NGX_OK)
+    {
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+    }
+
+    return;
+
+full:
+
+    ngx_http_llm_gateway_journal_unhold(ctx);
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                  "llm_gateway_zone \"%V\" is full",
+                  &llcf->shm_zone->shm.name);
+
+    ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
+                                     "The gateway is overloaded; retry "
+                                     "shortly.", 1);
+}
+
+
+/*
+ * A request that was made before, by its Idempotency-Key: NGX_OK, it
+ * runs; otherwise it is refused or served from the store.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_idem(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    switch (ngx_http_llm_gateway_idem_begin(r, ctx)) {
+
+    case NGX_OK:
+        return NGX_OK;
+
+    case NGX_ERROR:
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "internal_error", NULL,
+                                    "Internal error.");
+        return NGX_ERROR;
+
+    case NGX_DONE:
+        /* served from the store: a request, if not tokens */
+        ngx_http_llm_gateway_admit_replay(r, ctx);
+        return NGX_DONE;
+
+    default: /* NGX_DECLINED: refused */
+        return NGX_DECLINED;
+    }
+}
+
+
+/*
+ * The spend cap, under the zone's lock: a request it cannot pay for takes
+ * no tokens.  NGX_DECLINED: refused, the zone unlocked; NGX_ERROR: no room.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node)
+{
+    u_char                            *p;
+    int64_t                            until, wall;
+    ngx_int_t                          brc_budget, prc;
+    ngx_http_llm_gateway_node_t       *holder;
+    ngx_http_llm_gateway_tier_t       *tier;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+    tier = ctx->tier;
+    zone = ctx->zone;
+
     ctx->lease_want = -1;
 
     brc_budget = NGX_OK;
@@ -729,7 +845,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
                                     "invalid_request_error",
                                     "unbounded_prompt", ctx->req.unbounded,
                                     (char *) p);
-        return;
+        return NGX_DECLINED;
     }
 
     if (holder != NULL) {
@@ -757,7 +873,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
         /* no room for the key's budget */
         if (brc_budget == NGX_ERROR && holder == NULL) {
-            goto full;
+            return NGX_ERROR;
         }
 
         until = holder ? holder->budget_resets : 0;
@@ -766,7 +882,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_shmtx_unlock(&zone->shpool->mutex);
 
         ngx_http_llm_gateway_budget_refuse(r, ctx, brc_budget, wall, until);
-        return;
+        return NGX_DECLINED;
     }
 
     /*
@@ -784,9 +900,33 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_shmtx_unlock(&zone->shpool->mutex);
 
             ngx_http_llm_gateway_unpriced_refuse(r, ctx, prc, wall);
-            return;
+            return NGX_DECLINED;
         }
     }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The tenant's tokens, requests and concurrency, then the zone's ceiling
+ * and the tenant's share of its capacity, under the zone's lock.  *brc
+ * tells whether the bucket admitted the request.  NGX_DECLINED: refused,
+ * the zone unlocked; NGX_ERROR: no room to keep the request in flight.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node,
+    int64_t cost, int64_t now, llm_admit_t *adm, llm_bucket_rc_e *brc)
+{
+    int64_t                       fwait;
+    llm_fair_rc_e                 frc;
+    ngx_http_llm_gateway_tier_t  *tier;
+    ngx_http_llm_gateway_zone_t  *zone;
+
+    tier = ctx->tier;
+    zone = ctx->zone;
 
     /* what this gateway may admit of the tier's limits: all, alone */
     node->demand += cost;
@@ -796,9 +936,9 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_http_llm_gateway_soft_limits(tier, &ctx->limits);
     }
 
-    brc = llm_admit(&node->state, &ctx->limits, cost, now, &adm);
+    *brc = llm_admit(&node->state, &ctx->limits, cost, now, adm);
 
-    ctx->soft = adm.soft;
+    ctx->soft = adm->soft;
 
     ctx->reserved = cost;
 
@@ -806,7 +946,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     frc = LLM_FAIR_OK;
     fwait = 0;
 
-    if (brc == LLM_BUCKET_OK && (zone->capacity || zone->inflight)) {
+    if (*brc == LLM_BUCKET_OK && (zone->capacity || zone->inflight)) {
         frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
 
         if (frc != LLM_FAIR_OK) {
@@ -821,11 +961,11 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_shmtx_unlock(&zone->shpool->mutex);
 
             ngx_http_llm_gateway_fair_refuse(r, ctx, frc, fwait);
-            return;
+            return NGX_DECLINED;
         }
     }
 
-    if (brc == LLM_BUCKET_OK
+    if (*brc == LLM_BUCKET_OK
         && ngx_http_llm_gateway_flight_start(ctx) != NGX_OK)
     {
         /* no room to keep it in flight: as full as without a node */
@@ -846,10 +986,10 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
             ngx_http_llm_gateway_budget_unreserve(ctx, node);
         }
 
-        goto full;
+        return NGX_ERROR;
     }
 
-    if (brc != LLM_BUCKET_OK) {
+    if (*brc != LLM_BUCKET_OK) {
         if (ctx->budget_held) {
             ngx_http_llm_gateway_budget_unreserve(ctx, node);
         }
@@ -857,26 +997,21 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_http_llm_gateway_journal_unhold(ctx);
     }
 
-    ctx->remaining = llm_bucket_available(&node->state.tpm);
-    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
+    return NGX_OK;
+}
 
-    if (tier->limits.rpm.rate) {
-        ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
-        ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
-                                                    &ctx->limits.rpm);
-    }
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+/* 429: the request waits too long for its tokens, or never has enough */
 
-    if (brc == LLM_BUCKET_OK && ctx->downgraded_from.len) {
-        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
-                      "llm gateway: spend cap of tenant \"%V\": \"%V\" "
-                      "served by \"%V\"", &ctx->key->tenant,
-                      &ctx->downgraded_from, &tier->downgrade);
-    }
+static void
+ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, llm_bucket_rc_e brc, llm_admit_t *adm,
+    int64_t cost)
+{
+    u_char                       *p;
+    ngx_http_llm_gateway_tier_t  *tier;
 
-    /* the next lease, asked for before the budget runs out */
-    ngx_http_llm_gateway_ask_lease(ctx);
+    tier = ctx->tier;
 
     if (brc == LLM_BUCKET_NEVER) {
         p = ngx_pnalloc(r->pool, 256);
@@ -898,15 +1033,15 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     if (brc == LLM_BUCKET_WAIT) {
-        ctx->retry_after = llm_bucket_seconds(adm.wait_ms);
-        ctx->retry_after_ms = adm.wait_ms;
+        ctx->retry_after = llm_bucket_seconds(adm->wait_ms);
+        ctx->retry_after_ms = adm->wait_ms;
 
         p = ngx_pnalloc(r->pool, 200);
         if (p == NULL) {
             return;
         }
 
-        switch (adm.limit) {
+        switch (adm->limit) {
 
         case LLM_LIMIT_REQUESTS:
             ngx_sprintf(p, "Rate limit reached for requests per min (RPM): "
@@ -940,33 +1075,6 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
         return;
     }
-
-    ctx->admitted = 1;
-    ctx->admitted_ms = now;
-
-    if ((llm_inspect_needs_rewrite(&ctx->req)
-         && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
-        || ngx_http_llm_gateway_identity(r) != NGX_OK)
-    {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
-    }
-
-    return;
-
-full:
-
-    ngx_http_llm_gateway_journal_unhold(ctx);
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-
-    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                  "llm_gateway_zone \"%V\" is full",
-                  &llcf->shm_zone->shm.name);
-
-    ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
-                                     "The gateway is overloaded; retry "
-                                     "shortly.", 1);
 }
 
 

@@ -126,6 +126,19 @@ typedef struct {
 
 static ngx_int_t ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
+static ngx_int_t ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, u_char *digest, int64_t now,
+    ngx_pool_cleanup_t *cln);
+static ngx_int_t ngx_http_llm_gateway_idem_create(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_str_t *key, uint32_t hash, u_char *digest, u_char *scope,
+    int64_t now, ngx_pool_cleanup_t *cln);
+static ngx_buf_t *ngx_http_llm_gateway_idem_copy(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_t *e);
+static void ngx_http_llm_gateway_idem_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_buf_t *b, ngx_uint_t end,
+    ngx_uint_t cut, ngx_uint_t stream, const char *closing, const char *why);
 static ngx_int_t ngx_http_llm_gateway_idem_scope(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *scope);
 static ngx_http_llm_gateway_idem_t *ngx_http_llm_gateway_idem_find(
@@ -354,15 +367,14 @@ ngx_int_t
 ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    size_t                               len;
     int64_t                              now;
     uint32_t                             hash;
+    ngx_int_t                            rc;
     ngx_str_t                            key;
     ngx_table_elt_t                     *h;
     ngx_pool_cleanup_t                  *cln;
     ngx_http_llm_gateway_idem_t         *e;
     ngx_http_llm_gateway_idem_zone_t    *z;
-    ngx_http_llm_gateway_idem_tenant_t  *t;
     ngx_http_llm_gateway_main_conf_t    *lmcf;
     u_char                               digest[SHA256_DIGEST_LENGTH];
     u_char                               scope[SHA256_DIGEST_LENGTH];
@@ -420,7 +432,32 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     e = ngx_http_llm_gateway_idem_find(z, hash, ctx->key->tenant_id, scope,
                                        &key);
 
-    if (e && ngx_memcmp(e->body_hash, digest, sizeof(digest)) != 0) {
+    if (e) {
+        rc = ngx_http_llm_gateway_idem_found(r, ctx, z, e, digest, now, cln);
+
+        if (rc != NGX_OK) {
+            return rc;
+        }
+    }
+
+    return ngx_http_llm_gateway_idem_create(r, ctx, z, &key, hash, digest,
+                                            scope, now, cln);
+}
+
+
+/*
+ * A request with the key was made before, under the zone's lock: refused
+ * (NGX_DECLINED), served what the first one got (NGX_DONE), both with the
+ * zone unlocked, or NGX_OK: the entry is no result, this request runs.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, u_char *digest, int64_t now,
+    ngx_pool_cleanup_t *cln)
+{
+    if (ngx_memcmp(e->body_hash, digest, SHA256_DIGEST_LENGTH) != 0) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
         ngx_http_llm_gateway_refuse(ctx, 422, "invalid_request_error",
@@ -431,14 +468,14 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    if (e && !e->done) {
+    if (!e->done) {
         ngx_http_llm_gateway_idem_alive(z, e, now, 1);
     }
 
     /* a result past retain is none, though the sweep has not freed it */
-    if (e && ((e->done && (!e->replayable || e->expires <= now)
-               && ngx_http_llm_gateway_idem_readers(e))
-              || (!e->done && e->truncated)))
+    if ((e->done && (!e->replayable || e->expires <= now)
+         && ngx_http_llm_gateway_idem_readers(e))
+        || (!e->done && e->truncated))
     {
         /*
          * Its last readers still read it, or it runs but is too large to
@@ -463,45 +500,61 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    if (e && e->done && (!e->replayable || e->expires <= now)) {
+    if (e->done && (!e->replayable || e->expires <= now)) {
         /* a refusal or a failure is not a result: this one runs */
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
-        e = NULL;
+        return NGX_OK;
     }
 
-    if (e) {
-        /* the same request: served what the first one got, or gets */
-        if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
-            ngx_shmtx_unlock(&z->shpool->mutex);
-
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                        "invalid_request_error",
-                                        "idempotency_key_in_use",
-                                        "Idempotency-Key",
-                                        "Too many requests with this "
-                                        "Idempotency-Key are served at "
-                                        "once; retry shortly.");
-            ctx->retry_after = 1;
-            ctx->retry_after_ms = 1000;
-            return NGX_DECLINED;
-        }
-
-        ngx_queue_remove(&e->tqueue);
-        ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
-
+    /* the same request: served what the first one got, or gets */
+    if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ctx->idem = e;
-        ctx->idem_zone = z;
-        ctx->idem_joiner = 1;
-
-        cln->handler = ngx_http_llm_gateway_idem_release;
-        cln->data = ctx;
-
-        return NGX_DONE;
+        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
+                                    "invalid_request_error",
+                                    "idempotency_key_in_use",
+                                    "Idempotency-Key",
+                                    "Too many requests with this "
+                                    "Idempotency-Key are served at "
+                                    "once; retry shortly.");
+        ctx->retry_after = 1;
+        ctx->retry_after_ms = 1000;
+        return NGX_DECLINED;
     }
 
-    len = offsetof(ngx_http_llm_gateway_idem_t, key) + key.len;
+    ngx_queue_remove(&e->tqueue);
+    ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    ctx->idem = e;
+    ctx->idem_zone = z;
+    ctx->idem_joiner = 1;
+
+    cln->handler = ngx_http_llm_gateway_idem_release;
+    cln->data = ctx;
+
+    return NGX_DONE;
+}
+
+
+/*
+ * The first request with the key, under the zone's lock, which it
+ * unlocks: its entry, for those that come with the key while it runs and
+ * after it ended.  Without room, it runs as without a key.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_create(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_str_t *key, uint32_t hash, u_char *digest, u_char *scope,
+    int64_t now, ngx_pool_cleanup_t *cln)
+{
+    size_t                               len;
+    ngx_http_llm_gateway_idem_t         *e;
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+
+    len = offsetof(ngx_http_llm_gateway_idem_t, key) + key->len;
 
     t = ngx_http_llm_gateway_idem_tenant(z, ctx->key->tenant_id, now);
 
@@ -530,10 +583,10 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     e->owner = ngx_pid;
     e->touched = now;
     e->held = ngx_http_llm_gateway_idem_cost(len);
-    ngx_memcpy(e->body_hash, digest, sizeof(digest));
-    ngx_memcpy(e->scope, scope, sizeof(scope));
-    e->key_len = (u_short) key.len;
-    ngx_memcpy(e->key, key.data, key.len);
+    ngx_memcpy(e->body_hash, digest, SHA256_DIGEST_LENGTH);
+    ngx_memcpy(e->scope, scope, SHA256_DIGEST_LENGTH);
+    e->key_len = (u_short) key->len;
+    ngx_memcpy(e->key, key->data, key->len);
 
     ngx_rbtree_insert(&z->sh->rbtree, &e->node);
     ngx_queue_init(&e->queue);
@@ -815,18 +868,14 @@ ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
 static void
 ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 {
-    u_char                            *p;
-    size_t                             len, skip;
     ngx_int_t                          rc;
     ngx_str_t                          v;
     ngx_buf_t                         *b;
     ngx_uint_t                         end, cut, stream, status, nomem;
     const char                        *closing, *why;
-    ngx_chain_t                        out, *cl;
     ngx_event_t                       *wev;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_idem_t       *e;
-    ngx_http_llm_gateway_piece_t      *piece;
     ngx_http_llm_gateway_idem_zone_t  *z;
 
     ctx = ngx_http_llm_gateway_get_ctx(r);
@@ -903,30 +952,8 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
                 == 0;
 
     if (status && ctx->idem_sent < e->size) {
-        len = e->size - ctx->idem_sent;
-
-        b = ngx_create_temp_buf(r->pool, len);
-
-        if (b != NULL) {
-            skip = ctx->idem_sent;
-            p = b->last;
-
-            for (piece = e->first; piece; piece = piece->next) {
-                if (skip >= piece->len) {
-                    skip -= piece->len;
-                    continue;
-                }
-
-                p = ngx_cpymem(p, piece->data + skip, piece->len - skip);
-                skip = 0;
-            }
-
-            b->last = p;
-            ctx->idem_sent = e->size;
-
-        } else {
-            nomem = 1;
-        }
+        b = ngx_http_llm_gateway_idem_copy(r, ctx, e);
+        nomem = (b == NULL);
     }
 
     end = status && (e->done || cut) && ctx->idem_sent == e->size;
@@ -973,6 +1000,63 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
             return;
         }
     }
+
+    ngx_http_llm_gateway_idem_send(r, ctx, b, end, cut, stream, closing,
+                                   why);
+}
+
+
+/* the kept bytes the client has not had yet, under the zone's lock */
+
+static ngx_buf_t *
+ngx_http_llm_gateway_idem_copy(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_t *e)
+{
+    u_char                        *p;
+    size_t                         len, skip;
+    ngx_buf_t                     *b;
+    ngx_http_llm_gateway_piece_t  *piece;
+
+    len = e->size - ctx->idem_sent;
+
+    b = ngx_create_temp_buf(r->pool, len);
+
+    if (b == NULL) {
+        return NULL;
+    }
+
+    skip = ctx->idem_sent;
+    p = b->last;
+
+    for (piece = e->first; piece; piece = piece->next) {
+        if (skip >= piece->len) {
+            skip -= piece->len;
+            continue;
+        }
+
+        p = ngx_cpymem(p, piece->data + skip, piece->len - skip);
+        skip = 0;
+    }
+
+    b->last = p;
+    ctx->idem_sent = e->size;
+
+    return b;
+}
+
+
+/*
+ * The bytes copied, and at the end the terminal error event of a stream
+ * cut short; then the next look at the store, unless the end was sent.
+ */
+
+static void
+ngx_http_llm_gateway_idem_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_buf_t *b, ngx_uint_t end,
+    ngx_uint_t cut, ngx_uint_t stream, const char *closing, const char *why)
+{
+    ngx_int_t    rc;
+    ngx_chain_t  out, *cl;
 
     if (b != NULL || end) {
 
@@ -1023,7 +1107,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
         }
     }
 
-    ngx_add_timer(wev, NGX_HTTP_LLM_GATEWAY_IDEM_POLL);
+    ngx_add_timer(r->connection->write, NGX_HTTP_LLM_GATEWAY_IDEM_POLL);
 }
 
 

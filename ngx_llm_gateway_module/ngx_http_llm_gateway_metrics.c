@@ -113,6 +113,9 @@ typedef enum {
 
 static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc);
+static ngx_int_t ngx_http_llm_gateway_snapshot_zone(
+    ngx_http_llm_gateway_snapshot_t *snap, ngx_http_llm_gateway_zone_t *zone,
+    ngx_http_llm_gateway_loc_conf_t *llcf, ngx_array_t *held, int64_t now);
 static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static ngx_int_t ngx_http_llm_gateway_zone_view(
@@ -134,6 +137,8 @@ static ngx_buf_t *ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static ngx_buf_t *ngx_http_llm_gateway_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
+static u_char *ngx_http_llm_gateway_backend_line(u_char *p, ngx_uint_t k,
+    u_char *name, ngx_http_llm_gateway_backend_snap_t *s);
 static u_char *ngx_http_llm_gateway_backends(ngx_http_request_t *r,
     u_char *p, ngx_uint_t json);
 static size_t ngx_http_llm_gateway_backends_size(ngx_http_request_t *r);
@@ -448,13 +453,10 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     uint64_t                           unacked;
     ngx_uint_t                         i, k, first, n;
     ngx_array_t                        held;
-    ngx_queue_t                       *q;
     ngx_list_part_t                   *part;
     ngx_http_llm_gateway_held_t       *h, *hs;
-    ngx_http_llm_gateway_view_t       *v, *vs;
+    ngx_http_llm_gateway_view_t       *vs;
     ngx_http_llm_gateway_zone_t       *zone;
-    ngx_http_llm_gateway_node_t       *node;
-    ngx_http_llm_gateway_flight_t     *f;
     ngx_http_llm_gateway_worker_t     *w;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
@@ -492,72 +494,11 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
         first = snap->tenants.nelts;
         held.nelts = 0;
 
-        ngx_shmtx_lock(&zone->shpool->mutex);
-
-        if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
+        if (ngx_http_llm_gateway_snapshot_zone(snap, zone, llcf, &held, now)
+            != NGX_OK)
         {
-            ngx_shmtx_unlock(&zone->shpool->mutex);
             return NGX_ERROR;
         }
-
-        for (q = ngx_queue_head(&zone->sh->queue);
-             q != ngx_queue_sentinel(&zone->sh->queue);
-             q = ngx_queue_next(q))
-        {
-            node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
-
-            /* a key's own budget is its tenant's business */
-            if (node->tenant_id <= 0) {
-                continue;
-            }
-
-            v = ngx_array_push(&snap->tenants);
-            if (v == NULL) {
-                ngx_shmtx_unlock(&zone->shpool->mutex);
-                return NGX_ERROR;
-            }
-
-            ngx_http_llm_gateway_view(llcf, node, now, v);
-            v->zone = zone->name;
-
-            if (zone->capacity) {
-                /* idle since: no longer active, as admission would find */
-                (void) llm_fair_expire(&zone->sh->fair, &node->fair, now);
-
-                v->shared = 1;
-                v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
-            }
-        }
-
-        for (q = ngx_queue_head(&zone->sh->flights);
-             q != ngx_queue_sentinel(&zone->sh->flights);
-             q = ngx_queue_next(q))
-        {
-            f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
-
-            h = ngx_array_push(&held);
-            if (h == NULL) {
-                ngx_shmtx_unlock(&zone->shpool->mutex);
-                return NGX_ERROR;
-            }
-
-            h->tenant_id = f->tenant_id;
-            h->reserved = f->reserved;
-        }
-
-        /* the workers of this cycle write every zone: one is enough */
-        if (snap->nworkers == 0) {
-            for (k = 0; k < NGX_HTTP_LLM_GATEWAY_WORKERS; k++) {
-                w = &zone->sh->workers[k];
-
-                if (w->pid && now - w->seen < NGX_HTTP_LLM_GATEWAY_WORKER_GONE)
-                {
-                    snap->workers[snap->nworkers++] = *w;
-                }
-            }
-        }
-
-        ngx_shmtx_unlock(&zone->shpool->mutex);
 
         /* the reservations of the requests in flight, by tenant */
 
@@ -614,6 +555,91 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
     snap->sent = ngx_min(snap->sent, unacked);
     snap->pending = unacked - snap->sent;
+
+    return NGX_OK;
+}
+
+
+/* under the zone's lock: its tenants, the requests in flight, the workers */
+
+static ngx_int_t
+ngx_http_llm_gateway_snapshot_zone(ngx_http_llm_gateway_snapshot_t *snap,
+    ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_loc_conf_t *llcf,
+    ngx_array_t *held, int64_t now)
+{
+    ngx_uint_t                      k;
+    ngx_queue_t                    *q;
+    ngx_http_llm_gateway_held_t    *h;
+    ngx_http_llm_gateway_view_t    *v;
+    ngx_http_llm_gateway_node_t    *node;
+    ngx_http_llm_gateway_flight_t  *f;
+    ngx_http_llm_gateway_worker_t  *w;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        return NGX_ERROR;
+    }
+
+    for (q = ngx_queue_head(&zone->sh->queue);
+         q != ngx_queue_sentinel(&zone->sh->queue);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+        /* a key's own budget is its tenant's business */
+        if (node->tenant_id <= 0) {
+            continue;
+        }
+
+        v = ngx_array_push(&snap->tenants);
+        if (v == NULL) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            return NGX_ERROR;
+        }
+
+        ngx_http_llm_gateway_view(llcf, node, now, v);
+        v->zone = zone->name;
+
+        if (zone->capacity) {
+            /* idle since: no longer active, as admission would find */
+            (void) llm_fair_expire(&zone->sh->fair, &node->fair, now);
+
+            v->shared = 1;
+            v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
+        }
+    }
+
+    for (q = ngx_queue_head(&zone->sh->flights);
+         q != ngx_queue_sentinel(&zone->sh->flights);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
+
+        h = ngx_array_push(held);
+        if (h == NULL) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            return NGX_ERROR;
+        }
+
+        h->tenant_id = f->tenant_id;
+        h->reserved = f->reserved;
+    }
+
+    /* the workers of this cycle write every zone: one is enough */
+    if (snap->nworkers == 0) {
+        for (k = 0; k < NGX_HTTP_LLM_GATEWAY_WORKERS; k++) {
+            w = &zone->sh->workers[k];
+
+            if (w->pid && now - w->seen < NGX_HTTP_LLM_GATEWAY_WORKER_GONE)
+            {
+                snap->workers[snap->nworkers++] = *w;
+            }
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
 
     return NGX_OK;
 }
@@ -1359,88 +1385,100 @@ ngx_http_llm_gateway_backends(ngx_http_request_t *r, u_char *p,
                                             ngx_min(b[i]->name.len, 40), 0);
             *e = '\0';
 
-            switch (k) {
-
-            case 0:
-                p = ngx_sprintf(p, "llmgw_backend_requests_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.started);
-                break;
-
-            case 1:
-                p = ngx_sprintf(p, "llmgw_backend_waited_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.waited);
-                break;
-
-            case 2:
-                p = ngx_sprintf(p, "llmgw_backend_wait_milliseconds_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.waited_ms);
-                break;
-
-            case 3:
-                p = ngx_sprintf(p, "llmgw_backend_refused_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.refused);
-                break;
-
-            case 4:
-                p = ngx_sprintf(p, "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"busy\"} %uL\n"
-                                "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"spent\"} %uL\n"
-                                "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"failed\"} %uL\n",
-                                name, s[i].stats.busy, name, s[i].stats.spent,
-                                name, s[i].stats.failed);
-                break;
-
-            case 5:
-                p = ngx_sprintf(p, "llmgw_backend_failovers_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.failovers);
-                break;
-
-            case 6:
-                p = ngx_sprintf(p, "llmgw_backend_breaker_opened_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.opened);
-                break;
-
-            case 7:
-                p = ngx_sprintf(p, "llmgw_backend_queue{backend=\"%s\"} %L\n",
-                                name, s[i].queue);
-                break;
-
-            case 8:
-                p = ngx_sprintf(p, "llmgw_backend_window"
-                                "{backend=\"%s\",kind=\"requests\"} %L\n"
-                                "llmgw_backend_window"
-                                "{backend=\"%s\",kind=\"tokens\"} %L\n",
-                                name, s[i].window_requests,
-                                name, s[i].window_tokens);
-                break;
-
-            case 9:
-                p = ngx_sprintf(p, "llmgw_backend_unavailable_milliseconds"
-                                "{backend=\"%s\",reason=\"spent\"} %L\n"
-                                "llmgw_backend_unavailable_milliseconds"
-                                "{backend=\"%s\",reason=\"busy\"} %L\n",
-                                name, s[i].spent_ms, name, s[i].busy_ms);
-                break;
-
-            case 10:
-                p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
-                                name, s[i].open);
-                break;
-
-            default:
-                p = ngx_sprintf(p, "llmgw_backend_tenant_limited_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.limited);
-            }
+            p = ngx_http_llm_gateway_backend_line(p, k, name, &s[i]);
         }
+    }
+
+    return p;
+}
+
+
+/* one backend's line, or lines, of the k-th family */
+
+static u_char *
+ngx_http_llm_gateway_backend_line(u_char *p, ngx_uint_t k, u_char *name,
+    ngx_http_llm_gateway_backend_snap_t *s)
+{
+    switch (k) {
+
+    case 0:
+        p = ngx_sprintf(p, "llmgw_backend_requests_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.started);
+        break;
+
+    case 1:
+        p = ngx_sprintf(p, "llmgw_backend_waited_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.waited);
+        break;
+
+    case 2:
+        p = ngx_sprintf(p, "llmgw_backend_wait_milliseconds_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.waited_ms);
+        break;
+
+    case 3:
+        p = ngx_sprintf(p, "llmgw_backend_refused_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.refused);
+        break;
+
+    case 4:
+        p = ngx_sprintf(p, "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"busy\"} %uL\n"
+                        "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"spent\"} %uL\n"
+                        "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"failed\"} %uL\n",
+                        name, s->stats.busy, name, s->stats.spent,
+                        name, s->stats.failed);
+        break;
+
+    case 5:
+        p = ngx_sprintf(p, "llmgw_backend_failovers_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.failovers);
+        break;
+
+    case 6:
+        p = ngx_sprintf(p, "llmgw_backend_breaker_opened_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.opened);
+        break;
+
+    case 7:
+        p = ngx_sprintf(p, "llmgw_backend_queue{backend=\"%s\"} %L\n",
+                        name, s->queue);
+        break;
+
+    case 8:
+        p = ngx_sprintf(p, "llmgw_backend_window"
+                        "{backend=\"%s\",kind=\"requests\"} %L\n"
+                        "llmgw_backend_window"
+                        "{backend=\"%s\",kind=\"tokens\"} %L\n",
+                        name, s->window_requests,
+                        name, s->window_tokens);
+        break;
+
+    case 9:
+        p = ngx_sprintf(p, "llmgw_backend_unavailable_milliseconds"
+                        "{backend=\"%s\",reason=\"spent\"} %L\n"
+                        "llmgw_backend_unavailable_milliseconds"
+                        "{backend=\"%s\",reason=\"busy\"} %L\n",
+                        name, s->spent_ms, name, s->busy_ms);
+        break;
+
+    case 10:
+        p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
+                        name, s->open);
+        break;
+
+    default:
+        p = ngx_sprintf(p, "llmgw_backend_tenant_limited_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.limited);
     }
 
     return p;

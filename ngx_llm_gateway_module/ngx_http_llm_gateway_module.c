@@ -31,6 +31,10 @@ static char *ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_int_t ngx_http_llm_gateway_tier_param(
+    ngx_http_llm_gateway_tier_t *tier, ngx_str_t *v);
+static char *ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
+    ngx_http_llm_gateway_tier_t *tier);
 static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -1076,7 +1080,6 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                          *value;
     ngx_uint_t                          i;
     ngx_http_llm_gateway_tier_t        *tier, *t;
-    ngx_http_llm_gateway_tier_param_t  *p;
 
     value = cf->args->elts;
 
@@ -1128,82 +1131,114 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     tier->context = -1;
 
     for (i = 2; i < cf->args->nelts; i++) {
-
-        if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
-            if (!llm_key_models_valid((char *) value[i].data + 7,
-                                      value[i].len - 7))
-            {
-                goto invalid;
-            }
-
-            /* NUL-terminated, as configuration strings are */
-            tier->models = value[i].data + 7;
-            continue;
-        }
-
-        if (value[i].len == 16
-            && ngx_strncmp(value[i].data, "unbounded=refuse", 16) == 0)
-        {
-            tier->unbounded_refuse = 1;
-            continue;
-        }
-
-        if (value[i].len == 17
-            && ngx_strncmp(value[i].data, "unbounded=reserve", 17) == 0)
-        {
-            tier->unbounded_refuse = 0;
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "downgrade=", 10) == 0) {
-            /* one model name, as in a models list */
-            if (value[i].len == 10
-                || value[i].len - 10 >= LLM_KEY_MODEL_MAX
-                || ngx_strlchr(value[i].data + 10,
-                               value[i].data + value[i].len, ',')
-                || ngx_strlchr(value[i].data + 10,
-                               value[i].data + value[i].len, '*')
-                || !llm_key_models_valid((char *) value[i].data + 10,
-                                         value[i].len - 10))
-            {
-                goto invalid;
-            }
-
-            tier->downgrade.data = value[i].data + 10;
-            tier->downgrade.len = value[i].len - 10;
-            continue;
-        }
-
-        /* a model without a price: served (allow) or refused */
-        if (ngx_strcmp(value[i].data, "unpriced=refuse") == 0
-            || ngx_strcmp(value[i].data, "unpriced=allow") == 0)
-        {
-            tier->unpriced_refuse = (value[i].data[9] == 'r');
-            continue;
-        }
-
-        for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
-            if (value[i].len > p->name.len
-                && ngx_strncmp(value[i].data, p->name.data, p->name.len) == 0)
-            {
-                break;
-            }
-        }
-
-        if (p->name.len == 0
-            || ngx_http_llm_gateway_parse_int(&value[i], p->name.len,
-                                              (int64_t *) ((u_char *) tier
-                                                           + p->offset))
-               != NGX_OK)
-        {
+        if (ngx_http_llm_gateway_tier_param(tier, &value[i]) != NGX_OK) {
             goto invalid;
         }
     }
 
+    return ngx_http_llm_gateway_tier_check(cf, tier);
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\" of tier \"%V\"",
+                       &value[i], &value[1]);
+    return NGX_CONF_ERROR;
+}
+
+
+/* one key=value of llm_gateway_tier; NGX_ERROR: it is invalid */
+
+static ngx_int_t
+ngx_http_llm_gateway_tier_param(ngx_http_llm_gateway_tier_t *tier,
+    ngx_str_t *v)
+{
+    ngx_http_llm_gateway_tier_param_t  *p;
+
+    if (ngx_strncmp(v->data, "models=", 7) == 0) {
+        if (!llm_key_models_valid((char *) v->data + 7,
+                                  v->len - 7))
+        {
+            return NGX_ERROR;
+        }
+
+        /* NUL-terminated, as configuration strings are */
+        tier->models = v->data + 7;
+        return NGX_OK;
+    }
+
+    if (v->len == 16
+        && ngx_strncmp(v->data, "unbounded=refuse", 16) == 0)
+    {
+        tier->unbounded_refuse = 1;
+        return NGX_OK;
+    }
+
+    if (v->len == 17
+        && ngx_strncmp(v->data, "unbounded=reserve", 17) == 0)
+    {
+        tier->unbounded_refuse = 0;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(v->data, "downgrade=", 10) == 0) {
+        /* one model name, as in a models list */
+        if (v->len == 10
+            || v->len - 10 >= LLM_KEY_MODEL_MAX
+            || ngx_strlchr(v->data + 10,
+                           v->data + v->len, ',')
+            || ngx_strlchr(v->data + 10,
+                           v->data + v->len, '*')
+            || !llm_key_models_valid((char *) v->data + 10,
+                                     v->len - 10))
+        {
+            return NGX_ERROR;
+        }
+
+        tier->downgrade.data = v->data + 10;
+        tier->downgrade.len = v->len - 10;
+        return NGX_OK;
+    }
+
+    /* a model without a price: served (allow) or refused */
+    if (ngx_strcmp(v->data, "unpriced=refuse") == 0
+        || ngx_strcmp(v->data, "unpriced=allow") == 0)
+    {
+        tier->unpriced_refuse = (v->data[9] == 'r');
+        return NGX_OK;
+    }
+
+    for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
+        if (v->len > p->name.len
+            && ngx_strncmp(v->data, p->name.data, p->name.len) == 0)
+        {
+            break;
+        }
+    }
+
+    if (p->name.len == 0
+        || ngx_http_llm_gateway_parse_int(v, p->name.len,
+                                          (int64_t *) ((u_char *) tier
+                                                       + p->offset))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the tier's defaults, and what its parameters must hold together */
+
+static char *
+ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
+    ngx_http_llm_gateway_tier_t *tier)
+{
     if (tier->limits.tpm.rate == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "tier \"%V\" must have \"tpm\" parameter",
-                           &value[1]);
+                           &tier->name);
         return NGX_CONF_ERROR;
     }
 
@@ -1218,14 +1253,14 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (tier->weight < 1) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "weight of tier \"%V\" must be at least 1",
-                           &value[1]);
+                           &tier->name);
         return NGX_CONF_ERROR;
     }
 
     if (tier->priority >= LLM_FAIR_PRIORITIES) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "priority of tier \"%V\" must be 0 to %d",
-                           &value[1], LLM_FAIR_PRIORITIES - 1);
+                           &tier->name, LLM_FAIR_PRIORITIES - 1);
         return NGX_CONF_ERROR;
     }
 
@@ -1253,18 +1288,11 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (tier->default_max_tokens > tier->max_tokens) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "tier \"%V\": \"default_max_tokens\" is above "
-                           "\"max_tokens\"", &value[1]);
+                           "\"max_tokens\"", &tier->name);
         return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;
-
-invalid:
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid parameter \"%V\" of tier \"%V\"",
-                       &value[i], &value[1]);
-    return NGX_CONF_ERROR;
 }
 
 

@@ -18,6 +18,10 @@
 
 static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
     llm_settle_t *st, llm_record_t *rec);
+static void ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_in_t *in, llm_settle_t *st);
+static void ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_t *st, llm_record_t *rec);
 static void ngx_http_llm_gateway_reap_flights(ngx_event_t *ev);
 static void ngx_http_llm_gateway_settle_flight(
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_http_llm_gateway_zone_t *zone,
@@ -58,16 +62,10 @@ ngx_http_llm_gateway_cleanup(ngx_http_llm_gateway_ctx_t *ctx)
 void
 ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    int64_t                            now, used;
-    ngx_uint_t                         status;
-    llm_settle_t                       st;
-    llm_record_t                       rec;
-    llm_settle_in_t                    in;
-    ngx_http_request_t                *r;
-    ngx_http_upstream_t               *u;
-    ngx_http_llm_gateway_node_t       *node;
-    ngx_http_llm_gateway_zone_t       *zone;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
+    llm_settle_t         st;
+    llm_record_t         rec;
+    llm_settle_in_t      in;
+    ngx_http_request_t  *r;
 
     if (!ctx->admitted) {
         /*
@@ -87,7 +85,6 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     r = ctx->request;
-    u = r->upstream;
 
     ctx->settled = 1;
 
@@ -102,83 +99,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
         ngx_http_llm_gateway_json_pool(NULL);
     }
 
-    status = r->err_status ? r->err_status : r->headers_out.status;
-
-    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST
-        || (r->connection->error && !ctx->upstream_failed))
-    {
-        ctx->client_closed = 1;
-    }
-
-    ngx_memzero(&in, sizeof(llm_settle_in_t));
-
-    in.prompt_estimate = ctx->req.prompt_tokens;
-    in.prompt_bound = ctx->req.prompt_bound;
-    in.hold_prompt = ctx->budget_held;
-    in.max_tokens = ctx->req.output_bound;
-
-    if (ctx->upstream_failed) {
-        in.end = LLM_END_UPSTREAM_ERROR;
-
-    } else if (ctx->client_closed) {
-        in.end = LLM_END_CLIENT_CLOSED;
-
-    } else {
-        in.end = LLM_END_CLEAN;
-    }
-
-    if (u == NULL || u->headers_in.status_n) {
-        /* the upstream (or whatever made the content) answered: it decides */
-        if (u) {
-            status = u->headers_in.status_n;
-        }
-
-        in.upstream_ok = (status >= NGX_HTTP_OK
-                          && status < NGX_HTTP_SPECIAL_RESPONSE);
-
-    } else {
-        /*
-         * No answer: a client that left after the prompt went up may
-         * still owe it; anything else failed before the upstream worked.
-         */
-        in.upstream_ok = (ctx->client_closed && u->request_sent);
-    }
-
-    if (in.upstream_ok && !ctx->streaming
-        && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
-                                && (ctx->json_len || ctx->upstream_failed))))
-    {
-        /*
-         * A whole body is generated before it is sent: one that could
-         * not be read, or was cut, cost all that was reserved, also when
-         * none of it came (a reset, a stall after the header).
-         */
-        in.end = LLM_END_UNREADABLE;
-    }
-
-    llm_usage_settle(&ctx->sse.usage, &in, &st);
-
-    if (in.end == LLM_END_UNREADABLE
-        && (ctx->upstream_failed || ctx->client_closed))
-    {
-        st.flags |= LLM_REC_F_PARTIAL;
-        st.finish_reason = ctx->upstream_failed ? "upstream_error"
-                                                : "client_closed";
-    }
-
-    if ((st.flags & LLM_REC_F_BOUND)
-        && ngx_http_llm_gateway_log_allowed(r, ctx))
-    {
-        /* once a request: a hostile or broken upstream, a worst case set
-           too low, shows */
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "llm gateway: upstream reported more than request "
-                      "\"%V\" could cost (in %uL, out %uL); its bound: in "
-                      "%L, out %L", &ctx->request_id,
-                      ctx->sse.usage.input_tokens,
-                      ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
-                      ctx->req.output_bound);
-    }
+    ngx_http_llm_gateway_settle_usage(ctx, &in, &st);
 
     ctx->input_tokens = st.input_tokens;
     ctx->output_tokens = st.output_tokens;
@@ -200,9 +121,124 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     ngx_http_llm_gateway_record(ctx, &st, &rec);
 
+    ngx_http_llm_gateway_settle_zone(ctx, &st, &rec);
+}
+
+
+/* what the request used, from what its response told and how it ended */
+
+static void
+ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_in_t *in, llm_settle_t *st)
+{
+    ngx_uint_t            status;
+    ngx_http_request_t   *r;
+    ngx_http_upstream_t  *u;
+
+    r = ctx->request;
+    u = r->upstream;
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+
+    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST
+        || (r->connection->error && !ctx->upstream_failed))
+    {
+        ctx->client_closed = 1;
+    }
+
+    ngx_memzero(in, sizeof(llm_settle_in_t));
+
+    in->prompt_estimate = ctx->req.prompt_tokens;
+    in->prompt_bound = ctx->req.prompt_bound;
+    in->hold_prompt = ctx->budget_held;
+    in->max_tokens = ctx->req.output_bound;
+
+    if (ctx->upstream_failed) {
+        in->end = LLM_END_UPSTREAM_ERROR;
+
+    } else if (ctx->client_closed) {
+        in->end = LLM_END_CLIENT_CLOSED;
+
+    } else {
+        in->end = LLM_END_CLEAN;
+    }
+
+    if (u == NULL || u->headers_in.status_n) {
+        /* the upstream (or whatever made the content) answered: it decides */
+        if (u) {
+            status = u->headers_in.status_n;
+        }
+
+        in->upstream_ok = (status >= NGX_HTTP_OK
+                           && status < NGX_HTTP_SPECIAL_RESPONSE);
+
+    } else {
+        /*
+         * No answer: a client that left after the prompt went up may
+         * still owe it; anything else failed before the upstream worked.
+         */
+        in->upstream_ok = (ctx->client_closed && u->request_sent);
+    }
+
+    if (in->upstream_ok && !ctx->streaming
+        && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
+                                && (ctx->json_len || ctx->upstream_failed))))
+    {
+        /*
+         * A whole body is generated before it is sent: one that could
+         * not be read, or was cut, cost all that was reserved, also when
+         * none of it came (a reset, a stall after the header).
+         */
+        in->end = LLM_END_UNREADABLE;
+    }
+
+    llm_usage_settle(&ctx->sse.usage, in, st);
+
+    if (in->end == LLM_END_UNREADABLE
+        && (ctx->upstream_failed || ctx->client_closed))
+    {
+        st->flags |= LLM_REC_F_PARTIAL;
+        st->finish_reason = ctx->upstream_failed ? "upstream_error"
+                                                 : "client_closed";
+    }
+
+    if ((st->flags & LLM_REC_F_BOUND)
+        && ngx_http_llm_gateway_log_allowed(r, ctx))
+    {
+        /* once a request: a hostile or broken upstream, a worst case set
+           too low, shows */
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: upstream reported more than request "
+                      "\"%V\" could cost (in %uL, out %uL); its bound: in "
+                      "%L, out %L", &ctx->request_id,
+                      ctx->sse.usage.input_tokens,
+                      ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
+                      ctx->req.output_bound);
+    }
+}
+
+
+/*
+ * Under the zone's lock: the tenant's tokens and slots back, its counters
+ * and budget settled, the record into the journal, the request no longer
+ * in flight.
+ */
+
+static void
+ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_t *st, llm_record_t *rec)
+{
+    int64_t                            now, used;
+    ngx_http_request_t                *r;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    r = ctx->request;
+
     zone = ctx->zone;
 
-    used = st.input_tokens + st.output_tokens;
+    used = st->input_tokens + st->output_tokens;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -225,21 +261,21 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
             ctx->fair_held = 0;
         }
 
-        ngx_http_llm_gateway_count(node, rec.status, &st,
+        ngx_http_llm_gateway_count(node, rec->status, st,
                                    ctx->budget_held
                                    ? ngx_http_llm_gateway_budget_cost(
-                                         ctx->prices, &st)
+                                         ctx->prices, st)
                                    : 0);
         ctx->counted = 1;
 
         /* served free: a model accountd has no price for */
         if (ctx->unpriced) {
             node->stats.unpriced_requests++;
-            node->stats.unpriced_tokens += st.input_tokens
-                                           + st.output_tokens;
+            node->stats.unpriced_tokens += st->input_tokens
+                                           + st->output_tokens;
         }
 
-        ngx_http_llm_gateway_budget_settle(ctx, node, &st);
+        ngx_http_llm_gateway_budget_settle(ctx, node, st);
     }
 
     if (ctx->fair_flight) {
@@ -254,7 +290,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
      */
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
-    ngx_http_llm_gateway_journal_put(lmcf, &rec, ctx->journal_held,
+    ngx_http_llm_gateway_journal_put(lmcf, rec, ctx->journal_held,
                                      r->connection->log);
     ctx->journal_held = 0;
 
