@@ -61,7 +61,8 @@ static void ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad);
 static int ngx_http_llm_gateway_alive(int32_t pid, void *data);
 static void ngx_http_llm_gateway_reap(ngx_event_t *ev);
-static void ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_accountd_send_demand(
+    ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_out_frame(
     ngx_http_llm_gateway_accountd_t *ad, llm_lease_t *l);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
@@ -74,7 +75,8 @@ static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_send(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
-static void ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_accountd_backoff(
+    ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_written(void);
 
 
@@ -166,7 +168,7 @@ ngx_http_llm_gateway_reap(ngx_event_t *ev)
     /* also what a worker without a connection wrote: anyone may send it */
     if (ad->peer.connection) {
         ngx_http_llm_gateway_flush(ad);
-        ngx_http_llm_gateway_report(ad);
+        ngx_http_llm_gateway_accountd_send_demand(ad);
     }
 
     if (!ngx_exiting && !ngx_terminate) {
@@ -311,7 +313,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
             ad->down = 1;
         }
 
-        ngx_http_llm_gateway_retry(ad);
+        ngx_http_llm_gateway_accountd_backoff(ad);
         return;
     }
 
@@ -333,7 +335,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
         }
 
         ad->down = 1;
-        ngx_http_llm_gateway_retry(ad);
+        ngx_http_llm_gateway_accountd_backoff(ad);
         return;
     }
 
@@ -362,7 +364,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
 
 
 static void
-ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad)
+ngx_http_llm_gateway_accountd_backoff(ngx_http_llm_gateway_accountd_t *ad)
 {
     if (ngx_exiting || ngx_terminate || ad->reconnect.timer_set) {
         return;
@@ -422,13 +424,14 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 /* the tenants' demand here, for their share of the limits (sql/006) */
 
 static void
-ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad)
+ngx_http_llm_gateway_accountd_send_demand(ngx_http_llm_gateway_accountd_t *ad)
 {
     ngx_uint_t    i, count;
     llm_lease_t   demand[128];
 
-    count = ngx_http_llm_gateway_demand((ngx_cycle_t *) ngx_cycle, demand,
-                                        128);
+    count = ngx_http_llm_gateway_budget_demand((ngx_cycle_t *) ngx_cycle,
+                                               demand,
+                                               128);
 
     for (i = 0; i < count; i++) {
         if (ngx_http_llm_gateway_out_frame(ad, &demand[i]) != NGX_OK) {
@@ -496,7 +499,7 @@ ngx_http_llm_gateway_accountd_sent(void)
  */
 
 ngx_int_t
-ngx_http_llm_gateway_lease_ask(llm_lease_t *l)
+ngx_http_llm_gateway_accountd_lease(llm_lease_t *l)
 {
     ngx_http_llm_gateway_accountd_t  *ad;
 
@@ -720,7 +723,7 @@ ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad)
 
     ad->down = 1;
 
-    ngx_http_llm_gateway_retry(ad);
+    ngx_http_llm_gateway_accountd_backoff(ad);
 }
 
 
@@ -746,7 +749,7 @@ ngx_http_llm_gateway_written(void)
 /* once a second, under the zone's lock: this worker and accountd */
 
 void
-ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
+ngx_http_llm_gateway_accountd_worker(ngx_http_llm_gateway_zone_t *zone,
     int64_t now)
 {
     ngx_http_llm_gateway_worker_t  *w;

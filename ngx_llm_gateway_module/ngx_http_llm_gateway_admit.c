@@ -27,7 +27,7 @@ static void ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
-static void ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier);
 static void ngx_http_llm_gateway_downgrade_undo(
@@ -49,7 +49,7 @@ static void ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
 
 
 ngx_int_t
-ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
 {
     ngx_int_t                          rc;
     ngx_http_variable_value_t         *vv;
@@ -67,7 +67,7 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         return NGX_DECLINED;
     }
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx == NULL) {
         ctx = ngx_http_llm_gateway_ctx_create(r);
@@ -86,21 +86,22 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         ctx->request_id.len = vv->len;
 
         if (r->method != NGX_HTTP_POST) {
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
-                                        "invalid_request_error",
-                                        "method_not_allowed", NULL,
-                                        "Only POST is served here.");
+            ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
+                                              "invalid_request_error",
+                                              "method_not_allowed", NULL,
+                                              "Only POST is served here.");
 
         } else if (ngx_http_llm_gateway_auth(r, ctx) == NGX_OK) {
 
-            ctx->tier = ngx_http_llm_gateway_find_tier(llcf, &ctx->key->tier);
+            ctx->tier = ngx_http_llm_gateway_request_find_tier(llcf,
+                                                               &ctx->key->tier);
 
             if (ctx->tier == NULL) {
-                ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
-                                            "permission_error",
-                                            "tier_not_allowed", NULL,
-                                            "This API key's tier is not "
-                                            "served at this endpoint.");
+                ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                                  "permission_error",
+                                                  "tier_not_allowed", NULL,
+                                                  "This API key's tier is not "
+                                                  "served at this endpoint.");
             }
         }
 
@@ -108,7 +109,7 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
         if (ctx->err_status == 0
             && r->headers_in.content_length_n > (off_t) llcf->max_body)
         {
-            ngx_http_llm_gateway_too_large(ctx);
+            ngx_http_llm_gateway_reply_too_large(ctx);
         }
 
         if (ctx->err_status == 0) {
@@ -149,19 +150,19 @@ ngx_http_llm_gateway_access_handler(ngx_http_request_t *r)
     if (ctx->err_status) {
         if ((ctx->err_status != NGX_HTTP_UNAUTHORIZED || ctx->key)
             && r->connection->log->log_level >= llcf->reject_log_level
-            && ngx_http_llm_gateway_log_allowed(r, ctx))
+            && ngx_http_llm_gateway_auth_log_allowed(r, ctx))
         {
             ngx_http_llm_gateway_log_refusal(r, ctx, llcf);
         }
 
-        rc = ngx_http_llm_gateway_send_error(r, ctx);
+        rc = ngx_http_llm_gateway_reply_send(r, ctx);
         ngx_http_finalize_request(r, rc);
         return NGX_DONE;
     }
 
     /* on to the upstream: only the headers it may have */
     if (ctx->status == NGX_DECLINED
-        && ngx_http_llm_gateway_pass_only(r, ctx) != NGX_OK)
+        && ngx_http_llm_gateway_auth_pass_only(r, ctx) != NGX_OK)
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -179,15 +180,16 @@ ngx_http_llm_gateway_log_refusal(ngx_http_request_t *r,
     ngx_str_null(&param);
 
     /* a message may quote what the client sent: escaped again, bounded */
-    (void) ngx_http_llm_gateway_log_text(r->pool, ctx->err_message,
-                                     ngx_strlen(ctx->err_message), 512,
-                                     &msg);
+    (void) ngx_http_llm_gateway_reply_log_text(r->pool, ctx->err_message,
+                                           ngx_strlen(ctx->err_message), 512,
+                                           &msg);
 
     if (ctx->err_param) {
-        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->err_param,
-                                         ngx_strlen(ctx->err_param),
-                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
-                                         &param);
+        (void) ngx_http_llm_gateway_reply_safe(r->pool,
+                                               (u_char *) ctx->err_param,
+                                               ngx_strlen(ctx->err_param),
+                                               NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                               &param);
     }
 
     ngx_log_error(llcf->reject_log_level, r->connection->log, 0,
@@ -259,7 +261,7 @@ ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r)
 /* the lease the budget asked for, if any, for the tenant or the key */
 
 static void
-ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx)
 {
     llm_lease_t  l;
 
@@ -276,7 +278,7 @@ ngx_http_llm_gateway_ask_lease(ngx_http_llm_gateway_ctx_t *ctx)
     l.model_len = (uint8_t) ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
     ngx_memcpy(l.model, ctx->req.model, l.model_len);
 
-    (void) ngx_http_llm_gateway_lease_ask(&l);
+    (void) ngx_http_llm_gateway_accountd_lease(&l);
 
     ctx->lease_want = -1;
 }
@@ -302,9 +304,9 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
-    if (!ngx_http_llm_gateway_model_allowed(ctx,
-                                            (char *) tier->downgrade.data,
-                                            tier->downgrade.len))
+    if (!ngx_http_llm_gateway_auth_model_allowed(ctx,
+                                                 (char *) tier->downgrade.data,
+                                                 tier->downgrade.len))
     {
         return NGX_DECLINED;
     }
@@ -322,9 +324,9 @@ ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     from = &ctx->downgraded_from;
 
     /* for a response header and a log line: escaped, bounded */
-    if (ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
-                                  ctx->req.model_len,
-                                  NGX_HTTP_LLM_GATEWAY_SAFE_MAX, from)
+    if (ngx_http_llm_gateway_reply_safe(r->pool, (u_char *) ctx->req.model,
+                                        ctx->req.model_len,
+                                        NGX_HTTP_LLM_GATEWAY_SAFE_MAX, from)
         == NULL)
     {
         return NGX_DECLINED;
@@ -379,7 +381,7 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
             ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
         }
 
-        ngx_http_llm_gateway_ask_lease(ctx);
+        ngx_http_llm_gateway_admit_lease(ctx);
 
         /* without accountd no answer comes: refused at once */
         if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
@@ -391,10 +393,10 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
                       "llm gateway: no answer from accountd about the "
                       "spend cap of tenant \"%V\"", &ctx->key->tenant);
 
-        ngx_http_llm_gateway_unavailable(ctx, "budget_unavailable",
-                                         "The gateway cannot check the "
-                                         "spend cap right now; retry "
-                                         "shortly.", 1);
+        ngx_http_llm_gateway_reply_unavailable(ctx, "budget_unavailable",
+                                               "The gateway cannot check the "
+                                               "spend cap right now; retry "
+                                               "shortly.", 1);
         return;
 
     case NGX_DECLINED:
@@ -409,17 +411,19 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
                         ctx->retry_after);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                    "insufficient_quota",
-                                    "insufficient_quota", NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "insufficient_quota",
+                                          "insufficient_quota", NULL,
+                                          (char *) p);
         ctx->rejected_by = ngx_http_llm_gateway_by_quota;
         return;
 
     default: /* NGX_ERROR */
-        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
-                                         ctx->req.model_len,
-                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
-                                         &model);
+        (void) ngx_http_llm_gateway_reply_safe(r->pool,
+                                               (u_char *) ctx->req.model,
+                                               ctx->req.model_len,
+                                               NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                               &model);
 
         p = ngx_pnalloc(r->pool, model.len + 96);
         if (p != NULL) {
@@ -427,9 +431,10 @@ ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
                         "spend cap cannot call it.%Z", &model);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
-                                    "permission_error", "model_not_priced",
-                                    "model", (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                          "permission_error",
+                                          "model_not_priced",
+                                          "model", (char *) p);
         return;
     }
 }
@@ -453,23 +458,24 @@ ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
             ctx->wait_until = now + NGX_HTTP_LLM_GATEWAY_WAIT_MAX;
         }
 
-        ngx_http_llm_gateway_ask_lease(ctx);
+        ngx_http_llm_gateway_admit_lease(ctx);
 
         if (now < ctx->wait_until && ngx_http_llm_gateway_accountd_up()) {
             ctx->waiting = 1;
             return;
         }
 
-        ngx_http_llm_gateway_unavailable(ctx, "price_unavailable",
-                                         "The gateway cannot check the "
-                                         "model's price right now; retry "
-                                         "shortly.", 1);
+        ngx_http_llm_gateway_reply_unavailable(ctx, "price_unavailable",
+                                               "The gateway cannot check the "
+                                               "model's price right now; retry "
+                                               "shortly.", 1);
         return;
     }
 
-    (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
-                                     ctx->req.model_len,
-                                     NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &model);
+    (void) ngx_http_llm_gateway_reply_safe(r->pool, (u_char *) ctx->req.model,
+                                           ctx->req.model_len,
+                                           NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                           &model);
 
     p = ngx_pnalloc(r->pool, model.len + 96);
     if (p != NULL) {
@@ -477,8 +483,9 @@ ngx_http_llm_gateway_unpriced_refuse(ngx_http_request_t *r,
                     "serve unpriced models.%Z", &model);
     }
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN, "permission_error",
-                                "model_not_priced", "model", (char *) p);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                      "permission_error",
+                                      "model_not_priced", "model", (char *) p);
     ctx->never = 1;
 }
 
@@ -505,12 +512,13 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
 
-    rc = ngx_http_llm_gateway_body(r, ctx, &body);
+    rc = ngx_http_llm_gateway_request_body(r, ctx, &body);
 
     if (rc == NGX_ERROR) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL,
+                                          "Internal error.");
         return NGX_DECLINED;
     }
 
@@ -520,7 +528,7 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
 
     /* a chunked body announces no length */
     if (body.len > llcf->max_body) {
-        ngx_http_llm_gateway_too_large(ctx);
+        ngx_http_llm_gateway_reply_too_large(ctx);
         return NGX_DECLINED;
     }
 
@@ -538,11 +546,11 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     {
         ngx_http_llm_gateway_json_pool(NULL);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_request_error",
-                                    ctx->req.param ? "invalid_value"
-                                                   : "invalid_json",
-                                    ctx->req.param, ctx->req.message);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                          "invalid_request_error",
+                                          ctx->req.param ? "invalid_value"
+                                                         : "invalid_json",
+                                          ctx->req.param, ctx->req.message);
         return NGX_DECLINED;
     }
 
@@ -552,16 +560,17 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
      * The key and its tier must both allow the model; either may name the
      * alias the client calls or the model it stands for.
      */
-    allowed = ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
-                                                  ctx->req.model_len);
+    allowed = ngx_http_llm_gateway_auth_model_allowed(ctx, ctx->req.model,
+                                                       ctx->req.model_len);
 
     /* a role: its backend for this attempt, and that backend's model */
     rc = ngx_http_llm_gateway_route(r, ctx);
 
     if (rc == NGX_ERROR) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL,
+                                          "Internal error.");
         return NGX_DECLINED;
     }
 
@@ -571,35 +580,37 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
 
     if (ctx->role) {
         allowed = allowed
-                  || ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
-                                                        ctx->req.model_len);
+                  || ngx_http_llm_gateway_auth_model_allowed(
+                         ctx, ctx->req.model, ctx->req.model_len);
     }
 
     alias = ctx->role ? NULL
-                      : ngx_http_llm_gateway_find_alias(llcf, ctx->req.model,
-                                                        ctx->req.model_len);
+                      : ngx_http_llm_gateway_request_find_alias(
+                            llcf, ctx->req.model, ctx->req.model_len);
 
     if (alias != NULL) {
         if (llm_inspect_set_model(&ctx->req, (char *) alias->model.data,
                                   alias->model.len)
             != 0)
         {
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                        "server_error", "internal_error",
-                                        NULL, "Internal error.");
+            ngx_http_llm_gateway_reply_refuse(ctx,
+                                              NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                              "server_error", "internal_error",
+                                              NULL, "Internal error.");
             return NGX_DECLINED;
         }
 
         allowed = allowed
-                  || ngx_http_llm_gateway_model_allowed(ctx, ctx->req.model,
-                                                        ctx->req.model_len);
+                  || ngx_http_llm_gateway_auth_model_allowed(
+                         ctx, ctx->req.model, ctx->req.model_len);
     }
 
     if (!allowed) {
-        (void) ngx_http_llm_gateway_safe(r->pool, (u_char *) ctx->req.model,
-                                         ctx->req.model_len,
-                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
-                                         &model);
+        (void) ngx_http_llm_gateway_reply_safe(r->pool,
+                                               (u_char *) ctx->req.model,
+                                               ctx->req.model_len,
+                                               NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                               &model);
 
         p = ngx_pnalloc(r->pool, model.len + 64);
         if (p != NULL) {
@@ -607,9 +618,10 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
                         "\"%V\".%Z", &model);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN,
-                                    "permission_error", "model_not_allowed",
-                                    "model", (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                          "permission_error",
+                                          "model_not_allowed",
+                                          "model", (char *) p);
         return NGX_DECLINED;
     }
 
@@ -668,25 +680,26 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "llm gateway: accountd journal full, request refused");
 
-        ngx_http_llm_gateway_unavailable(ctx, "accounting_unavailable",
-                                         "The gateway cannot record usage "
-                                         "right now; retry shortly.", 5);
+        ngx_http_llm_gateway_reply_unavailable(ctx, "accounting_unavailable",
+                                               "The gateway cannot record "
+                                               "usage "
+                                               "right now; retry shortly.", 5);
         return;
     }
 
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+    node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node == NULL) {
         goto full;
     }
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     if (node->state.tpm.last_ms == -1) {
         llm_tenant_init(&node->state, &tier->limits, now);
     }
 
-    ngx_http_llm_gateway_name_node(node, ctx->key);
+    ngx_http_llm_gateway_zone_name_node(node, ctx->key);
 
     rc = ngx_http_llm_gateway_admit_budget(r, ctx, node);
 
@@ -728,7 +741,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     }
 
     /* the next lease, asked for before the budget runs out */
-    ngx_http_llm_gateway_ask_lease(ctx);
+    ngx_http_llm_gateway_admit_lease(ctx);
 
     if (brc != LLM_BUCKET_OK) {
         ngx_http_llm_gateway_admit_limited(r, ctx, brc, &adm, cost);
@@ -739,12 +752,13 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ctx->admitted_ms = now;
 
     if ((llm_inspect_needs_rewrite(&ctx->req)
-         && ngx_http_llm_gateway_rewrite_body(r, ctx, &body) != NGX_OK)
-        || ngx_http_llm_gateway_identity(r) != NGX_OK)
+         && ngx_http_llm_gateway_request_rewrite_body(r, ctx, &body) != NGX_OK)
+        || ngx_http_llm_gateway_request_identity(r) != NGX_OK)
     {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL,
+                                          "Internal error.");
     }
 
     return;
@@ -758,9 +772,9 @@ full:
                   "llm_gateway_zone \"%V\" is full",
                   &llcf->shm_zone->shm.name);
 
-    ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
-                                     "The gateway is overloaded; retry "
-                                     "shortly.", 1);
+    ngx_http_llm_gateway_reply_unavailable(ctx, "gateway_overloaded",
+                                           "The gateway is overloaded; retry "
+                                           "shortly.", 1);
 }
 
 
@@ -779,9 +793,10 @@ ngx_http_llm_gateway_admit_idem(ngx_http_request_t *r,
         return NGX_OK;
 
     case NGX_ERROR:
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "internal_error", NULL,
-                                    "Internal error.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL,
+                                          "Internal error.");
         return NGX_ERROR;
 
     case NGX_DONE:
@@ -822,7 +837,7 @@ ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
     holder = NULL;
 
     /* caps run on the wall clock: their periods are days and months */
-    wall = ngx_http_llm_gateway_wall_ms();
+    wall = ngx_http_llm_gateway_clock_wall_ms();
 
     if (lmcf->journal_data) {
         brc_budget = ngx_http_llm_gateway_budget_node(ctx, node, &holder);
@@ -841,10 +856,11 @@ ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
                         ctx->req.unbounded);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_request_error",
-                                    "unbounded_prompt", ctx->req.unbounded,
-                                    (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                          "invalid_request_error",
+                                          "unbounded_prompt",
+                                          ctx->req.unbounded,
+                                          (char *) p);
         return NGX_DECLINED;
     }
 
@@ -930,7 +946,7 @@ ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
 
     /* what this gateway may admit of the tier's limits: all, alone */
     node->demand += cost;
-    ngx_http_llm_gateway_share_limits(node, &tier->limits, &ctx->limits);
+    ngx_http_llm_gateway_budget_share_limits(node, &tier->limits, &ctx->limits);
 
     if (zone->capacity) {
         ngx_http_llm_gateway_soft_limits(tier, &ctx->limits);
@@ -1024,9 +1040,10 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
                         tier->limits.tpm.burst);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
-                                    "request_too_large", "max_tokens",
-                                    (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "tokens",
+                                          "request_too_large", "max_tokens",
+                                          (char *) p);
         ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
         ctx->never = 1;
         return;
@@ -1047,19 +1064,20 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
             ngx_sprintf(p, "Rate limit reached for requests per min (RPM): "
                         "limit %L. Please try again in %Ls.%Z",
                         tier->limits.rpm.rate, ctx->retry_after);
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                        "requests", "rate_limit_exceeded",
-                                        NULL, (char *) p);
+            ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                              "requests", "rate_limit_exceeded",
+                                              NULL, (char *) p);
             ctx->rejected_by = ngx_http_llm_gateway_by_requests;
             break;
 
         case LLM_LIMIT_CONCURRENCY:
             ngx_sprintf(p, "Too many requests in flight: limit %L. Please "
                         "retry shortly.%Z", tier->limits.concurrency);
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                        "requests",
-                                        "concurrency_limit_exceeded", NULL,
-                                        (char *) p);
+            ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                              "requests",
+                                              "concurrency_limit_exceeded",
+                                              NULL,
+                                              (char *) p);
             ctx->rejected_by = ngx_http_llm_gateway_by_concurrency;
             break;
 
@@ -1067,9 +1085,9 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
             ngx_sprintf(p, "Rate limit reached for tokens per min (TPM): "
                         "limit %L, requested %L. Please try again in %Ls.%Z",
                         tier->limits.tpm.rate, cost, ctx->retry_after);
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                        "tokens", "rate_limit_exceeded",
-                                        NULL, (char *) p);
+            ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                              "tokens", "rate_limit_exceeded",
+                                              NULL, (char *) p);
             ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
         }
 
@@ -1104,11 +1122,11 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
     zone = llcf->shm_zone->data;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+    node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node == NULL) {
         ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -1117,9 +1135,10 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
                       "llm_gateway_zone \"%V\" is full",
                       &llcf->shm_zone->shm.name);
 
-        ngx_http_llm_gateway_unavailable(ctx, "gateway_overloaded",
-                                         "The gateway is overloaded; retry "
-                                         "shortly.", 1);
+        ngx_http_llm_gateway_reply_unavailable(ctx, "gateway_overloaded",
+                                               "The gateway is overloaded; "
+                                               "retry "
+                                               "shortly.", 1);
         return;
     }
 
@@ -1127,8 +1146,8 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
         llm_tenant_init(&node->state, &tier->limits, now);
     }
 
-    ngx_http_llm_gateway_name_node(node, ctx->key);
-    ngx_http_llm_gateway_share_limits(node, &tier->limits, &ctx->limits);
+    ngx_http_llm_gateway_zone_name_node(node, ctx->key);
+    ngx_http_llm_gateway_budget_share_limits(node, &tier->limits, &ctx->limits);
 
     brc = llm_bucket_reserve(&node->state.rpm, &ctx->limits.rpm, 1, now,
                              &wait);
@@ -1156,8 +1175,9 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
                     tier->limits.rpm.rate, ctx->retry_after);
     }
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "requests",
-                                "rate_limit_exceeded", NULL, (char *) p);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                      "requests",
+                                      "rate_limit_exceeded", NULL, (char *) p);
     ctx->rejected_by = ngx_http_llm_gateway_by_requests;
 }
 
@@ -1273,9 +1293,9 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
                         "%Ls.%Z", ctx->retry_after);
         }
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                    "server_error", "upstream_saturated",
-                                    NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                          "server_error", "upstream_saturated",
+                                          NULL, (char *) p);
         ctx->rejected_by = ngx_http_llm_gateway_by_saturation;
         return;
     }
@@ -1284,8 +1304,8 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
                 "share is %L tokens a minute. Please try again in %Ls.%Z",
                 ctx->fair_rate, ctx->retry_after);
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
-                                "capacity_exceeded", NULL, (char *) p);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
+                                      "capacity_exceeded", NULL, (char *) p);
     ctx->rejected_by = ngx_http_llm_gateway_by_capacity;
 }
 

@@ -24,7 +24,7 @@ typedef struct {
 static ngx_int_t ngx_http_llm_gateway_get_key(ngx_http_request_t *r,
     ngx_str_t *key);
 static void ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r);
-static ngx_int_t ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_auth_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed);
 static void ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t left);
@@ -118,7 +118,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
      * few a second: a valid key behind the same address (a NAT, a proxy)
      * is still served, and the HMACs an attacker costs stay bounded.
      */
-    locked = ngx_http_llm_gateway_bad_keys(r, ctx, 0);
+    locked = ngx_http_llm_gateway_auth_bad_keys(r, ctx, 0);
 
     if (locked == NGX_DECLINED) {
         ngx_http_llm_gateway_hide_keys(r);
@@ -141,11 +141,11 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
 
     /* expired keys, rotated ones past their grace, stop by themselves */
     if (k == NULL || (k->expires && ngx_time() >= k->expires)) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_UNAUTHORIZED,
-                                    "invalid_request_error",
-                                    "invalid_api_key", NULL,
-                                    "Invalid API key.");
-        (void) ngx_http_llm_gateway_bad_keys(r, ctx, 1);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_UNAUTHORIZED,
+                                          "invalid_request_error",
+                                          "invalid_api_key", NULL,
+                                          "Invalid API key.");
+        (void) ngx_http_llm_gateway_auth_bad_keys(r, ctx, 1);
 
         if (locked == NGX_AGAIN) {
             ngx_http_llm_gateway_locked(ctx, ctx->retry_after_ms);
@@ -174,7 +174,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
  */
 
 static ngx_int_t
-ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed)
 {
     u_char                            addr[16];
@@ -197,7 +197,7 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
     }
 
     addrs = llcf->bad_keys_store->data;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
     left = 0;
     rc = NGX_OK;
 
@@ -260,10 +260,12 @@ ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx, int64_t left)
         return;
     }
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                "invalid_request_error", "too_many_bad_keys",
-                                NULL, "Too many requests with invalid API "
-                                "keys from this address.");
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                      "invalid_request_error",
+                                      "too_many_bad_keys",
+                                      NULL,
+                                      "Too many requests with invalid API "
+                                      "keys from this address.");
     ctx->retry_after = llm_bucket_seconds(left);
     ctx->retry_after_ms = left;
 }
@@ -332,7 +334,7 @@ ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, ngx_uint_t prefix6,
  */
 
 ngx_uint_t
-ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                            addr[16];
@@ -352,7 +354,7 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     }
 
     zone = llcf->shm_zone->data;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
     sec = now / 1000;
     ok = 1;
     found = 0;
@@ -396,10 +398,10 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
 
     if (ctx->key) {
         /* as the refusal's count will (metrics.c) */
-        node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+        node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
         if (node != NULL) {
-            ngx_http_llm_gateway_name_node(node, ctx->key);
+            ngx_http_llm_gateway_zone_name_node(node, ctx->key);
 
             if (node->log_s != sec) {
                 node->log_s = sec;
@@ -601,7 +603,8 @@ ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
  */
 
 ngx_shm_zone_t *
-ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf, ngx_str_t *name, size_t size)
+ngx_http_llm_gateway_auth_addrs_add(ngx_conf_t *cf, ngx_str_t *name,
+    size_t size)
 {
     ngx_shm_zone_t                *shm_zone;
     ngx_http_llm_gateway_addrs_t  *addrs;
@@ -701,7 +704,7 @@ version:
 /* the bad-key stores of the cycle, one a call, then NULL */
 
 ngx_http_llm_gateway_addrs_t *
-ngx_http_llm_gateway_addrs_next(ngx_list_part_t **part, ngx_uint_t *i)
+ngx_http_llm_gateway_auth_addrs_next(ngx_list_part_t **part, ngx_uint_t *i)
 {
     ngx_shm_zone_t                *shm_zone;
     ngx_http_llm_gateway_addrs_t  *addrs;
@@ -769,7 +772,7 @@ ngx_http_llm_gateway_get_key(ngx_http_request_t *r, ngx_str_t *key)
     }
 
     for (name = ngx_http_llm_gateway_key_headers; name->len; name++) {
-        h = ngx_http_llm_gateway_find_header(r, name);
+        h = ngx_http_llm_gateway_request_find_header(r, name);
 
         if (h != NULL && h->value.len) {
             *key = h->value;
@@ -904,7 +907,7 @@ ngx_http_llm_gateway_header_passed(ngx_table_elt_t *h, ngx_array_t *extra)
  */
 
 ngx_int_t
-ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                        i;
@@ -966,7 +969,7 @@ ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
 
 
 void
-ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_auth_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                       i;
     ngx_table_elt_t                 *h;
@@ -1018,7 +1021,7 @@ ngx_http_llm_gateway_key_header(ngx_str_t *key)
 /* the key and its tier both let the request call model (len bytes) */
 
 ngx_uint_t
-ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_auth_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
     const char *model, size_t len)
 {
     return llm_key_model_allowed((char *) ctx->key->models.data, model, len)

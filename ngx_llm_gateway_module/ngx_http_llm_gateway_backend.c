@@ -279,7 +279,7 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
                 if (sh->pacer == NULL
                     || llm_pacer_init(sh->pacer, llm_pacer_size(b->entries),
                                       &b->pacer,
-                                      ngx_http_llm_gateway_now_ms())
+                                      ngx_http_llm_gateway_clock_now_ms())
                        == NULL)
                 {
                     ngx_shmtx_unlock(&shpool->mutex);
@@ -321,7 +321,7 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         }
 
         if (llm_pacer_init(sh->pacer, llm_pacer_size(b->entries), &b->pacer,
-                           ngx_http_llm_gateway_now_ms())
+                           ngx_http_llm_gateway_clock_now_ms())
             == NULL)
         {
             return NGX_ERROR;
@@ -338,7 +338,7 @@ ngx_http_llm_gateway_backend_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 /* llm_gateway_role name backend [model=name] [priority=n] [weight=n]; */
 
 char *
-ngx_http_llm_gateway_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+ngx_http_llm_gateway_backend_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf)
 {
     ngx_http_llm_gateway_main_conf_t *lmcf = conf;
@@ -368,7 +368,8 @@ ngx_http_llm_gateway_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
         }
     }
 
-    role = ngx_http_llm_gateway_role_find(lmcf, value[1].data, value[1].len);
+    role = ngx_http_llm_gateway_backend_role_find(lmcf, value[1].data,
+                                                  value[1].len);
 
     if (role == NULL) {
         role = ngx_array_push(lmcf->roles);
@@ -488,7 +489,7 @@ ngx_http_llm_gateway_backend_find(ngx_http_llm_gateway_main_conf_t *lmcf,
 
 
 ngx_http_llm_gateway_role_t *
-ngx_http_llm_gateway_role_find(ngx_http_llm_gateway_main_conf_t *lmcf,
+ngx_http_llm_gateway_backend_role_find(ngx_http_llm_gateway_main_conf_t *lmcf,
     u_char *name, size_t len)
 {
     ngx_uint_t                    i;
@@ -522,8 +523,8 @@ ngx_http_llm_gateway_backend_snapshot(ngx_http_llm_gateway_backend_t *b,
     ngx_http_llm_gateway_backend_sh_t  *sh;
 
     sh = b->sh;
-    now = ngx_http_llm_gateway_now_ms();
-    wall = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
+    wall = ngx_http_llm_gateway_clock_wall_ms();
 
     ngx_memzero(s, sizeof(ngx_http_llm_gateway_backend_snap_t));
 

@@ -41,7 +41,7 @@
 static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
     ngx_http_llm_gateway_shctx_t *sh, u_char *model, size_t len,
     ngx_uint_t create);
-static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+static void ngx_http_llm_gateway_budget_want(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
 
 
@@ -61,7 +61,7 @@ ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
     caps = ctx->key->caps;
 
     if (caps & LLM_KEY_CAP_KEY && !(caps & LLM_KEY_CAP_UNKNOWN)) {
-        kn = ngx_http_llm_gateway_lookup(ctx->zone, -ctx->key->key_id, 1);
+        kn = ngx_http_llm_gateway_zone_lookup(ctx->zone, -ctx->key->key_id, 1);
 
         if (kn == NULL) {
             return NGX_ERROR;
@@ -93,7 +93,7 @@ ngx_int_t
 ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t now, int64_t prompt_bound)
 {
-    int64_t                        worst, in;
+    int64_t                        worst, in, lease;
     ngx_http_llm_gateway_price_t  *price;
 
     ctx->lease_want = -1;
@@ -106,15 +106,16 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
     }
 
     if (node->budget_seen == 0) {
-        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
-                                 now);
+        ngx_http_llm_gateway_budget_want(ctx, node,
+                                         NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                         now);
         return NGX_AGAIN;
     }
 
     if (!node->capped) {
         if (now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH) {
             /* a cap set meanwhile is learned by the next requests */
-            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+            ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
         }
 
         return NGX_OK;
@@ -125,8 +126,9 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     if (price == NULL || now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH)
     {
-        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
-                                 now);
+        ngx_http_llm_gateway_budget_want(ctx, node,
+                                         NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                         now);
         return NGX_AGAIN;
     }
 
@@ -154,11 +156,9 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
         if (node->budget < worst * (NGX_HTTP_LLM_GATEWAY_LEASE_REQS / 4)
             || now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
         {
-            ngx_http_llm_gateway_ask(ctx, node,
-                                     ngx_max(worst
-                                             * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
-                                             NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
-                                     now);
+            lease = ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                            NGX_HTTP_LLM_GATEWAY_LEASE_MIN);
+            ngx_http_llm_gateway_budget_want(ctx, node, lease, now);
         }
 
         return NGX_OK;
@@ -166,15 +166,15 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     ctx->budget_worst = worst;
 
-    if (node->spent && now - node->budget_seen <= NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
+    if (node->spent
+        && now - node->budget_seen <= NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
     {
         return NGX_DECLINED;
     }
 
-    ngx_http_llm_gateway_ask(ctx, node,
-                             ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
-                                     NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
-                             now);
+    lease = ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                    NGX_HTTP_LLM_GATEWAY_LEASE_MIN);
+    ngx_http_llm_gateway_budget_want(ctx, node, lease, now);
 
     return NGX_AGAIN;
 }
@@ -183,7 +183,7 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 /* a lease to ask for, once a second at most while one is unanswered */
 
 static void
-ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_budget_want(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now)
 {
     if (node->budget_asked && now - node->budget_asked < 1000) {
@@ -260,7 +260,7 @@ ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
     int64_t amount)
 {
     if (node == NULL || node->tenant_id != budget_id) {
-        node = ngx_http_llm_gateway_lookup(zone, budget_id, 0);
+        node = ngx_http_llm_gateway_zone_lookup(zone, budget_id, 0);
 
         if (node == NULL) {
             return;
@@ -301,7 +301,7 @@ ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
         || (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH))
     {
         if (ask) {
-            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+            ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
         }
 
         return NGX_AGAIN;
@@ -333,17 +333,17 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     lmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
     id = l->key_id ? -l->key_id : l->tenant_id;
 
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        node = ngx_http_llm_gateway_lookup(zone, id, 0);
+        node = ngx_http_llm_gateway_zone_lookup(zone, id, 0);
 
         if (node == NULL) {
             ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -460,7 +460,7 @@ ngx_http_llm_gateway_price(ngx_http_llm_gateway_shctx_t *sh, u_char *model,
  */
 
 void
-ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
+ngx_http_llm_gateway_budget_share_limits(ngx_http_llm_gateway_node_t *node,
     const llm_limits_t *tier, llm_limits_t *out)
 {
     *out = *tier;
@@ -485,7 +485,7 @@ ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
  */
 
 ngx_uint_t
-ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
+ngx_http_llm_gateway_budget_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max)
 {
     int64_t                            now;
@@ -499,13 +499,13 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     lmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
     n = 0;
 
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 

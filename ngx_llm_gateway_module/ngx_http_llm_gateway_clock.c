@@ -10,7 +10,7 @@
 
 
 int64_t
-ngx_http_llm_gateway_now_ms(void)
+ngx_http_llm_gateway_clock_now_ms(void)
 {
     /* monotonic, and the same clock in every worker sharing the zone */
     return (int64_t) ngx_current_msec;
@@ -18,7 +18,7 @@ ngx_http_llm_gateway_now_ms(void)
 
 
 int64_t
-ngx_http_llm_gateway_wall_ms(void)
+ngx_http_llm_gateway_clock_wall_ms(void)
 {
     ngx_time_t  *tp;
 

@@ -56,7 +56,7 @@ ngx_http_llm_gateway_ctx_create(ngx_http_request_t *r)
  */
 
 ngx_http_llm_gateway_ctx_t *
-ngx_http_llm_gateway_get_ctx(ngx_http_request_t *r)
+ngx_http_llm_gateway_ctx_get(ngx_http_request_t *r)
 {
     ngx_pool_cleanup_t          *cln;
     ngx_http_llm_gateway_ctx_t  *ctx;

@@ -28,7 +28,7 @@ static void ngx_http_llm_gateway_backend_result(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v, int64_t now);
 static llm_breaker_result_e ngx_http_llm_gateway_backend_blame(
     ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
-static ngx_int_t ngx_http_llm_gateway_retry(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_failover_next(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_provider_verdict_t *v);
@@ -45,7 +45,7 @@ static ngx_int_t ngx_http_llm_gateway_backend_headers(ngx_http_request_t *r,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
+ngx_http_llm_gateway_failover_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     int                      k;
@@ -89,7 +89,7 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
 
     /* 0: nginx's own answer (502, 504): the upstream gave none */
     in.status = u->headers_in.status_n ? (int) u->headers_in.status_n : 502;
-    in.now_ms = ngx_http_llm_gateway_wall_ms();
+    in.now_ms = ngx_http_llm_gateway_clock_wall_ms();
 
     /* the headers that say how long, as the provider sent them */
     part = &u->headers_in.headers.part;
@@ -151,7 +151,7 @@ ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
      * finalization under way (the breaker has counted it).
      */
     if (ctx->role && u->headers_in.status_n) {
-        rc = ngx_http_llm_gateway_retry(r, ctx);
+        rc = ngx_http_llm_gateway_failover_next(r, ctx);
 
         if (rc == NGX_DONE || rc == NGX_ERROR) {
             return rc;
@@ -203,7 +203,7 @@ ngx_http_llm_gateway_saturated(ngx_http_request_t *r,
 
     ctx->pressed = 1;
     zone = ctx->zone;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -368,7 +368,7 @@ ngx_http_llm_gateway_backend_blame(ngx_http_request_t *r,
  */
 
 static ngx_int_t
-ngx_http_llm_gateway_retry(ngx_http_request_t *r,
+ngx_http_llm_gateway_failover_next(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                       trial;
@@ -380,19 +380,19 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     prev = ctx->backend;
 
     m = ngx_http_llm_gateway_route_choose(r, ctx,
-                                          ngx_http_llm_gateway_wall_ms());
+                                          ngx_http_llm_gateway_clock_wall_ms());
 
     if (m == NULL) {
-        /* choose() said why, with the earliest time one comes back */
+        /* route_choose() said why, with the earliest time one comes back */
         return NGX_DECLINED;
     }
 
-    /* the trials choose() took are the new backend's */
+    /* the trials route_choose() took are the new backend's */
     trial = ctx->trial;
     ctx->trial = 0;
 
     /* the refused request is in the old pacer's minute, with no tokens */
-    ngx_http_llm_gateway_backend_done(ctx, prev, 0);
+    ngx_http_llm_gateway_route_done(ctx, prev, 0);
 
     ctx->pace_ticket = 0;
     ctx->pace_waited = 0;
@@ -400,7 +400,7 @@ ngx_http_llm_gateway_retry(ngx_http_request_t *r,
     ctx->trial = trial;
 
     if (ngx_http_llm_gateway_route_use(r, ctx, m) != NGX_OK
-        || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
+        || ngx_http_llm_gateway_request_reprepare(r, ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -464,24 +464,24 @@ ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
 {
     int64_t   now, until;
 
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
 
     until = now + (v->retry_ms >= 0
                    ? v->retry_ms
                    : (v->cls == LLM_PROVIDER_SPENT
                       ? llm_provider_next_midnight(now) : 1000));
 
-    /* a role's refusal was made by choose(), for all its backends */
+    /* a role's refusal was made by route_choose(), for all its backends */
     if (ctx->err_status == 0) {
         ngx_http_llm_gateway_route_unserved(r, ctx,
-                                      v->cls == LLM_PROVIDER_SPENT
-                                      ? NGX_HTTP_LLM_GATEWAY_SPENT
-                                      : NGX_HTTP_LLM_GATEWAY_BUSY,
-                                      until, now);
+                                            v->cls == LLM_PROVIDER_SPENT
+                                            ? NGX_HTTP_LLM_GATEWAY_SPENT
+                                            : NGX_HTTP_LLM_GATEWAY_BUSY,
+                                            until, now);
     }
 
-    if (v->cls == LLM_PROVIDER_BUSY && ngx_strcmp(v->code, "provider_overloaded")
-                                       == 0)
+    if (v->cls == LLM_PROVIDER_BUSY
+        && ngx_strcmp(v->code, "provider_overloaded") == 0)
     {
         ctx->err_status = NGX_HTTP_SERVICE_UNAVAILABLE;
         ctx->err_type = "server_error";
@@ -490,7 +490,7 @@ ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
 
     /* the provider's headers go with its answer */
     if (ngx_http_llm_gateway_clear_headers(r) != NGX_OK
-        || ngx_http_llm_gateway_error_headers(r, ctx) != NGX_OK)
+        || ngx_http_llm_gateway_reply_error_headers(r, ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -532,20 +532,20 @@ ngx_http_llm_gateway_backend_headers(ngx_http_request_t *r,
     u_char     *p;
     ngx_str_t   v;
 
-    if (!ngx_http_llm_gateway_diagnostics(r)) {
+    if (!ngx_http_llm_gateway_route_diagnostics(r)) {
         return NGX_OK;
     }
 
-    if (ngx_http_llm_gateway_add_header(r, "x-llmgw-backend",
-                                        &ctx->backend->name)
+    if (ngx_http_llm_gateway_reply_add_header(r, "x-llmgw-backend",
+                                              &ctx->backend->name)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
     if (ctx->tried_names.len
-        && ngx_http_llm_gateway_add_header(r, "x-llmgw-failover",
-                                           &ctx->tried_names)
+        && ngx_http_llm_gateway_reply_add_header(r, "x-llmgw-failover",
+                                                 &ctx->tried_names)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -563,5 +563,5 @@ ngx_http_llm_gateway_backend_headers(ngx_http_request_t *r,
     v.data = p;
     v.len = ngx_sprintf(p, "%L", ctx->queued_ms) - p;
 
-    return ngx_http_llm_gateway_add_header(r, "x-llmgw-queue-ms", &v);
+    return ngx_http_llm_gateway_reply_add_header(r, "x-llmgw-queue-ms", &v);
 }

@@ -27,11 +27,12 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     model_len = ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
 
     /* a role's request may fail over to a model of any length */
-    f = ngx_http_llm_gateway_alloc(zone,
-                                   offsetof(ngx_http_llm_gateway_flight_t, data)
-                                   + id_len
-                                   + (ctx->role ? LLM_RECORD_MODEL_MAX
-                                                : model_len));
+    f = ngx_http_llm_gateway_zone_alloc(zone,
+                                        offsetof(ngx_http_llm_gateway_flight_t,
+                                                 data)
+                                        + id_len
+                                        + (ctx->role ? LLM_RECORD_MODEL_MAX
+                                                     : model_len));
     if (f == NULL) {
         return NGX_ERROR;
     }

@@ -389,7 +389,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     ctx->idem_checked = 1;
 
-    h = ngx_http_llm_gateway_find_header(r, &name);
+    h = ngx_http_llm_gateway_request_find_header(r, &name);
 
     if (h == NULL) {
         return NGX_OK;
@@ -398,12 +398,13 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     key = h->value;
 
     if (key.len == 0 || key.len > NGX_HTTP_LLM_GATEWAY_IDEM_KEY_MAX) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_request_error",
-                                    "invalid_idempotency_key",
-                                    "Idempotency-Key",
-                                    "The Idempotency-Key header must be 1 "
-                                    "to 255 characters.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                          "invalid_request_error",
+                                          "invalid_idempotency_key",
+                                          "Idempotency-Key",
+                                          "The Idempotency-Key header must be "
+                                          "1 "
+                                          "to 255 characters.");
         return NGX_DECLINED;
     }
 
@@ -418,7 +419,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
            ^ (uint32_t) ctx->key->tenant_id;
 
     z = lmcf->idem_zone->data;
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -460,11 +461,11 @@ ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
     if (ngx_memcmp(e->body_hash, digest, SHA256_DIGEST_LENGTH) != 0) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ngx_http_llm_gateway_refuse(ctx, 422, "invalid_request_error",
-                                    "idempotency_key_reused",
-                                    "Idempotency-Key",
-                                    "This Idempotency-Key was used with "
-                                    "another request body.");
+        ngx_http_llm_gateway_reply_refuse(ctx, 422, "invalid_request_error",
+                                          "idempotency_key_reused",
+                                          "Idempotency-Key",
+                                          "This Idempotency-Key was used with "
+                                          "another request body.");
         return NGX_DECLINED;
     }
 
@@ -483,18 +484,21 @@ ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
          */
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                    "invalid_request_error",
-                                    "idempotency_key_in_use",
-                                    "Idempotency-Key",
-                                    e->done ? "A request with this "
-                                              "Idempotency-Key just ended; "
-                                              "retry shortly."
-                                            : "A request with this "
-                                              "Idempotency-Key still runs, "
-                                              "and its response is too large "
-                                              "to share; retry once it "
-                                              "has ended.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_CONFLICT,
+                                          "invalid_request_error",
+                                          "idempotency_key_in_use",
+                                          "Idempotency-Key",
+                                          e->done ? "A request with this "
+                                                    "Idempotency-Key just "
+                                                    "ended; "
+                                                    "retry shortly."
+                                                  : "A request with this "
+                                                    "Idempotency-Key still "
+                                                    "runs, "
+                                                    "and its response is too "
+                                                    "large "
+                                                    "to share; retry once it "
+                                                    "has ended.");
         ctx->retry_after = 1;
         ctx->retry_after_ms = 1000;
         return NGX_DECLINED;
@@ -510,13 +514,13 @@ ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
     if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                    "invalid_request_error",
-                                    "idempotency_key_in_use",
-                                    "Idempotency-Key",
-                                    "Too many requests with this "
-                                    "Idempotency-Key are served at "
-                                    "once; retry shortly.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_CONFLICT,
+                                          "invalid_request_error",
+                                          "idempotency_key_in_use",
+                                          "Idempotency-Key",
+                                          "Too many requests with this "
+                                          "Idempotency-Key are served at "
+                                          "once; retry shortly.");
         ctx->retry_after = 1;
         ctx->retry_after_ms = 1000;
         return NGX_DECLINED;
@@ -684,6 +688,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
 {
     size_t                              len, size;
+    int64_t                             now;
     ngx_buf_t                          *b;
     ngx_chain_t                        *cl;
     ngx_http_llm_gateway_idem_t        *e;
@@ -709,7 +714,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
         e->type_len = (u_char) len;
     }
 
-    e->touched = ngx_http_llm_gateway_wall_ms();
+    e->touched = ngx_http_llm_gateway_clock_wall_ms();
 
     for (cl = in; cl && !e->truncated; cl = cl->next) {
         b = cl->buf;
@@ -736,8 +741,8 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
         size = offsetof(ngx_http_llm_gateway_piece_t, data) + len;
 
         /* beyond the tenant's share or the zone: kept no further */
-        piece = ngx_http_llm_gateway_idem_alloc(z, e->tenant, size,
-                                               ngx_http_llm_gateway_wall_ms());
+        now = ngx_http_llm_gateway_clock_wall_ms();
+        piece = ngx_http_llm_gateway_idem_alloc(z, e->tenant, size, now);
         if (piece == NULL) {
             e->truncated = 1;
             break;
@@ -837,7 +842,8 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
                           && !e->truncated && !failed
                           && ctx->response_done && !ctx->upstream_failed
                           && !ctx->client_closed,
-                          ngx_http_llm_gateway_wall_ms(), lmcf->idem_retain);
+                          ngx_http_llm_gateway_clock_wall_ms(),
+                          lmcf->idem_retain);
 
     if (!e->replayable && ngx_http_llm_gateway_idem_readers(e) == 0) {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
@@ -868,6 +874,7 @@ ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
 static void
 ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 {
+    int64_t                            now;
     ngx_int_t                          rc;
     ngx_str_t                          v;
     ngx_buf_t                         *b;
@@ -878,7 +885,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
     ngx_http_llm_gateway_idem_t       *e;
     ngx_http_llm_gateway_idem_zone_t  *z;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
     wev = r->connection->write;
 
     if (wev->timer_set) {
@@ -913,8 +920,8 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
-    (void) ngx_http_llm_gateway_idem_alive(z, e,
-                                           ngx_http_llm_gateway_wall_ms(), 0);
+    now = ngx_http_llm_gateway_clock_wall_ms();
+    (void) ngx_http_llm_gateway_idem_alive(z, e, now, 0);
 
     status = e->status;
 
@@ -927,14 +934,16 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
                       "Idempotency-Key ended before its answer, "
                       "nothing to replay");
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_GATEWAY, "server_error",
-                                    "upstream_error", NULL,
-                                    "The first request with this "
-                                    "Idempotency-Key failed before it had "
-                                    "an answer; retry it.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_GATEWAY,
+                                          "server_error",
+                                          "upstream_error", NULL,
+                                          "The first request with this "
+                                          "Idempotency-Key failed before it "
+                                          "had "
+                                          "an answer; retry it.");
 
         ngx_http_finalize_request(r,
-                                  ngx_http_llm_gateway_send_error(r, ctx));
+                                  ngx_http_llm_gateway_reply_send(r, ctx));
         return;
     }
 
@@ -986,7 +995,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
         ngx_str_set(&v, "true");
 
-        if (ngx_http_llm_gateway_add_header(r, "Idempotent-Replayed", &v)
+        if (ngx_http_llm_gateway_reply_add_header(r, "Idempotent-Replayed", &v)
             != NGX_OK)
         {
             ngx_http_finalize_request(r, NGX_ERROR);
@@ -1234,7 +1243,8 @@ ngx_http_llm_gateway_idem_release(void *data)
     ngx_http_llm_gateway_idem_leave(e);
 
     if (e->done
-        && (!e->replayable || e->expires <= ngx_http_llm_gateway_wall_ms())
+        && (!e->replayable
+            || e->expires <= ngx_http_llm_gateway_clock_wall_ms())
         && ngx_http_llm_gateway_idem_readers(e) == 0)
     {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);

@@ -111,7 +111,7 @@ typedef enum {
 } ngx_http_llm_gateway_doc_e;
 
 
-static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_metrics_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc);
 static ngx_int_t ngx_http_llm_gateway_snapshot_zone(
     ngx_http_llm_gateway_snapshot_t *snap, ngx_http_llm_gateway_zone_t *zone,
@@ -371,27 +371,31 @@ static u_char  ngx_http_llm_gateway_page[] =
 ngx_int_t
 ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
 {
-    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_text);
+    return ngx_http_llm_gateway_metrics_answer(r, ngx_http_llm_gateway_text);
 }
 
 
 ngx_int_t
-ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_metrics_status_handler(ngx_http_request_t *r)
 {
+    ngx_http_llm_gateway_doc_e  doc;
+
+    doc = ngx_http_llm_gateway_page_doc;
+
     if (r->uri.len >= 5
         && ngx_strncmp(r->uri.data + r->uri.len - 5, ".json", 5) == 0)
     {
-        return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_json_doc);
+        doc = ngx_http_llm_gateway_json_doc;
     }
 
-    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_page_doc);
+    return ngx_http_llm_gateway_metrics_answer(r, doc);
 }
 
 
 /* what the two handlers answer GET with, in one of three forms */
 
 static ngx_int_t
-ngx_http_llm_gateway_report(ngx_http_request_t *r,
+ngx_http_llm_gateway_metrics_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc)
 {
     ngx_int_t                         rc;
@@ -464,8 +468,8 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_now_ms();
-    snap->now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
+    snap->now = ngx_http_llm_gateway_clock_wall_ms();
 
     ngx_http_llm_gateway_journal_stats(lmcf, &snap->journal);
 
@@ -489,7 +493,7 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         first = snap->tenants.nelts;
         held.nelts = 0;
@@ -731,7 +735,7 @@ ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
     }
 
     v->limited = 1;
-    ngx_http_llm_gateway_share_limits(node, &tier->limits, &v->limits);
+    ngx_http_llm_gateway_budget_share_limits(node, &tier->limits, &v->limits);
 
     b = node->state.tpm;
     llm_bucket_refill(&b, &v->limits.tpm, now);
@@ -1220,7 +1224,7 @@ ngx_http_llm_gateway_addrs_size(void)
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while (ngx_http_llm_gateway_addrs_next(&part, &i)) {
+    while (ngx_http_llm_gateway_auth_addrs_next(&part, &i)) {
         size += NGX_HTTP_LLM_GATEWAY_METRICS_ADDRS;
     }
 
@@ -1241,7 +1245,7 @@ ngx_http_llm_gateway_addrs(u_char *p)
     i = 0;
     n = 0;
 
-    while ((addrs = ngx_http_llm_gateway_addrs_next(&part, &i))) {
+    while ((addrs = ngx_http_llm_gateway_auth_addrs_next(&part, &i))) {
 
         ngx_shmtx_lock(&addrs->shpool->mutex);
         count = addrs->sh->count;

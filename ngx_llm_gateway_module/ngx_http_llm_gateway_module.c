@@ -39,11 +39,13 @@ static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_http_llm_gateway_report_conf(
+    ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_http_llm_gateway_bad_keys_conf(
+    ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
@@ -150,7 +152,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_role"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
-      ngx_http_llm_gateway_role_conf,
+      ngx_http_llm_gateway_backend_role_conf,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
@@ -178,7 +180,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_bad_keys"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
-      ngx_http_llm_gateway_bad_keys,
+      ngx_http_llm_gateway_bad_keys_conf,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -213,17 +215,17 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_metrics"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
       ngx_http_llm_gateway_metrics_handler },
 
     { ngx_string("llm_gateway_status"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
-      ngx_http_llm_gateway_status_handler },
+      ngx_http_llm_gateway_metrics_status_handler },
 
     { ngx_string("llm_gateway_reject_log_level"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -255,10 +257,10 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_error"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
-      ngx_http_llm_gateway_error_handler },
+      ngx_http_llm_gateway_reply_error_handler },
 
       ngx_null_command
 };
@@ -385,7 +387,7 @@ ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -397,7 +399,7 @@ ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
             fair.inflight = zone->inflight;
 
             llm_fair_reconf(&zone->sh->fair, &fair,
-                            ngx_http_llm_gateway_now_ms());
+                            ngx_http_llm_gateway_clock_now_ms());
         }
 
         ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -482,6 +484,7 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_llm_gateway_loc_conf_t  *prev = parent;
     ngx_http_llm_gateway_loc_conf_t  *conf = child;
 
+    size_t                             size;
     ngx_str_t                          name;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
@@ -562,8 +565,9 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         ngx_sprintf(name.data, "llm_gateway_bad_keys:%V",
                     &conf->shm_zone->shm.name);
 
-        conf->bad_keys_store = ngx_http_llm_gateway_addrs_add(cf, &name,
-                                        NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE);
+        size = NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE;
+        conf->bad_keys_store = ngx_http_llm_gateway_auth_addrs_add(cf, &name,
+                                                                   size);
         if (conf->bad_keys_store == NULL) {
             return NGX_CONF_ERROR;
         }
@@ -608,7 +612,7 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    shm_zone->init = ngx_http_llm_gateway_init_zone;
+    shm_zone->init = ngx_http_llm_gateway_zone_init;
     shm_zone->data = zone;
     zone->name = shm_zone->shm.name;
 
@@ -1244,7 +1248,8 @@ ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
 
     /* the seeds' walkthrough: a burst of 1.5 minutes' worth */
     if (tier->limits.tpm.burst == 0) {
-        tier->limits.tpm.burst = tier->limits.tpm.rate + tier->limits.tpm.rate / 2;
+        tier->limits.tpm.burst = tier->limits.tpm.rate
+                                 + tier->limits.tpm.rate / 2;
     }
 
     /* a minute's worth of requests may come at once */
@@ -1302,7 +1307,7 @@ ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
  */
 
 static char *
-ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_llm_gateway_report_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_core_loc_conf_t  *clcf;
 
@@ -1438,7 +1443,8 @@ ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 static char *
-ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_llm_gateway_bad_keys_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
 {
     ngx_http_llm_gateway_loc_conf_t *llcf = conf;
 
@@ -1543,8 +1549,8 @@ ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 return NGX_CONF_ERROR;
             }
 
-            llcf->bad_keys_zone = ngx_http_llm_gateway_addrs_add(cf, &name,
-                                                                 size);
+            llcf->bad_keys_zone = ngx_http_llm_gateway_auth_addrs_add(cf, &name,
+                                                                      size);
             if (llcf->bad_keys_zone == NULL) {
                 return NGX_CONF_ERROR;
             }
@@ -1763,7 +1769,7 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
     int64_t                      n;
     ngx_http_llm_gateway_ctx_t  *ctx;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r->main);
+    ctx = ngx_http_llm_gateway_ctx_get(r->main);
 
     v->not_found = 1;
 
@@ -1940,7 +1946,7 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    *h = ngx_http_llm_gateway_access_handler;
+    *h = ngx_http_llm_gateway_admit_handler;
 
     /*
      * Log-phase handlers run in the order they were added: settling goes
@@ -1955,10 +1961,10 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 
     h = a->elts;
     ngx_memmove(&h[1], &h[0], (a->nelts - 1) * sizeof(ngx_http_handler_pt));
-    h[0] = ngx_http_llm_gateway_log_handler;
+    h[0] = ngx_http_llm_gateway_settle_handler;
 
     /* the request pool's cleanup settles what the log phase did not */
-    ngx_http_llm_gateway_ctx_end = ngx_http_llm_gateway_cleanup;
+    ngx_http_llm_gateway_ctx_end = ngx_http_llm_gateway_settle_cleanup;
 
     return ngx_http_llm_gateway_filter_init(cf);
 }
@@ -1990,7 +1996,7 @@ ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
 
     ngx_http_llm_gateway_keys_init(lmcf);
     ngx_http_llm_gateway_reconf(cycle, lmcf);
-    ngx_http_llm_gateway_reaper_init(cycle);
+    ngx_http_llm_gateway_settle_reaper_init(cycle);
 
     return ngx_http_llm_gateway_accountd_init(cycle);
 }

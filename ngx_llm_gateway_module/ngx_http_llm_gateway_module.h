@@ -591,9 +591,9 @@ typedef struct {
 
 ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_shm_zone_t *ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf,
+ngx_shm_zone_t *ngx_http_llm_gateway_auth_addrs_add(ngx_conf_t *cf,
     ngx_str_t *name, size_t size);
-ngx_http_llm_gateway_addrs_t *ngx_http_llm_gateway_addrs_next(
+ngx_http_llm_gateway_addrs_t *ngx_http_llm_gateway_auth_addrs_next(
     ngx_list_part_t **part, ngx_uint_t *i);
 void ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf);
 void ngx_http_llm_gateway_keys_release(ngx_http_llm_gateway_ctx_t *ctx);
@@ -603,14 +603,15 @@ ngx_int_t ngx_http_llm_gateway_keys_add(llm_key_entry_t *e);
 ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
     ngx_log_t *log);
 void ngx_http_llm_gateway_keys_abort(void);
-ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
+ngx_table_elt_t *ngx_http_llm_gateway_request_find_header(ngx_http_request_t *r,
     ngx_str_t *name);
-ngx_int_t ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
-ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+void ngx_http_llm_gateway_auth_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_gateway_auth_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_uint_t ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_uint_t ngx_http_llm_gateway_auth_model_allowed(
+    ngx_http_llm_gateway_ctx_t *ctx,
     const char *model, size_t len);
 
 typedef void (*ngx_http_llm_gateway_ctx_end_pt)(
@@ -625,21 +626,21 @@ ngx_http_llm_gateway_table_t *ngx_http_llm_gateway_keys_table(
 ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_keys_find(
     ngx_http_llm_gateway_table_t *t, u_char *hash);
 void ngx_http_llm_gateway_json_init(void);
-void ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_body(ngx_http_request_t *r,
+void ngx_http_llm_gateway_reply_too_large(ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_request_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
-ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_find_alias(
+ngx_http_llm_gateway_alias_t *ngx_http_llm_gateway_request_find_alias(
     ngx_http_llm_gateway_loc_conf_t *llcf, char *model, size_t len);
-ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_find_tier(
+ngx_http_llm_gateway_tier_t *ngx_http_llm_gateway_request_find_tier(
     ngx_http_llm_gateway_loc_conf_t *llcf, ngx_str_t *name);
-ngx_int_t ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_request_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body);
-ngx_int_t ngx_http_llm_gateway_identity(ngx_http_request_t *r);
-void ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_int_t ngx_http_llm_gateway_request_identity(ngx_http_request_t *r);
+void ngx_http_llm_gateway_reply_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
     const char *code, const char *message, int64_t seconds);
-u_char *ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s,
+u_char *ngx_http_llm_gateway_reply_log_text(ngx_pool_t *pool, u_char *s,
     size_t len, size_t max, ngx_str_t *out);
-ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
+ngx_int_t ngx_http_llm_gateway_zone_init(ngx_shm_zone_t *shm_zone,
     void *data);
 llm_journal_t *ngx_http_llm_gateway_journal_lock(
     ngx_http_llm_gateway_main_conf_t *lmcf);
@@ -650,30 +651,30 @@ typedef void (*ngx_http_llm_gateway_journal_written_pt)(void);
 
 extern ngx_http_llm_gateway_journal_written_pt
     ngx_http_llm_gateway_journal_written;
-ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
-u_char *ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
+ngx_int_t ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_reply_error_handler(ngx_http_request_t *r);
+u_char *ngx_http_llm_gateway_reply_safe(ngx_pool_t *pool, u_char *s, size_t len,
     size_t max, ngx_str_t *out);
-ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
+ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_ctx_get(
     ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_reply_replace_413(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t **pctx);
-ngx_int_t ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_reply_send(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
+void ngx_http_llm_gateway_reply_refuse(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_uint_t status, const char *type, const char *code, const char *param,
     const char *message);
 
 ngx_int_t ngx_http_llm_gateway_filter_init(ngx_conf_t *cf);
-void ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx);
 
-ngx_int_t ngx_http_llm_gateway_log_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_settle_handler(ngx_http_request_t *r);
 void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_cleanup(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_settle_cleanup(ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle);
-ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
+void ngx_http_llm_gateway_settle_reaper_init(ngx_cycle_t *cycle);
+ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_zone_next(
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
     ngx_uint_t *i);
 void ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
@@ -694,43 +695,45 @@ ngx_int_t ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, ngx_http_llm_gateway_node_t **holder);
 void ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     ngx_log_t *log);
-void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
+void ngx_http_llm_gateway_budget_share_limits(ngx_http_llm_gateway_node_t *node,
     const llm_limits_t *tier, llm_limits_t *out);
-ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
+ngx_uint_t ngx_http_llm_gateway_budget_demand(
+    ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
 ngx_uint_t ngx_http_llm_gateway_accountd_sent(void);
-ngx_int_t ngx_http_llm_gateway_lease_ask(llm_lease_t *l);
+ngx_int_t ngx_http_llm_gateway_accountd_lease(llm_lease_t *l);
 void ngx_http_llm_gateway_journal_stats(
     ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_http_llm_gateway_journal_stats_t *st);
 ngx_int_t ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_status_handler(ngx_http_request_t *r);
-void ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
+ngx_int_t ngx_http_llm_gateway_metrics_status_handler(ngx_http_request_t *r);
+void ngx_http_llm_gateway_zone_name_node(ngx_http_llm_gateway_node_t *node,
     ngx_http_llm_gateway_key_t *key);
-void ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
+void ngx_http_llm_gateway_zone_count(ngx_http_llm_gateway_node_t *node,
     ngx_uint_t status, llm_settle_t *st, int64_t cost);
-void ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
+void ngx_http_llm_gateway_zone_count_refused(ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_accountd_worker(ngx_http_llm_gateway_zone_t *zone,
     int64_t now);
 ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx);
 
-void *ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone,
+void *ngx_http_llm_gateway_zone_alloc(ngx_http_llm_gateway_zone_t *zone,
     size_t size);
-ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
+ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_zone_lookup(
     ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id, ngx_uint_t create);
-ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_reply_ratelimit_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_reply_sunset_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
+ngx_int_t ngx_http_llm_gateway_reply_add_header(
+    ngx_http_request_t *r, char *name,
     ngx_str_t *value);
-ngx_int_t ngx_http_llm_gateway_error_headers(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_reply_error_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_request_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
@@ -753,26 +756,26 @@ ngx_int_t ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
 
 char *ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-char *ngx_http_llm_gateway_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+char *ngx_http_llm_gateway_backend_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_http_llm_gateway_backend_t *ngx_http_llm_gateway_backend_find(
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *name);
-ngx_http_llm_gateway_role_t *ngx_http_llm_gateway_role_find(
+ngx_http_llm_gateway_role_t *ngx_http_llm_gateway_backend_role_find(
     ngx_http_llm_gateway_main_conf_t *lmcf, u_char *name, size_t len);
-ngx_uint_t ngx_http_llm_gateway_diagnostics(ngx_http_request_t *r);
+ngx_uint_t ngx_http_llm_gateway_route_diagnostics(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_pace(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
+ngx_int_t ngx_http_llm_gateway_failover_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
+void ngx_http_llm_gateway_route_done(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_backend_t *b, int64_t tokens);
 void ngx_http_llm_gateway_backend_snapshot(ngx_http_llm_gateway_backend_t *b,
     ngx_http_llm_gateway_backend_snap_t *s);
 
-int64_t ngx_http_llm_gateway_now_ms(void);
-int64_t ngx_http_llm_gateway_wall_ms(void);
+int64_t ngx_http_llm_gateway_clock_now_ms(void);
+int64_t ngx_http_llm_gateway_clock_wall_ms(void);
 void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
 
 

@@ -14,7 +14,7 @@
 #define NGX_HTTP_LLM_GATEWAY_PACE_POLL     250
 
 
-static ngx_int_t ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_pace_try(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay);
 static ngx_int_t ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay);
@@ -41,7 +41,7 @@ ngx_http_llm_gateway_pace(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    ctx->pace_asked = ngx_http_llm_gateway_now_ms();
+    ctx->pace_asked = ngx_http_llm_gateway_clock_now_ms();
 
     rc = ngx_http_llm_gateway_pace_next(r, ctx, &delay);
 
@@ -67,7 +67,7 @@ ngx_http_llm_gateway_pace(ngx_http_request_t *r,
  */
 
 static ngx_int_t
-ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
+ngx_http_llm_gateway_pace_try(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
 {
     int64_t                             now, wall, until, start, wait;
@@ -80,8 +80,8 @@ ngx_http_llm_gateway_pace_ask(ngx_http_request_t *r,
     b = ctx->backend;
     sh = b->sh;
 
-    now = ngx_http_llm_gateway_now_ms();
-    wall = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
+    wall = ngx_http_llm_gateway_clock_wall_ms();
 
     if (ctx->pace_ticket == 0) {
         /*
@@ -230,14 +230,14 @@ ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_msec_t *delay)
 {
     u_char                          *message;
-    int64_t                          now, retry_after, retry_after_ms;
+    int64_t                          now, wall, retry_after, retry_after_ms;
     ngx_int_t                        rc;
     ngx_uint_t                       status, never;
     const char                      *type, *code, *param;
     ngx_http_llm_gateway_member_t   *m;
     ngx_http_llm_gateway_backend_t  *prev;
 
-    rc = ngx_http_llm_gateway_pace_ask(r, ctx, delay);
+    rc = ngx_http_llm_gateway_pace_try(r, ctx, delay);
 
     if (rc != NGX_DECLINED || ctx->role == NULL) {
         return rc;
@@ -253,22 +253,22 @@ ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
     never = ctx->never;
 
     ngx_http_llm_gateway_route_tried(r, ctx, code);
-    ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+    ngx_http_llm_gateway_route_done(ctx, ctx->backend, 0);
     prev = ctx->backend;
 
     for ( ;; ) {
         ctx->err_status = 0;
         ctx->never = 0;
 
-        m = ngx_http_llm_gateway_route_choose(r, ctx,
-                                        ngx_http_llm_gateway_wall_ms());
+        wall = ngx_http_llm_gateway_clock_wall_ms();
+        m = ngx_http_llm_gateway_route_choose(r, ctx, wall);
 
         if (m == NULL) {
             break;
         }
 
         if (ngx_http_llm_gateway_route_use(r, ctx, m) != NGX_OK
-            || ngx_http_llm_gateway_reprepare(r, ctx) != NGX_OK)
+            || ngx_http_llm_gateway_request_reprepare(r, ctx) != NGX_OK)
         {
             break;
         }
@@ -278,20 +278,20 @@ ngx_http_llm_gateway_pace_next(ngx_http_request_t *r,
                       "\"%V\": %s", &ctx->role_name, &prev->name,
                       &ctx->backend->name, code);
 
-        now = ngx_http_llm_gateway_now_ms();
+        now = ngx_http_llm_gateway_clock_now_ms();
 
         ctx->queued_ms += now - ctx->pace_asked;
         ctx->pace_asked = now;
         ctx->pace_waited = 0;
 
-        rc = ngx_http_llm_gateway_pace_ask(r, ctx, delay);
+        rc = ngx_http_llm_gateway_pace_try(r, ctx, delay);
 
         if (rc != NGX_DECLINED) {
             return rc;
         }
 
         ngx_http_llm_gateway_route_tried(r, ctx, ctx->err_code);
-        ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+        ngx_http_llm_gateway_route_done(ctx, ctx->backend, 0);
         prev = ctx->backend;
     }
 
@@ -327,7 +327,7 @@ ngx_http_llm_gateway_pace_handler(ngx_http_request_t *r)
         return;
     }
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     rc = ngx_http_llm_gateway_pace_next(r, ctx, &delay);
 
@@ -365,7 +365,7 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
     /* the backend's name is the operator's: said where diagnostics are on */
     ngx_str_null(&name);
 
-    if (ngx_http_llm_gateway_diagnostics(r)) {
+    if (ngx_http_llm_gateway_route_diagnostics(r)) {
         name = b->name;
     }
 
@@ -380,9 +380,10 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
                     ctx->reserved, b->pacer.tpm, name.len ? " \"" : "",
                     &name, name.len ? "\"" : "");
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "tokens",
-                                    "request_too_large", "max_tokens",
-                                    (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "tokens",
+                                          "request_too_large", "max_tokens",
+                                          (char *) p);
         ctx->never = 1;
         return;
     }
@@ -400,6 +401,8 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
                 rc == LLM_PACER_FULL ? "is full" : "is longer than we wait",
                 ctx->retry_after);
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "requests",
-                                "provider_rate_limited", NULL, (char *) p);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                      "requests",
+                                      "provider_rate_limited", NULL,
+                                      (char *) p);
 }

@@ -24,11 +24,11 @@ static u_char *ngx_http_llm_gateway_escape_bytes(ngx_pool_t *pool, u_char *s,
 /* 503: the gateway, not the client, is short of something for a while */
 
 void
-ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_reply_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
     const char *code, const char *message, int64_t seconds)
 {
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                "server_error", code, NULL, message);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                      "server_error", code, NULL, message);
 
     ctx->retry_after = seconds;
     ctx->retry_after_ms = seconds * 1000;
@@ -36,7 +36,7 @@ ngx_http_llm_gateway_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
 
 
 void
-ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_reply_refuse(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_uint_t status, const char *type, const char *code, const char *param,
     const char *message)
 {
@@ -118,7 +118,7 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_reply_error_handler(ngx_http_request_t *r)
 {
     ngx_uint_t                         status;
     const char                        *code, *msg;
@@ -126,7 +126,7 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
 
     status = r->err_status ? r->err_status : NGX_HTTP_BAD_REQUEST;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx == NULL) {
         ctx = ngx_http_llm_gateway_bare_ctx(r);
@@ -138,7 +138,7 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
     switch (status) {
 
     case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
-        ngx_http_llm_gateway_too_large(ctx);
+        ngx_http_llm_gateway_reply_too_large(ctx);
         goto send;
 
     case NGX_HTTP_LENGTH_REQUIRED:
@@ -170,17 +170,17 @@ ngx_http_llm_gateway_error_handler(ngx_http_request_t *r)
         msg = "The request was refused.";
     }
 
-    ngx_http_llm_gateway_refuse(ctx, status,
-                                status < 500 ? "invalid_request_error"
-                                             : "server_error",
-                                code, NULL, msg);
+    ngx_http_llm_gateway_reply_refuse(ctx, status,
+                                      status < 500 ? "invalid_request_error"
+                                                   : "server_error",
+                                      code, NULL, msg);
 
 send:
 
     /* what ngx_http_send_header() sends, whatever error_page said */
     r->err_status = ctx->err_status;
 
-    return ngx_http_llm_gateway_send_error(r, ctx);
+    return ngx_http_llm_gateway_reply_send(r, ctx);
 }
 
 
@@ -227,7 +227,7 @@ ngx_http_llm_gateway_bare_ctx(ngx_http_request_t *r)
  */
 
 ngx_int_t
-ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
+ngx_http_llm_gateway_reply_replace_413(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t **pctx)
 {
     ngx_str_t                          v;
@@ -251,7 +251,7 @@ ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
         *pctx = ctx;
     }
 
-    ngx_http_llm_gateway_too_large(ctx);
+    ngx_http_llm_gateway_reply_too_large(ctx);
 
     ctx->err_body = ngx_http_llm_gateway_error_body(r, ctx);
     if (ctx->err_body == NULL) {
@@ -260,12 +260,12 @@ ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
 
     ngx_str_set(&v, "false");
 
-    return ngx_http_llm_gateway_add_header(r, "x-should-retry", &v);
+    return ngx_http_llm_gateway_reply_add_header(r, "x-should-retry", &v);
 }
 
 
 ngx_int_t
-ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
+ngx_http_llm_gateway_reply_send(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_int_t     rc;
@@ -306,7 +306,7 @@ ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_error_headers(ngx_http_request_t *r,
+ngx_http_llm_gateway_reply_error_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ctx->err_body = ngx_http_llm_gateway_error_body(r, ctx);
@@ -334,7 +334,8 @@ ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
         v.data = p;
         v.len = ngx_sprintf(p, "%L", ctx->retry_after) - p;
 
-        if (ngx_http_llm_gateway_add_header(r, "Retry-After", &v) != NGX_OK) {
+        if (ngx_http_llm_gateway_reply_add_header(r, "Retry-After",
+                                                  &v) != NGX_OK) {
             return NGX_ERROR;
         }
 
@@ -343,7 +344,7 @@ ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
         v.data = p;
         v.len = ngx_sprintf(p, "%L", ctx->retry_after_ms) - p;
 
-        if (ngx_http_llm_gateway_add_header(r, "retry-after-ms", &v)
+        if (ngx_http_llm_gateway_reply_add_header(r, "retry-after-ms", &v)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -354,7 +355,7 @@ ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
     if (ctx->never || ctx->err_status < 429) {
         ngx_str_set(&v, "false");
 
-        if (ngx_http_llm_gateway_add_header(r, "x-should-retry", &v)
+        if (ngx_http_llm_gateway_reply_add_header(r, "x-should-retry", &v)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -368,7 +369,7 @@ ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
 /* x-ratelimit-* as OpenAI sends them, on refusals and admitted requests */
 
 ngx_int_t
-ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
+ngx_http_llm_gateway_reply_ratelimit_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     static ngx_str_t  tokens[] = {
@@ -434,7 +435,8 @@ ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r, ngx_str_t *names,
     v[2].len = ngx_http_llm_gateway_duration(p, reset_ms) - p;
 
     for (i = 0; i < 3; i++) {
-        if (ngx_http_llm_gateway_add_header(r, (char *) names[i].data, &v[i])
+        if (ngx_http_llm_gateway_reply_add_header(r, (char *) names[i].data,
+                                                  &v[i])
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -451,7 +453,7 @@ ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r, ngx_str_t *names,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
+ngx_http_llm_gateway_reply_sunset_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                           *p;
@@ -462,8 +464,8 @@ ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
 
     /* the model asked for, when a spent cap had a cheaper one serve it */
     if (ctx->downgraded_from.len
-        && ngx_http_llm_gateway_add_header(r, "x-llm-downgraded-from",
-                                           &ctx->downgraded_from)
+        && ngx_http_llm_gateway_reply_add_header(r, "x-llm-downgraded-from",
+                                                 &ctx->downgraded_from)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -502,7 +504,7 @@ ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     v.len = ngx_sprintf(p, "@%T", sn[i].deprecated ? sn[i].deprecated
                                                    : sn[i].sunset) - p;
 
-    if (ngx_http_llm_gateway_add_header(r, "Deprecation", &v) != NGX_OK) {
+    if (ngx_http_llm_gateway_reply_add_header(r, "Deprecation", &v) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -510,7 +512,7 @@ ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
     v.data = p;
     v.len = ngx_http_time(p, sn[i].sunset) - p;
 
-    return ngx_http_llm_gateway_add_header(r, "Sunset", &v);
+    return ngx_http_llm_gateway_reply_add_header(r, "Sunset", &v);
 }
 
 
@@ -550,7 +552,7 @@ ngx_http_llm_gateway_duration(u_char *p, int64_t ms)
 
 
 ngx_int_t
-ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
+ngx_http_llm_gateway_reply_add_header(ngx_http_request_t *r, char *name,
     ngx_str_t *value)
 {
     ngx_table_elt_t  *h;
@@ -576,7 +578,7 @@ ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
  */
 
 u_char *
-ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
+ngx_http_llm_gateway_reply_safe(ngx_pool_t *pool, u_char *s, size_t len,
     size_t max, ngx_str_t *out)
 {
     return ngx_http_llm_gateway_escape_bytes(pool, s, len, max, 1, out);
@@ -586,7 +588,7 @@ ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
 /* a message of the gateway's own, which may quote an escaped string */
 
 u_char *
-ngx_http_llm_gateway_log_text(ngx_pool_t *pool, u_char *s, size_t len,
+ngx_http_llm_gateway_reply_log_text(ngx_pool_t *pool, u_char *s, size_t len,
     size_t max, ngx_str_t *out)
 {
     return ngx_http_llm_gateway_escape_bytes(pool, s, len, max, 0, out);
@@ -645,10 +647,12 @@ ngx_http_llm_gateway_escape_bytes(ngx_pool_t *pool, u_char *s, size_t len,
  */
 
 void
-ngx_http_llm_gateway_too_large(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_reply_too_large(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
-                                "invalid_request_error", "request_too_large",
-                                NULL, "The request body is larger than this "
-                                "endpoint accepts.");
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                      "invalid_request_error",
+                                      "request_too_large",
+                                      NULL,
+                                      "The request body is larger than this "
+                                      "endpoint accepts.");
 }

@@ -17,12 +17,12 @@
  */
 
 ngx_int_t
-ngx_http_llm_gateway_identity(ngx_http_request_t *r)
+ngx_http_llm_gateway_request_identity(ngx_http_request_t *r)
 {
     ngx_str_t         name = ngx_string("accept-encoding");
     ngx_table_elt_t  *h;
 
-    h = ngx_http_llm_gateway_find_header(r, &name);
+    h = ngx_http_llm_gateway_request_find_header(r, &name);
 
     if (h != NULL) {
         ngx_str_set(&h->value, "identity");
@@ -35,7 +35,7 @@ ngx_http_llm_gateway_identity(ngx_http_request_t *r)
 /* the body as one piece of memory */
 
 ngx_int_t
-ngx_http_llm_gateway_body(ngx_http_request_t *r,
+ngx_http_llm_gateway_request_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body)
 {
     u_char       *p;
@@ -49,7 +49,7 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
     }
 
     if (r->request_body->temp_file) {
-        ngx_http_llm_gateway_too_large(ctx);
+        ngx_http_llm_gateway_reply_too_large(ctx);
         return NGX_DECLINED;
     }
 
@@ -101,7 +101,7 @@ ngx_http_llm_gateway_body(ngx_http_request_t *r,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
+ngx_http_llm_gateway_request_rewrite_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *body)
 {
     u_char       *p, *s;
@@ -176,7 +176,7 @@ ngx_http_llm_gateway_rewrite_body(ngx_http_request_t *r,
 
 
 ngx_http_llm_gateway_alias_t *
-ngx_http_llm_gateway_find_alias(ngx_http_llm_gateway_loc_conf_t *llcf,
+ngx_http_llm_gateway_request_find_alias(ngx_http_llm_gateway_loc_conf_t *llcf,
     char *model, size_t len)
 {
     ngx_uint_t                     i;
@@ -201,7 +201,7 @@ ngx_http_llm_gateway_find_alias(ngx_http_llm_gateway_loc_conf_t *llcf,
 
 
 ngx_http_llm_gateway_tier_t *
-ngx_http_llm_gateway_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
+ngx_http_llm_gateway_request_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
     ngx_str_t *name)
 {
     ngx_uint_t                    i;
@@ -227,14 +227,15 @@ ngx_http_llm_gateway_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
  */
 
 ngx_int_t
-ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
+ngx_http_llm_gateway_request_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_http_llm_gateway_zone_t    *zone;
     ngx_http_llm_gateway_flight_t  *f;
 
     if (llm_inspect_needs_rewrite(&ctx->req)
-        && ngx_http_llm_gateway_rewrite_body(r, ctx, &ctx->body) != NGX_OK)
+        && ngx_http_llm_gateway_request_rewrite_body(r, ctx,
+                                                     &ctx->body) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -260,7 +261,7 @@ ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
 
 
 ngx_table_elt_t *
-ngx_http_llm_gateway_find_header(ngx_http_request_t *r, ngx_str_t *name)
+ngx_http_llm_gateway_request_find_header(ngx_http_request_t *r, ngx_str_t *name)
 {
     ngx_uint_t        i;
     ngx_list_part_t  *part;

@@ -43,8 +43,8 @@ ngx_http_llm_gateway_route(ngx_http_request_t *r,
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
-    ctx->role = ngx_http_llm_gateway_role_find(lmcf, (u_char *) ctx->req.model,
-                                               ctx->req.model_len);
+    ctx->role = ngx_http_llm_gateway_backend_role_find(
+                    lmcf, (u_char *) ctx->req.model, ctx->req.model_len);
 
     if (ctx->role == NULL) {
         llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
@@ -61,7 +61,7 @@ ngx_http_llm_gateway_route(ngx_http_request_t *r,
     ngx_memcpy(ctx->role_name.data, ctx->req.model, ctx->req.model_len);
 
     m = ngx_http_llm_gateway_route_choose(r, ctx,
-                                          ngx_http_llm_gateway_wall_ms());
+                                          ngx_http_llm_gateway_clock_wall_ms());
 
     if (m == NULL) {
         return NGX_DECLINED;
@@ -230,10 +230,11 @@ ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
     model = m[i].model.len ? &m[i].model : &ctx->role_name;
     bit = (uint32_t) 1 << i;
 
-    if (!ngx_http_llm_gateway_model_allowed(ctx, (char *) ctx->role_name.data,
-                                            ctx->role_name.len)
-        && !ngx_http_llm_gateway_model_allowed(ctx, (char *) model->data,
-                                               model->len))
+    if (!ngx_http_llm_gateway_auth_model_allowed(ctx,
+                                                 (char *) ctx->role_name.data,
+                                                 ctx->role_name.len)
+        && !ngx_http_llm_gateway_auth_model_allowed(ctx, (char *) model->data,
+                                                         model->len))
     {
         ctx->not_allowed |= bit;
         return 0;
@@ -354,7 +355,7 @@ ngx_http_llm_gateway_route_unserved(ngx_http_request_t *r,
         return;
     }
 
-    diag = ngx_http_llm_gateway_diagnostics(r);
+    diag = ngx_http_llm_gateway_route_diagnostics(r);
 
     ngx_str_null(&name);
     ngx_str_null(&tried);
@@ -365,9 +366,10 @@ ngx_http_llm_gateway_route_unserved(ngx_http_request_t *r,
 
     if (ctx->role) {
         /* the name the client called: escaped, bounded */
-        (void) ngx_http_llm_gateway_safe(r->pool, ctx->role_name.data,
-                                         ctx->role_name.len,
-                                         NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &name);
+        (void) ngx_http_llm_gateway_reply_safe(r->pool, ctx->role_name.data,
+                                               ctx->role_name.len,
+                                               NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                               &name);
 
     } else if (diag) {
         /* the location's own backend: a name the client did not call */
@@ -393,9 +395,9 @@ ngx_http_llm_gateway_route_unserved(ngx_http_request_t *r,
                     tried.len ? " Tried: " : "", &tried, tried.len ? "." : "",
                     left);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                    "requests", "too_many_failures", NULL,
-                                    (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "requests", "too_many_failures", NULL,
+                                          (char *) p);
         return;
     }
 
@@ -410,21 +412,22 @@ ngx_http_llm_gateway_route_unserved(ngx_http_request_t *r,
     switch (state) {
 
     case NGX_HTTP_LLM_GATEWAY_SPENT:
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                    "insufficient_quota", "insufficient_quota",
-                                    NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "insufficient_quota",
+                                          "insufficient_quota",
+                                          NULL, (char *) p);
         break;
 
     case NGX_HTTP_LLM_GATEWAY_BUSY:
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                    "requests", "provider_rate_limited",
-                                    NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "requests", "provider_rate_limited",
+                                          NULL, (char *) p);
         break;
 
     default:
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                    "server_error", "backend_unavailable",
-                                    NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                          "server_error", "backend_unavailable",
+                                          NULL, (char *) p);
     }
 }
 
@@ -483,9 +486,10 @@ ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     u_char     *p, left[NGX_HTTP_LLM_GATEWAY_LEFT_OUT];
     ngx_str_t   name;
 
-    (void) ngx_http_llm_gateway_safe(r->pool, ctx->role_name.data,
-                                     ctx->role_name.len,
-                                     NGX_HTTP_LLM_GATEWAY_SAFE_MAX, &name);
+    (void) ngx_http_llm_gateway_reply_safe(r->pool, ctx->role_name.data,
+                                           ctx->role_name.len,
+                                           NGX_HTTP_LLM_GATEWAY_SAFE_MAX,
+                                           &name);
 
     ngx_http_llm_gateway_left_out(ctx, left);
 
@@ -496,16 +500,19 @@ ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     }
 
     if (ctx->not_covered & ~ctx->tried) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                    "insufficient_quota", "insufficient_quota",
-                                    NULL, (char *) p);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "insufficient_quota",
+                                          "insufficient_quota",
+                                          NULL, (char *) p);
         return;
     }
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_FORBIDDEN, "permission_error",
-                                (ctx->not_priced & ~ctx->tried)
-                                ? "model_not_priced" : "model_not_allowed",
-                                "model", (char *) p);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_FORBIDDEN,
+                                      "permission_error",
+                                      (ctx->not_priced & ~ctx->tried)
+                                      ? "model_not_priced"
+                                      : "model_not_allowed",
+                                      "model", (char *) p);
     ctx->never = 1;
 }
 
@@ -517,7 +524,7 @@ ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
  */
 
 ngx_uint_t
-ngx_http_llm_gateway_diagnostics(ngx_http_request_t *r)
+ngx_http_llm_gateway_route_diagnostics(ngx_http_request_t *r)
 {
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
@@ -569,7 +576,7 @@ ngx_http_llm_gateway_route_tried(ngx_http_request_t *r,
  */
 
 void
-ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_route_done(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_backend_t *b, int64_t tokens)
 {
     int64_t  now;
@@ -578,7 +585,7 @@ ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
         return;
     }
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     ngx_shmtx_lock(&b->shpool->mutex);
 

@@ -35,16 +35,16 @@ static ngx_connection_t  ngx_http_llm_gateway_reaper_conn;
 
 
 ngx_int_t
-ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_settle_handler(ngx_http_request_t *r)
 {
     ngx_http_llm_gateway_ctx_t  *ctx;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx != NULL) {
         ngx_http_llm_gateway_settle(ctx);
         ngx_http_llm_gateway_idem_end(ctx);
-        ngx_http_llm_gateway_count_refused(ctx);
+        ngx_http_llm_gateway_zone_count_refused(ctx);
     }
 
     return NGX_OK;
@@ -52,7 +52,7 @@ ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
 
 
 void
-ngx_http_llm_gateway_cleanup(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_settle_cleanup(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_http_llm_gateway_settle(ctx);
     ngx_http_llm_gateway_keys_release(ctx);
@@ -74,7 +74,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
          * a request that cost its tenant nothing.
          */
         if (ctx->trial) {
-            ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+            ngx_http_llm_gateway_route_done(ctx, ctx->backend, 0);
         }
 
         return;
@@ -95,7 +95,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
      */
     if (ctx->metering && !ctx->response_done) {
         ngx_http_llm_gateway_json_pool(r->pool);
-        ngx_http_llm_gateway_response_end(ctx);
+        ngx_http_llm_gateway_filter_response_end(ctx);
         ngx_http_llm_gateway_json_pool(NULL);
     }
 
@@ -106,7 +106,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->finish_reason = st.finish_reason;
 
     /* the backend's minute: what it used, or nothing if it refused */
-    ngx_http_llm_gateway_backend_done(ctx, ctx->backend,
+    ngx_http_llm_gateway_route_done(ctx, ctx->backend,
                                       in.upstream_ok
                                       ? (int64_t) (st.input_tokens
                                                    + st.output_tokens)
@@ -203,7 +203,7 @@ ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
     }
 
     if ((st->flags & LLM_REC_F_BOUND)
-        && ngx_http_llm_gateway_log_allowed(r, ctx))
+        && ngx_http_llm_gateway_auth_log_allowed(r, ctx))
     {
         /* once a request: a hostile or broken upstream, a worst case set
            too low, shows */
@@ -242,10 +242,10 @@ ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     /* a node with a request in flight is never expired */
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+    node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node != NULL) {
         if (node->state.tpm.last_ms == -1) {
@@ -261,11 +261,11 @@ ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
             ctx->fair_held = 0;
         }
 
-        ngx_http_llm_gateway_count(node, rec->status, st,
-                                   ctx->budget_held
-                                   ? ngx_http_llm_gateway_budget_cost(
-                                         ctx->prices, st)
-                                   : 0);
+        ngx_http_llm_gateway_zone_count(node, rec->status, st,
+                                        ctx->budget_held
+                                        ? ngx_http_llm_gateway_budget_cost(
+                                              ctx->prices, st)
+                                        : 0);
         ctx->counted = 1;
 
         /* served free: a model accountd has no price for */
@@ -350,7 +350,7 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
  */
 
 void
-ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle)
+ngx_http_llm_gateway_settle_reaper_init(ngx_cycle_t *cycle)
 {
     ngx_http_llm_gateway_reaper_conn.fd = (ngx_socket_t) -1;
 
@@ -382,12 +382,12 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         nalive = 0;
         dead = 0;
@@ -395,7 +395,7 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        ngx_http_llm_gateway_worker_say(zone, now);
+        ngx_http_llm_gateway_accountd_worker(zone, now);
 
         for (q = ngx_queue_head(&zone->sh->flights);
              q != ngx_queue_sentinel(&zone->sh->flights);
@@ -409,7 +409,7 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
                     continue;
                 }
 
-                /* the first look, from reaper_init(): not ours */
+                /* the first look, from settle_reaper_init(): not ours */
                 dead = f->pid;
                 n++;
                 ngx_http_llm_gateway_settle_flight(lmcf, zone, f, now,
@@ -501,7 +501,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     st.flags |= LLM_REC_F_PARTIAL;
     st.finish_reason = "worker_exited";
 
-    node = ngx_http_llm_gateway_lookup(zone, f->tenant_id, 0);
+    node = ngx_http_llm_gateway_zone_lookup(zone, f->tenant_id, 0);
 
     if (node != NULL) {
         llm_release_from(&node->state, &f->limits, f->soft, f->reserved,
@@ -512,11 +512,11 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
                             st.input_tokens + st.output_tokens, now);
         }
 
-        ngx_http_llm_gateway_count(node, f->status, &st,
-                                   f->budget_held
-                                   ? ngx_http_llm_gateway_budget_cost(
-                                         f->prices, &st)
-                                   : 0);
+        ngx_http_llm_gateway_zone_count(node, f->status, &st,
+                                        f->budget_held
+                                        ? ngx_http_llm_gateway_budget_cost(
+                                              f->prices, &st)
+                                        : 0);
     }
 
     if (f->fair_flight) {

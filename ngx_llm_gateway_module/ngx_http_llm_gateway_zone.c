@@ -21,7 +21,7 @@ static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
  */
 
 ngx_http_llm_gateway_node_t *
-ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
+ngx_http_llm_gateway_zone_lookup(ngx_http_llm_gateway_zone_t *zone,
     int64_t tenant_id, ngx_uint_t create)
 {
     ngx_rbtree_key_t              hash;
@@ -55,7 +55,8 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
         return NULL;
     }
 
-    ln = ngx_http_llm_gateway_alloc(zone, sizeof(ngx_http_llm_gateway_node_t));
+    ln = ngx_http_llm_gateway_zone_alloc(zone,
+                                         sizeof(ngx_http_llm_gateway_node_t));
     if (ln == NULL) {
         return NULL;
     }
@@ -82,7 +83,7 @@ ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
  */
 
 void *
-ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone, size_t size)
+ngx_http_llm_gateway_zone_alloc(ngx_http_llm_gateway_zone_t *zone, size_t size)
 {
     void        *p;
     ngx_uint_t   i;
@@ -134,7 +135,8 @@ ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
         }
 
         /* an active tenant's weight leaves the shares with it */
-        llm_fair_leave(&sh->fair, &ln->fair, ngx_http_llm_gateway_now_ms());
+        llm_fair_leave(&sh->fair, &ln->fair,
+                       ngx_http_llm_gateway_clock_now_ms());
 
         ngx_queue_remove(q);
         ngx_rbtree_delete(&sh->rbtree, &ln->node);
@@ -186,7 +188,7 @@ ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
 
 
 ngx_int_t
-ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+ngx_http_llm_gateway_zone_init(ngx_shm_zone_t *shm_zone, void *data)
 {
     ngx_http_llm_gateway_zone_t  *ozone = data;
 
@@ -229,7 +231,7 @@ ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     ngx_memzero(&fair, sizeof(llm_fair_conf_t));
     fair.capacity = zone->capacity;
     fair.inflight = zone->inflight;
-    llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_now_ms());
+    llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_clock_now_ms());
 
     len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
 
@@ -330,7 +332,7 @@ ngx_http_llm_gateway_zone_add(ngx_conf_t *cf, ngx_str_t *value, void *tag)
 /* the llm_gateway_zone zones of the cycle, one a call, then NULL */
 
 ngx_http_llm_gateway_zone_t *
-ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
+ngx_http_llm_gateway_zone_next(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_list_part_t **part, ngx_uint_t *i)
 {
     ngx_shm_zone_t               *shm_zone;
@@ -368,7 +370,7 @@ ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
 /* a key's tenant and tier, as the labels name it; under the zone's lock */
 
 void
-ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
+ngx_http_llm_gateway_zone_name_node(ngx_http_llm_gateway_node_t *node,
     ngx_http_llm_gateway_key_t *key)
 {
     size_t  len;
@@ -401,7 +403,7 @@ ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
  */
 
 void
-ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
+ngx_http_llm_gateway_zone_count(ngx_http_llm_gateway_node_t *node,
     ngx_uint_t status, llm_settle_t *st, int64_t cost)
 {
     ngx_http_llm_gateway_stats_t  *s;
@@ -433,7 +435,7 @@ ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
 /* a request of a known tenant that was not admitted, in the log phase */
 
 void
-ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_zone_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                        status;
     ngx_http_request_t               *r;
@@ -460,11 +462,11 @@ ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+    node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node != NULL) {
-        ngx_http_llm_gateway_name_node(node, ctx->key);
-        ngx_http_llm_gateway_count(node, status, NULL, 0);
+        ngx_http_llm_gateway_zone_name_node(node, ctx->key);
+        ngx_http_llm_gateway_zone_count(node, status, NULL, 0);
 
         if (ctx->rejected_by != ngx_http_llm_gateway_by_none) {
             node->stats.rejected[ctx->rejected_by]++;
