@@ -17,6 +17,10 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_keys.h"
 #include "llm_journal.h"
 
 

@@ -7,6 +7,26 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_admit.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_flight.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_pace.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_route.h"
+#include "ngx_http_llm_gateway_zone.h"
+
+
+/* a request waiting for a lease looks again this often, this long (ms) */
+#define NGX_HTTP_LLM_GATEWAY_WAIT_STEP     5
+#define NGX_HTTP_LLM_GATEWAY_WAIT_MAX      3000
 
 
 static void ngx_http_llm_gateway_body_handler(ngx_http_request_t *r);

@@ -10,6 +10,8 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_clock.h"
 
 
 /* a waiter that has not asked this long is taken for gone (a dead worker) */

@@ -22,6 +22,14 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_zone.h"
+
+
+/* what a price place is taken for */
+#define NGX_HTTP_LLM_GATEWAY_PRICE_SOME    1
+#define NGX_HTTP_LLM_GATEWAY_PRICE_NONE    2
 
 
 /* what accountd said holds this long; then it is asked again */

@@ -7,6 +7,7 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_clock.h"
 
 
 int64_t

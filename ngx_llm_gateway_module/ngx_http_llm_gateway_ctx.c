@@ -8,6 +8,7 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_ctx.h"
 
 
 static void ngx_http_llm_gateway_ctx_cleanup(void *data);

@@ -8,6 +8,10 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_failover.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
 #include "ngx_http_llm_gateway_route.h"
 #include "llm_provider.h"
 

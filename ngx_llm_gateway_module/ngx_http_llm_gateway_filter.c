@@ -11,6 +11,38 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_failover.h"
+#include "ngx_http_llm_gateway_flight.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_reply.h"
+
+
+/*
+ * The SSE parser's event buffer, per open stream: it starts small, as most
+ * events are a few hundred bytes, and grows up to the larger of the
+ * maximum and llm_gateway_response_buffer; an event larger still is
+ * skipped and flagged.
+ */
+#define NGX_HTTP_LLM_GATEWAY_EVENT_INIT    1024
+#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
+
+/* the most held back to cut out a usage chunk: real ones are < 1k */
+#define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
+
+
+/* the pieces of a stream's buffer the client gets, as a chain */
+typedef struct {
+    ngx_http_request_t          *request;
+    ngx_buf_t                   *buf;       /* the buffer being filtered */
+    ngx_buf_t                   *last_buf;  /* the last piece's */
+    ngx_chain_t                **last;
+    ngx_chain_t                **tail;      /* last, before this buffer */
+    unsigned                     used:1;    /* buf itself is a piece */
+} ngx_http_llm_gateway_out_t;
 
 
 static ngx_int_t ngx_http_llm_gateway_header_filter(ngx_http_request_t *r);

@@ -7,6 +7,8 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_flight.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 
 /*

@@ -22,6 +22,12 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 #include <openssl/sha.h>
 

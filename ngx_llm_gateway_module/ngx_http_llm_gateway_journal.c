@@ -9,6 +9,7 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_journal.h"
 
 
 static ngx_int_t ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone,

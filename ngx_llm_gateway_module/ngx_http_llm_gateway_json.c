@@ -6,6 +6,7 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_json.h"
 
 #include <cJSON.h>
 

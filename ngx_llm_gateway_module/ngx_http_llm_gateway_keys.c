@@ -7,6 +7,11 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_keys.h"
+
+
+/* a key set larger than this is refused: about 200 MB per worker */
+#define NGX_HTTP_LLM_GATEWAY_KEYS_MAX      2000000
 
 
 static void ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_table_t *t);

@@ -18,6 +18,14 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_metrics.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 
 /* a worker not heard of for this long (ms) has exited */

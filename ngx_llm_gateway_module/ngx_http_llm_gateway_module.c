@@ -6,8 +6,27 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_admit.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_keys.h"
+#include "ngx_http_llm_gateway_metrics.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 #include <cJSON.h>
+
+
+/* the store of an llm_gateway_zone whose bad keys name none */
+#define NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE  (1024 * 1024)
 
 
 static ngx_int_t ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,

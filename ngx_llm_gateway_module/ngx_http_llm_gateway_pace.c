@@ -7,6 +7,11 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_pace.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
 #include "ngx_http_llm_gateway_route.h"
 
 

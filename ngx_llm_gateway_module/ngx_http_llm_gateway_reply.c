@@ -8,6 +8,8 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_ctx.h"
 
 
 static ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_bare_ctx(

@@ -8,6 +8,9 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_reply.h"
 
 
 /*

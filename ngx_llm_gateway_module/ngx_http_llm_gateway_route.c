@@ -8,6 +8,11 @@
 
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_route.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_reply.h"
 
 
 /* " Left out: ..." of a refusal, at most */

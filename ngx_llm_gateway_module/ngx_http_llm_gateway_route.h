@@ -38,6 +38,11 @@ ngx_uint_t ngx_http_llm_gateway_route_state(
     ngx_uint_t take, ngx_uint_t *trials, int64_t taken, int64_t *until);
 void ngx_http_llm_gateway_route_tried(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, const char *code);
+ngx_uint_t ngx_http_llm_gateway_route_diagnostics(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+void ngx_http_llm_gateway_route_done(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_backend_t *b, int64_t tokens);
 
 
 #endif /* _NGX_HTTP_LLM_GATEWAY_ROUTE_H_INCLUDED_ */

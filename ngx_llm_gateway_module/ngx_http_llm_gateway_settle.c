@@ -10,6 +10,19 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_keys.h"
+#include "ngx_http_llm_gateway_route.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 
 /* how often each worker looks for requests of exited workers, in ms */

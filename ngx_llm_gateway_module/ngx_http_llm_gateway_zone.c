@@ -7,6 +7,8 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_zone.h"
+#include "ngx_http_llm_gateway_clock.h"
 
 
 static ngx_uint_t ngx_http_llm_gateway_expire(
