@@ -149,7 +149,7 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
         }
     }
 
-    /* where a failover starts the request again (backend.c) */
+    /* where a failover starts the request again (failover.c) */
     ctx->phase = r->phase_handler;
 
     if (ctx->idem_joiner && !ctx->err_status) {

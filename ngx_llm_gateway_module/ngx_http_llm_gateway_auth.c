@@ -422,7 +422,7 @@ ngx_http_llm_gateway_auth_log_allowed(ngx_http_request_t *r,
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     if (ctx->key) {
-        /* as the refusal's count will (metrics.c) */
+        /* as the refusal's count will (zone.c) */
         node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
         if (node != NULL) {

@@ -9,6 +9,7 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_backend.h"
 
 
 /* what keeps a backend from the candidates, in the order it is told */

@@ -4,8 +4,9 @@
  * refund what the reservation did not use and hand a settle record to
  * accountd.  The log phase settles; a request-pool cleanup settles what
  * the log phase never saw; another worker settles what a worker that died
- * had in flight.  Records go into the journal in shared memory,
- * and from there to accountd (ngx_http_llm_gateway_accountd.c).
+ * had in flight.  Records go into the journal in shared memory
+ * (ngx_http_llm_gateway_journal.c), and from there to accountd
+ * (ngx_http_llm_gateway_accountd.c).
  */
 
 
