@@ -1,29 +1,26 @@
 
 /*
- * The road to accountd: the journal of settle records in shared memory,
- * and each worker's non-blocking Unix socket connection that sends them.
+ * The worker's client of accountd: a non-blocking Unix socket connection
+ * that sends the journal's records (ngx_http_llm_gateway_journal.c) and
+ * leases, and receives acknowledgements, leases and key snapshots.
  *
- * The journal is a ring in its own shared zone, so that what accountd has
- * not acknowledged survives a reload (new workers send what old ones left)
- * and a crashed worker (its records are taken back).  A record is written
- * once, by the worker that settles the request; any worker may send it.
- * accountd acknowledges each record, in order, once PostgreSQL committed
- * it, and only then may its space be reused.  Sent twice, a record is
- * harmless: accountd's INSERT ... ON CONFLICT DO NOTHING keeps one.
+ * The journal survives a reload (new workers send what old ones left) and
+ * a crashed worker (its records are taken back).  accountd acknowledges
+ * each record, in order, once PostgreSQL committed it, and only then may
+ * its space be reused.  Sent twice, a record is harmless: accountd's
+ * INSERT ... ON CONFLICT DO NOTHING keeps one.
  *
- * Every admitted request holds a place in the journal from admission to
- * settlement, so that its record always fits: when no place is left, new
- * requests are refused with 503 (llm_gateway_accountd ... full=refuse, the
- * default) or admitted and, should their record not fit, counted as lost
- * (full=admit).
- *
- * The ring's logic is core/llm_journal.c, which core/t/sim_protocol.c
- * runs against faults; here are the lock around each call, the events
- * and the socket.
+ * When no place is left in the journal, new requests are refused with 503
+ * (llm_gateway_accountd ... full=refuse, the default) or admitted and,
+ * should their record not fit, counted as lost (full=admit).
  */
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_keys.h"
 #include "llm_journal.h"
 
 
@@ -64,17 +61,12 @@ typedef struct {
 } ngx_http_llm_gateway_accountd_t;
 
 
-static ngx_int_t ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone,
-    void *data);
-static llm_journal_t *ngx_http_llm_gateway_journal_lock(
-    ngx_http_llm_gateway_main_conf_t *lmcf);
-static void ngx_http_llm_gateway_journal_unlock(
-    ngx_http_llm_gateway_main_conf_t *lmcf);
 static void ngx_http_llm_gateway_release(ngx_http_llm_gateway_accountd_t *ad);
 static void ngx_http_llm_gateway_claim(ngx_http_llm_gateway_accountd_t *ad);
 static int ngx_http_llm_gateway_alive(int32_t pid, void *data);
 static void ngx_http_llm_gateway_reap(ngx_event_t *ev);
-static void ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_accountd_send_demand(
+    ngx_http_llm_gateway_accountd_t *ad);
 static ngx_int_t ngx_http_llm_gateway_out_frame(
     ngx_http_llm_gateway_accountd_t *ad, llm_lease_t *l);
 static void ngx_http_llm_gateway_connect(ngx_event_t *ev);
@@ -87,258 +79,12 @@ static void ngx_http_llm_gateway_write_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_send(ngx_event_t *ev);
 static void ngx_http_llm_gateway_read_handler(ngx_event_t *ev);
 static void ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad);
-static void ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_accountd_backoff(
+    ngx_http_llm_gateway_accountd_t *ad);
+static void ngx_http_llm_gateway_written(void);
 
 
 static ngx_http_llm_gateway_accountd_t  *ngx_http_llm_gateway_accountd_peer;
-
-
-/* the journal's zone, from llm_gateway_accountd */
-
-ngx_int_t
-ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
-    ngx_http_llm_gateway_main_conf_t *lmcf)
-{
-    ngx_str_t  name = ngx_string("llm_gateway_accountd");
-
-    lmcf->journal = ngx_shared_memory_add(cf, &name, lmcf->accountd_buffer,
-                                          &ngx_http_llm_gateway_module);
-    if (lmcf->journal == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (lmcf->journal->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"llm_gateway_accountd\" is duplicate");
-        return NGX_ERROR;
-    }
-
-    lmcf->journal->init = ngx_http_llm_gateway_init_journal;
-    lmcf->journal->data = lmcf;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_gateway_init_journal(ngx_shm_zone_t *shm_zone, void *data)
-{
-    size_t            size;
-    u_char           *ring;
-    llm_journal_t    *j, *oj;
-    ngx_slab_pool_t  *shpool;
-
-    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (data) {
-        /* a reload: the journal and what it holds go on */
-        oj = ((ngx_http_llm_gateway_main_conf_t *) data)->journal_data;
-
-        if (oj && oj->version == LLM_JOURNAL_VERSION) {
-            ((ngx_http_llm_gateway_main_conf_t *) shm_zone->data)
-                ->journal_data = oj;
-            return NGX_OK;
-        }
-    }
-
-    if (shm_zone->shm.exists) {
-        j = shpool->data;
-
-        if (j && j->version == LLM_JOURNAL_VERSION) {
-            ((ngx_http_llm_gateway_main_conf_t *) shm_zone->data)
-                ->journal_data = j;
-            return NGX_OK;
-        }
-    }
-
-    j = ngx_slab_calloc(shpool, sizeof(llm_journal_t));
-    if (j == NULL) {
-        return NGX_ERROR;
-    }
-
-    /* the free pages of the new slab are one run: the ring takes them */
-    size = shpool->pfree * ngx_pagesize;
-    ring = NULL;
-    shpool->log_nomem = 0;
-
-    while (size >= 2 * LLM_JOURNAL_PLACE) {
-        ring = ngx_slab_alloc(shpool, size);
-        if (ring) {
-            break;
-        }
-
-        size -= ngx_pagesize;
-    }
-
-    shpool->log_nomem = 1;
-
-    if (ring == NULL || llm_journal_init(j, ring, size) != 0) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "llm_gateway_accountd buffer of %uz is too small",
-                      shm_zone->shm.size);
-        return NGX_ERROR;
-    }
-
-    shpool->data = j;
-
-    ((ngx_http_llm_gateway_main_conf_t *) shm_zone->data)->journal_data = j;
-
-    return NGX_OK;
-}
-
-
-static llm_journal_t *
-ngx_http_llm_gateway_journal_lock(ngx_http_llm_gateway_main_conf_t *lmcf)
-{
-    ngx_slab_pool_t  *shpool;
-
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
-
-    ngx_shmtx_lock(&shpool->mutex);
-
-    return lmcf->journal_data;
-}
-
-
-static void
-ngx_http_llm_gateway_journal_unlock(ngx_http_llm_gateway_main_conf_t *lmcf)
-{
-    ngx_slab_pool_t  *shpool;
-
-    shpool = (ngx_slab_pool_t *) lmcf->journal->shm.addr;
-
-    ngx_shmtx_unlock(&shpool->mutex);
-}
-
-
-/* at admission: a place for the request's record */
-
-ngx_int_t
-ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_int_t                          rc;
-    llm_journal_t                     *j;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
-
-    lmcf = ngx_http_get_module_main_conf(ctx->request,
-                                         ngx_http_llm_gateway_module);
-
-    if (lmcf->journal_data == NULL) {
-        return NGX_OK;
-    }
-
-    j = ngx_http_llm_gateway_journal_lock(lmcf);
-
-    if (llm_journal_hold(j)) {
-        ctx->journal_held = 1;
-        rc = NGX_OK;
-
-    } else if (lmcf->accountd_full_admit) {
-        rc = NGX_OK;
-
-    } else {
-        j->refused++;
-        rc = NGX_DECLINED;
-    }
-
-    ngx_http_llm_gateway_journal_unlock(lmcf);
-
-    return rc;
-}
-
-
-/* the journal's counters, for the metrics; all 0 without a journal */
-
-void
-ngx_http_llm_gateway_journal_stats(ngx_http_llm_gateway_main_conf_t *lmcf,
-    ngx_http_llm_gateway_journal_stats_t *st)
-{
-    llm_journal_t  *j;
-
-    ngx_memzero(st, sizeof(ngx_http_llm_gateway_journal_stats_t));
-
-    if (lmcf->journal_data == NULL) {
-        return;
-    }
-
-    j = ngx_http_llm_gateway_journal_lock(lmcf);
-    llm_journal_stats(j, &st->journal);
-    ngx_http_llm_gateway_journal_unlock(lmcf);
-
-    st->connected = ngx_http_llm_gateway_accountd_up();
-}
-
-
-/* a request that will not be recorded after all gives its place back */
-
-void
-ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    llm_journal_t                     *j;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
-
-    if (!ctx->journal_held) {
-        return;
-    }
-
-    ctx->journal_held = 0;
-
-    lmcf = ngx_http_get_module_main_conf(ctx->request,
-                                         ngx_http_llm_gateway_module);
-
-    j = ngx_http_llm_gateway_journal_lock(lmcf);
-    llm_journal_unhold(j);
-    ngx_http_llm_gateway_journal_unlock(lmcf);
-}
-
-
-/*
- * The record of a settled request, which held a place (held) or not: into
- * the journal, then on its way.
- */
-
-void
-ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
-    llm_record_t *rec, ngx_uint_t held, ngx_log_t *log)
-{
-    size_t                            n;
-    uint64_t                          lost;
-    ngx_int_t                         rc;
-    u_char                            frame[LLM_RECORD_MAX_FRAME];
-    llm_journal_t                    *j;
-    ngx_http_llm_gateway_accountd_t  *ad;
-
-    if (lmcf->journal_data == NULL) {
-        return;
-    }
-
-    n = llm_record_encode(rec, frame, sizeof(frame));
-
-    j = ngx_http_llm_gateway_journal_lock(lmcf);
-
-    rc = llm_journal_write(j, frame, n, held);
-    lost = j->lost;
-
-    ngx_http_llm_gateway_journal_unlock(lmcf);
-
-    if (rc != 0) {
-        ngx_log_error(NGX_LOG_ERR, log, 0,
-                      "llm gateway: accountd journal full, record of request "
-                      "\"%*s\" lost (%uL so far)", (size_t) rec->request_id_len,
-                      rec->request_id, lost);
-        return;
-    }
-
-    /*
-     * Sent once the events at hand are handled: the records of the
-     * requests that ended meanwhile go in one write.
-     */
-    ad = ngx_http_llm_gateway_accountd_peer;
-
-    if (ad && ad->peer.connection && !ad->send.posted) {
-        ngx_post_event(&ad->send, &ngx_posted_events);
-    }
-}
 
 
 /*
@@ -426,7 +172,7 @@ ngx_http_llm_gateway_reap(ngx_event_t *ev)
     /* also what a worker without a connection wrote: anyone may send it */
     if (ad->peer.connection) {
         ngx_http_llm_gateway_flush(ad);
-        ngx_http_llm_gateway_report(ad);
+        ngx_http_llm_gateway_accountd_send_demand(ad);
     }
 
     if (!ngx_exiting && !ngx_terminate) {
@@ -493,6 +239,7 @@ ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle)
     ad->send.log = cycle->log;
 
     ngx_http_llm_gateway_accountd_peer = ad;
+    ngx_http_llm_gateway_journal_written = ngx_http_llm_gateway_written;
 
     /*
      * A pid is given again: entries sent by a dead worker that had this
@@ -570,7 +317,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
             ad->down = 1;
         }
 
-        ngx_http_llm_gateway_retry(ad);
+        ngx_http_llm_gateway_accountd_backoff(ad);
         return;
     }
 
@@ -592,7 +339,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
         }
 
         ad->down = 1;
-        ngx_http_llm_gateway_retry(ad);
+        ngx_http_llm_gateway_accountd_backoff(ad);
         return;
     }
 
@@ -621,7 +368,7 @@ ngx_http_llm_gateway_connect(ngx_event_t *ev)
 
 
 static void
-ngx_http_llm_gateway_retry(ngx_http_llm_gateway_accountd_t *ad)
+ngx_http_llm_gateway_accountd_backoff(ngx_http_llm_gateway_accountd_t *ad)
 {
     if (ngx_exiting || ngx_terminate || ad->reconnect.timer_set) {
         return;
@@ -681,13 +428,14 @@ ngx_http_llm_gateway_flush(ngx_http_llm_gateway_accountd_t *ad)
 /* the tenants' demand here, for their share of the limits (sql/006) */
 
 static void
-ngx_http_llm_gateway_report(ngx_http_llm_gateway_accountd_t *ad)
+ngx_http_llm_gateway_accountd_send_demand(ngx_http_llm_gateway_accountd_t *ad)
 {
     ngx_uint_t    i, count;
     llm_lease_t   demand[128];
 
-    count = ngx_http_llm_gateway_demand((ngx_cycle_t *) ngx_cycle, demand,
-                                        128);
+    count = ngx_http_llm_gateway_budget_demand((ngx_cycle_t *) ngx_cycle,
+                                               demand,
+                                               128);
 
     for (i = 0; i < count; i++) {
         if (ngx_http_llm_gateway_out_frame(ad, &demand[i]) != NGX_OK) {
@@ -755,7 +503,7 @@ ngx_http_llm_gateway_accountd_sent(void)
  */
 
 ngx_int_t
-ngx_http_llm_gateway_lease_ask(llm_lease_t *l)
+ngx_http_llm_gateway_accountd_lease(llm_lease_t *l)
 {
     ngx_http_llm_gateway_accountd_t  *ad;
 
@@ -979,5 +727,41 @@ ngx_http_llm_gateway_close(ngx_http_llm_gateway_accountd_t *ad)
 
     ad->down = 1;
 
-    ngx_http_llm_gateway_retry(ad);
+    ngx_http_llm_gateway_accountd_backoff(ad);
+}
+
+
+/*
+ * A record is in the journal: it is sent once the events at hand are
+ * handled, so that the records of the requests that ended meanwhile go in
+ * one write.
+ */
+
+static void
+ngx_http_llm_gateway_written(void)
+{
+    ngx_http_llm_gateway_accountd_t  *ad;
+
+    ad = ngx_http_llm_gateway_accountd_peer;
+
+    if (ad && ad->peer.connection && !ad->send.posted) {
+        ngx_post_event(&ad->send, &ngx_posted_events);
+    }
+}
+
+
+/* once a second, under the zone's lock: this worker and accountd */
+
+void
+ngx_http_llm_gateway_accountd_worker(ngx_http_llm_gateway_zone_t *zone,
+    int64_t now)
+{
+    ngx_http_llm_gateway_worker_t  *w;
+
+    w = &zone->sh->workers[ngx_process_slot % NGX_HTTP_LLM_GATEWAY_WORKERS];
+
+    w->pid = ngx_pid;
+    w->connected = ngx_http_llm_gateway_accountd_up();
+    w->sent = ngx_http_llm_gateway_accountd_sent();
+    w->seen = now;
 }

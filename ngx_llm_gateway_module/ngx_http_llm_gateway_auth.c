@@ -10,6 +10,31 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_keys.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_zone.h"
+
+
+/*
+ * A client address (an IPv6 prefix) that sent bad keys, in a zone of its
+ * own (llm_gateway_bad_keys zone=): a flood of them takes nothing from
+ * the tenants and the requests in flight.
+ */
+typedef struct {
+    ngx_rbtree_node_t            node;      /* key: crc32 of the address */
+    ngx_queue_t                  queue;     /* LRU: expiry, eviction */
+    int64_t                      start_ms;  /* the window began */
+    ngx_uint_t                   failures;
+    int64_t                      check_s;   /* the second of checks */
+    int64_t                      log_s;     /* the second of log lines */
+    ngx_uint_t                   checks;    /* keys looked up while locked */
+    ngx_uint_t                   logs;      /* refusals logged */
+    u_short                      len;
+    u_char                       addr[16];
+} ngx_http_llm_gateway_addr_t;
 
 
 /* a client header kept from the upstream: where it is, and its name */
@@ -24,7 +49,7 @@ typedef struct {
 static ngx_int_t ngx_http_llm_gateway_get_key(ngx_http_request_t *r,
     ngx_str_t *key);
 static void ngx_http_llm_gateway_hide_keys(ngx_http_request_t *r);
-static ngx_int_t ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_auth_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed);
 static void ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx,
     int64_t left);
@@ -44,18 +69,11 @@ static void ngx_http_llm_gateway_addr_rbtree_insert_value(
     ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
     ngx_rbtree_node_t *sentinel);
 static ngx_uint_t ngx_http_llm_gateway_key_header(ngx_str_t *key);
-static ngx_http_llm_gateway_key_t *ngx_http_llm_gateway_find_key(
-    ngx_http_llm_gateway_table_t *t, u_char *hash);
-static void ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_table_t *t);
 static ngx_int_t ngx_http_llm_gateway_mac(
     ngx_http_llm_gateway_main_conf_t *lmcf, u_char *key, size_t len,
     u_char *hash);
 static void ngx_http_llm_gateway_mac_free(void *data);
 
-
-/* the table lookups use, and the one being received */
-static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_active;
-static ngx_http_llm_gateway_table_t  *ngx_http_llm_gateway_building;
 
 /* the bad-key stores' zones, apart from the tenant zones */
 static ngx_uint_t  ngx_http_llm_gateway_addrs_tag;
@@ -118,15 +136,14 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
-    t = ngx_http_llm_gateway_active ? ngx_http_llm_gateway_active
-                                    : &lmcf->table;
+    t = ngx_http_llm_gateway_keys_table(lmcf);
 
     /*
      * An address that sent too many bad keys gets no lookup, but for a
      * few a second: a valid key behind the same address (a NAT, a proxy)
      * is still served, and the HMACs an attacker costs stay bounded.
      */
-    locked = ngx_http_llm_gateway_bad_keys(r, ctx, 0);
+    locked = ngx_http_llm_gateway_auth_bad_keys(r, ctx, 0);
 
     if (locked == NGX_DECLINED) {
         ngx_http_llm_gateway_hide_keys(r);
@@ -141,7 +158,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
         && llm_key_well_formed((char *) key.data, key.len)
         && ngx_http_llm_gateway_mac(lmcf, key.data, key.len, hash) == NGX_OK)
     {
-        k = ngx_http_llm_gateway_find_key(t, hash);
+        k = ngx_http_llm_gateway_keys_find(t, hash);
         ngx_explicit_memzero(hash, sizeof(hash));
     }
 
@@ -149,11 +166,11 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
 
     /* expired keys, rotated ones past their grace, stop by themselves */
     if (k == NULL || (k->expires && ngx_time() >= k->expires)) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_UNAUTHORIZED,
-                                    "invalid_request_error",
-                                    "invalid_api_key", NULL,
-                                    "Invalid API key.");
-        (void) ngx_http_llm_gateway_bad_keys(r, ctx, 1);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_UNAUTHORIZED,
+                                          "invalid_request_error",
+                                          "invalid_api_key", NULL,
+                                          "Invalid API key.");
+        (void) ngx_http_llm_gateway_auth_bad_keys(r, ctx, 1);
 
         if (locked == NGX_AGAIN) {
             ngx_http_llm_gateway_locked(ctx, ctx->retry_after_ms);
@@ -182,7 +199,7 @@ ngx_http_llm_gateway_auth(ngx_http_request_t *r,
  */
 
 static ngx_int_t
-ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_bad_keys(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t failed)
 {
     u_char                            addr[16];
@@ -205,7 +222,7 @@ ngx_http_llm_gateway_bad_keys(ngx_http_request_t *r,
     }
 
     addrs = llcf->bad_keys_store->data;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
     left = 0;
     rc = NGX_OK;
 
@@ -268,10 +285,12 @@ ngx_http_llm_gateway_locked(ngx_http_llm_gateway_ctx_t *ctx, int64_t left)
         return;
     }
 
-    ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                "invalid_request_error", "too_many_bad_keys",
-                                NULL, "Too many requests with invalid API "
-                                "keys from this address.");
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                      "invalid_request_error",
+                                      "too_many_bad_keys",
+                                      NULL,
+                                      "Too many requests with invalid API "
+                                      "keys from this address.");
     ctx->retry_after = llm_bucket_seconds(left);
     ctx->retry_after_ms = left;
 }
@@ -340,7 +359,7 @@ ngx_http_llm_gateway_addr_key(ngx_http_request_t *r, ngx_uint_t prefix6,
  */
 
 ngx_uint_t
-ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_log_allowed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                            addr[16];
@@ -360,7 +379,7 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     }
 
     zone = llcf->shm_zone->data;
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
     sec = now / 1000;
     ok = 1;
     found = 0;
@@ -403,11 +422,11 @@ ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
     ngx_shmtx_lock(&zone->shpool->mutex);
 
     if (ctx->key) {
-        /* as the refusal's count will (metrics.c) */
-        node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+        /* as the refusal's count will (zone.c) */
+        node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
         if (node != NULL) {
-            ngx_http_llm_gateway_name_node(node, ctx->key);
+            ngx_http_llm_gateway_zone_name_node(node, ctx->key);
 
             if (node->log_s != sec) {
                 node->log_s = sec;
@@ -609,7 +628,8 @@ ngx_http_llm_gateway_addr_rbtree_insert_value(ngx_rbtree_node_t *temp,
  */
 
 ngx_shm_zone_t *
-ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf, ngx_str_t *name, size_t size)
+ngx_http_llm_gateway_auth_addrs_add(ngx_conf_t *cf, ngx_str_t *name,
+    size_t size)
 {
     ngx_shm_zone_t                *shm_zone;
     ngx_http_llm_gateway_addrs_t  *addrs;
@@ -709,7 +729,7 @@ version:
 /* the bad-key stores of the cycle, one a call, then NULL */
 
 ngx_http_llm_gateway_addrs_t *
-ngx_http_llm_gateway_addrs_next(ngx_list_part_t **part, ngx_uint_t *i)
+ngx_http_llm_gateway_auth_addrs_next(ngx_list_part_t **part, ngx_uint_t *i)
 {
     ngx_shm_zone_t                *shm_zone;
     ngx_http_llm_gateway_addrs_t  *addrs;
@@ -777,7 +797,7 @@ ngx_http_llm_gateway_get_key(ngx_http_request_t *r, ngx_str_t *key)
     }
 
     for (name = ngx_http_llm_gateway_key_headers; name->len; name++) {
-        h = ngx_http_llm_gateway_find_header(r, name);
+        h = ngx_http_llm_gateway_request_find_header(r, name);
 
         if (h != NULL && h->value.len) {
             *key = h->value;
@@ -912,7 +932,7 @@ ngx_http_llm_gateway_header_passed(ngx_table_elt_t *h, ngx_array_t *extra)
  */
 
 ngx_int_t
-ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
+ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                        i;
@@ -974,7 +994,7 @@ ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
 
 
 void
-ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_auth_pass_restore(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                       i;
     ngx_table_elt_t                 *h;
@@ -1023,278 +1043,10 @@ ngx_http_llm_gateway_key_header(ngx_str_t *key)
 }
 
 
-ngx_table_elt_t *
-ngx_http_llm_gateway_find_header(ngx_http_request_t *r, ngx_str_t *name)
-{
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
-
-    part = &r->headers_in.headers.part;
-    h = part->elts;
-
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                return NULL;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].key.len == name->len
-            && ngx_strncasecmp(h[i].key.data, name->data, name->len) == 0)
-        {
-            return &h[i];
-        }
-    }
-}
-
-
-static ngx_http_llm_gateway_key_t *
-ngx_http_llm_gateway_find_key(ngx_http_llm_gateway_table_t *t, u_char *hash)
-{
-    ngx_int_t                    rc;
-    ngx_uint_t                   lo, hi, mid;
-    ngx_http_llm_gateway_key_t  *keys;
-
-    keys = t->keys;
-    lo = 0;
-    hi = t->nkeys;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-
-        rc = ngx_memcmp(hash, keys[mid].hash, LLM_KEY_HASH_LEN);
-
-        if (rc == 0) {
-            return &keys[mid];
-        }
-
-        if (rc < 0) {
-            hi = mid;
-
-        } else {
-            lo = mid + 1;
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * Key sets from accountd.  One is received frame by frame into a pool of
- * its own, in the order accountd sends (ascending hash, checked), and
- * replaces the active table only once whole.
- */
-
-void
-ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf)
-{
-    /* the generation was read with the file */
-    lmcf->table.pool = NULL;
-    lmcf->table.keys = lmcf->keys.elts;
-    lmcf->table.nkeys = lmcf->keys.nelts;
-    lmcf->table.refs = 0;
-
-    ngx_http_llm_gateway_active = &lmcf->table;
-    ngx_http_llm_gateway_building = NULL;
-}
-
-
-void
-ngx_http_llm_gateway_keys_release(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_http_llm_gateway_table_t  *t;
-
-    t = ctx->table;
-
-    if (t == NULL) {
-        return;
-    }
-
-    ctx->table = NULL;
-    ctx->key = NULL;
-
-    if (--t->refs == 0 && t->retired) {
-        ngx_http_llm_gateway_keys_free(t);
-    }
-}
-
-
-ngx_int_t
-ngx_http_llm_gateway_keys_begin(uint64_t generation, uint32_t count,
-    ngx_log_t *log)
-{
-    ngx_pool_t                    *pool;
-    ngx_http_llm_gateway_table_t  *t;
-
-    ngx_http_llm_gateway_keys_abort();
-
-    /* accountd is trusted, but a wrong count must not ask for gigabytes */
-    if (count > NGX_HTTP_LLM_GATEWAY_KEYS_MAX) {
-        ngx_log_error(NGX_LOG_ERR, log, 0,
-                      "llm gateway: key set of %uD keys refused, the most "
-                      "is %d", count, NGX_HTTP_LLM_GATEWAY_KEYS_MAX);
-        return NGX_ERROR;
-    }
-
-    pool = ngx_create_pool(16384, log);
-    if (pool == NULL) {
-        return NGX_ERROR;
-    }
-
-    t = ngx_pcalloc(pool, sizeof(ngx_http_llm_gateway_table_t));
-    if (t == NULL) {
-        ngx_destroy_pool(pool);
-        return NGX_ERROR;
-    }
-
-    t->pool = pool;
-    t->generation = generation;
-
-    if (count) {
-        t->keys = ngx_palloc(pool, count * sizeof(ngx_http_llm_gateway_key_t));
-        if (t->keys == NULL) {
-            ngx_destroy_pool(pool);
-            return NGX_ERROR;
-        }
-    }
-
-    /* the count accountd announced, to be met exactly */
-    t->expected = count;
-
-    ngx_http_llm_gateway_building = t;
-
-    return NGX_OK;
-}
-
-
-ngx_int_t
-ngx_http_llm_gateway_keys_add(llm_key_entry_t *e)
-{
-    ngx_str_t                      *str[3];
-    ngx_uint_t                      i;
-    const char                     *from[3];
-    ngx_http_llm_gateway_key_t     *k;
-    ngx_http_llm_gateway_table_t   *t;
-
-    t = ngx_http_llm_gateway_building;
-
-    if (t == NULL || t->nkeys == t->expected) {
-        return NGX_ERROR;
-    }
-
-    k = &t->keys[t->nkeys];
-
-    if (t->nkeys
-        && ngx_memcmp(k[-1].hash, e->hash, LLM_KEY_HASH_LEN) >= 0)
-    {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(k->hash, e->hash, LLM_KEY_HASH_LEN);
-    k->key_id = e->key_id;
-    k->tenant_id = e->tenant_id;
-    k->expires = (time_t) e->expires;
-    k->caps = e->caps;
-
-    str[0] = &k->tier;
-    str[1] = &k->tenant;
-    str[2] = &k->models;
-    from[0] = e->tier;
-    from[1] = e->tenant;
-    from[2] = e->models;
-
-    for (i = 0; i < 3; i++) {
-        str[i]->len = ngx_strlen(from[i]);
-        str[i]->data = ngx_pnalloc(t->pool, str[i]->len + 1);
-
-        if (str[i]->data == NULL) {
-            return NGX_ERROR;
-        }
-
-        /* NUL-terminated: llm_key_model_allowed() takes C strings */
-        ngx_cpystrn(str[i]->data, (u_char *) from[i], str[i]->len + 1);
-    }
-
-    t->nkeys++;
-
-    return NGX_OK;
-}
-
-
-ngx_int_t
-ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
-    ngx_log_t *log)
-{
-    ngx_http_llm_gateway_table_t  *t, *old;
-
-    t = ngx_http_llm_gateway_building;
-
-    if (t == NULL || t->generation != generation || t->nkeys != count
-        || t->expected != count)
-    {
-        return NGX_ERROR;
-    }
-
-    ngx_http_llm_gateway_building = NULL;
-
-    old = ngx_http_llm_gateway_active;
-
-    /* older than the table (the file the worker started with, say) */
-    if (old != NULL && generation <= old->generation) {
-        ngx_log_error(NGX_LOG_INFO, log, 0,
-                      "llm gateway: key set %uL from accountd is not newer "
-                      "than %uL, ignored", generation, old->generation);
-        ngx_http_llm_gateway_keys_free(t);
-        return NGX_OK;
-    }
-
-    ngx_http_llm_gateway_active = t;
-
-    if (old != NULL && old->pool != NULL) {
-        old->retired = 1;
-
-        if (old->refs == 0) {
-            ngx_http_llm_gateway_keys_free(old);
-        }
-    }
-
-    ngx_log_error(NGX_LOG_INFO, log, 0,
-                  "llm gateway: key set %uL from accountd, %ui keys",
-                  generation, t->nkeys);
-
-    return NGX_OK;
-}
-
-
-void
-ngx_http_llm_gateway_keys_abort(void)
-{
-    if (ngx_http_llm_gateway_building) {
-        ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_building);
-        ngx_http_llm_gateway_building = NULL;
-    }
-}
-
-
-static void
-ngx_http_llm_gateway_keys_free(ngx_http_llm_gateway_table_t *t)
-{
-    /* the table itself lives in its pool */
-    ngx_destroy_pool(t->pool);
-}
-
-
 /* the key and its tier both let the request call model (len bytes) */
 
 ngx_uint_t
-ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_auth_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
     const char *model, size_t len)
 {
     return llm_key_model_allowed((char *) ctx->key->models.data, model, len)

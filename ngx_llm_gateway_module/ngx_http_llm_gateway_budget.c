@@ -22,6 +22,14 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_zone.h"
+
+
+/* what a price place is taken for */
+#define NGX_HTTP_LLM_GATEWAY_PRICE_SOME    1
+#define NGX_HTTP_LLM_GATEWAY_PRICE_NONE    2
 
 
 /* what accountd said holds this long; then it is asked again */
@@ -41,7 +49,7 @@
 static ngx_http_llm_gateway_price_t *ngx_http_llm_gateway_price(
     ngx_http_llm_gateway_shctx_t *sh, u_char *model, size_t len,
     ngx_uint_t create);
-static void ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+static void ngx_http_llm_gateway_budget_want(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now);
 
 
@@ -61,7 +69,7 @@ ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
     caps = ctx->key->caps;
 
     if (caps & LLM_KEY_CAP_KEY && !(caps & LLM_KEY_CAP_UNKNOWN)) {
-        kn = ngx_http_llm_gateway_lookup(ctx->zone, -ctx->key->key_id, 1);
+        kn = ngx_http_llm_gateway_zone_lookup(ctx->zone, -ctx->key->key_id, 1);
 
         if (kn == NULL) {
             return NGX_ERROR;
@@ -93,7 +101,7 @@ ngx_int_t
 ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t now, int64_t prompt_bound)
 {
-    int64_t                        worst, in;
+    int64_t                        worst, in, lease;
     ngx_http_llm_gateway_price_t  *price;
 
     ctx->lease_want = -1;
@@ -106,15 +114,16 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
     }
 
     if (node->budget_seen == 0) {
-        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
-                                 now);
+        ngx_http_llm_gateway_budget_want(ctx, node,
+                                         NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                         now);
         return NGX_AGAIN;
     }
 
     if (!node->capped) {
         if (now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH) {
             /* a cap set meanwhile is learned by the next requests */
-            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+            ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
         }
 
         return NGX_OK;
@@ -125,8 +134,9 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     if (price == NULL || now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH)
     {
-        ngx_http_llm_gateway_ask(ctx, node, NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
-                                 now);
+        ngx_http_llm_gateway_budget_want(ctx, node,
+                                         NGX_HTTP_LLM_GATEWAY_LEASE_MIN,
+                                         now);
         return NGX_AGAIN;
     }
 
@@ -154,11 +164,9 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
         if (node->budget < worst * (NGX_HTTP_LLM_GATEWAY_LEASE_REQS / 4)
             || now - node->budget_seen > NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
         {
-            ngx_http_llm_gateway_ask(ctx, node,
-                                     ngx_max(worst
-                                             * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
-                                             NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
-                                     now);
+            lease = ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                            NGX_HTTP_LLM_GATEWAY_LEASE_MIN);
+            ngx_http_llm_gateway_budget_want(ctx, node, lease, now);
         }
 
         return NGX_OK;
@@ -166,15 +174,15 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 
     ctx->budget_worst = worst;
 
-    if (node->spent && now - node->budget_seen <= NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
+    if (node->spent
+        && now - node->budget_seen <= NGX_HTTP_LLM_GATEWAY_CAP_FRESH)
     {
         return NGX_DECLINED;
     }
 
-    ngx_http_llm_gateway_ask(ctx, node,
-                             ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
-                                     NGX_HTTP_LLM_GATEWAY_LEASE_MIN),
-                             now);
+    lease = ngx_max(worst * NGX_HTTP_LLM_GATEWAY_LEASE_REQS,
+                    NGX_HTTP_LLM_GATEWAY_LEASE_MIN);
+    ngx_http_llm_gateway_budget_want(ctx, node, lease, now);
 
     return NGX_AGAIN;
 }
@@ -183,7 +191,7 @@ ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
 /* a lease to ask for, once a second at most while one is unanswered */
 
 static void
-ngx_http_llm_gateway_ask(ngx_http_llm_gateway_ctx_t *ctx,
+ngx_http_llm_gateway_budget_want(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t want, int64_t now)
 {
     if (node->budget_asked && now - node->budget_asked < 1000) {
@@ -260,7 +268,7 @@ ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
     int64_t amount)
 {
     if (node == NULL || node->tenant_id != budget_id) {
-        node = ngx_http_llm_gateway_lookup(zone, budget_id, 0);
+        node = ngx_http_llm_gateway_zone_lookup(zone, budget_id, 0);
 
         if (node == NULL) {
             return;
@@ -301,7 +309,7 @@ ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
         || (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH))
     {
         if (ask) {
-            ngx_http_llm_gateway_ask(ctx, node, 0, now);
+            ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
         }
 
         return NGX_AGAIN;
@@ -333,17 +341,17 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
     lmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
     id = l->key_id ? -l->key_id : l->tenant_id;
 
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        node = ngx_http_llm_gateway_lookup(zone, id, 0);
+        node = ngx_http_llm_gateway_zone_lookup(zone, id, 0);
 
         if (node == NULL) {
             ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -392,44 +400,6 @@ ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
                    "llm gateway lease: tenant %L key %L, granted %L, "
                    "left %L, until %L", l->tenant_id, l->key_id, l->granted,
                    l->remaining, l->until_ms);
-}
-
-
-/* the llm_gateway_zone zones of the cycle, one a call, then NULL */
-
-ngx_http_llm_gateway_zone_t *
-ngx_http_llm_gateway_next_zone(ngx_http_llm_gateway_main_conf_t *lmcf,
-    ngx_list_part_t **part, ngx_uint_t *i)
-{
-    ngx_shm_zone_t               *shm_zone;
-    ngx_http_llm_gateway_zone_t  *zone;
-
-    for ( ;; ) {
-
-        if (*i >= (*part)->nelts) {
-            if ((*part)->next == NULL) {
-                return NULL;
-            }
-
-            *part = (*part)->next;
-            *i = 0;
-            continue;
-        }
-
-        shm_zone = (ngx_shm_zone_t *) (*part)->elts + (*i)++;
-
-        if (shm_zone->tag != &ngx_http_llm_gateway_module
-            || shm_zone == lmcf->journal)
-        {
-            continue;
-        }
-
-        zone = shm_zone->data;
-
-        if (zone != NULL && zone->sh != NULL) {
-            return zone;
-        }
-    }
 }
 
 
@@ -498,7 +468,7 @@ ngx_http_llm_gateway_price(ngx_http_llm_gateway_shctx_t *sh, u_char *model,
  */
 
 void
-ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
+ngx_http_llm_gateway_budget_share_limits(ngx_http_llm_gateway_node_t *node,
     const llm_limits_t *tier, llm_limits_t *out)
 {
     *out = *tier;
@@ -523,7 +493,7 @@ ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
  */
 
 ngx_uint_t
-ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
+ngx_http_llm_gateway_budget_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     ngx_uint_t max)
 {
     int64_t                            now;
@@ -537,13 +507,13 @@ ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
     lmcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
     n = 0;
 
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 

@@ -11,6 +11,38 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_failover.h"
+#include "ngx_http_llm_gateway_flight.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_reply.h"
+
+
+/*
+ * The SSE parser's event buffer, per open stream: it starts small, as most
+ * events are a few hundred bytes, and grows up to the larger of the
+ * maximum and llm_gateway_response_buffer; an event larger still is
+ * skipped and flagged.
+ */
+#define NGX_HTTP_LLM_GATEWAY_EVENT_INIT    1024
+#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
+
+/* the most held back to cut out a usage chunk: real ones are < 1k */
+#define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
+
+
+/* the pieces of a stream's buffer the client gets, as a chain */
+typedef struct {
+    ngx_http_request_t          *request;
+    ngx_buf_t                   *buf;       /* the buffer being filtered */
+    ngx_buf_t                   *last_buf;  /* the last piece's */
+    ngx_chain_t                **last;
+    ngx_chain_t                **tail;      /* last, before this buffer */
+    unsigned                     used:1;    /* buf itself is a piece */
+} ngx_http_llm_gateway_out_t;
 
 
 static ngx_int_t ngx_http_llm_gateway_header_filter(ngx_http_request_t *r);
@@ -65,10 +97,10 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (r->err_status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE
-        && ngx_http_llm_gateway_replace_413(r, &ctx) != NGX_OK)
+        && ngx_http_llm_gateway_reply_replace_413(r, &ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -78,11 +110,11 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     }
 
     /* the upstream has had the request: the client's headers come back */
-    ngx_http_llm_gateway_pass_restore(ctx);
+    ngx_http_llm_gateway_auth_pass_restore(ctx);
 
     /* a backend's answer: read, and maybe passed to the next backend */
     if (ctx->admitted) {
-        rc = ngx_http_llm_gateway_backend_answer(r, ctx);
+        rc = ngx_http_llm_gateway_failover_answer(r, ctx);
 
         if (rc == NGX_DONE) {
             /* the request runs again: the upstream ends without a byte */
@@ -105,8 +137,8 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     ngx_str_set(&h->key, "x-request-id");
     h->value = ctx->request_id;
 
-    if (ngx_http_llm_gateway_set_ratelimit_headers(r, ctx) != NGX_OK
-        || ngx_http_llm_gateway_set_sunset_headers(r, ctx) != NGX_OK)
+    if (ngx_http_llm_gateway_reply_ratelimit_headers(r, ctx) != NGX_OK
+        || ngx_http_llm_gateway_reply_sunset_headers(r, ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -216,7 +248,7 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx != NULL && ctx->err_body) {
         return ngx_http_llm_gateway_send_413(r, ctx, in);
@@ -285,7 +317,7 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         }
 
         if (b->last_buf) {
-            ngx_http_llm_gateway_response_end(ctx);
+            ngx_http_llm_gateway_filter_response_end(ctx);
             break;
         }
     }
@@ -576,7 +608,7 @@ ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r, ngx_int_t rc)
     ngx_http_llm_gateway_ctx_t  *ctx;
     ngx_http_llm_gateway_out_t   o;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx == NULL) {
         return;
@@ -642,7 +674,7 @@ ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r, ngx_int_t rc)
 
 
 void
-ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx)
+ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
 {
     if (ctx->response_done || !ctx->metering) {
         return;

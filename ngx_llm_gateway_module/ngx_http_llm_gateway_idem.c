@@ -22,6 +22,12 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 #include <openssl/sha.h>
 
@@ -126,6 +132,19 @@ typedef struct {
 
 static ngx_int_t ngx_http_llm_gateway_idem_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
+static ngx_int_t ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, u_char *digest, int64_t now,
+    ngx_pool_cleanup_t *cln);
+static ngx_int_t ngx_http_llm_gateway_idem_create(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_str_t *key, uint32_t hash, u_char *digest, u_char *scope,
+    int64_t now, ngx_pool_cleanup_t *cln);
+static ngx_buf_t *ngx_http_llm_gateway_idem_copy(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_t *e);
+static void ngx_http_llm_gateway_idem_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_buf_t *b, ngx_uint_t end,
+    ngx_uint_t cut, ngx_uint_t stream, const char *closing, const char *why);
 static ngx_int_t ngx_http_llm_gateway_idem_scope(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *scope);
 static ngx_http_llm_gateway_idem_t *ngx_http_llm_gateway_idem_find(
@@ -354,15 +373,14 @@ ngx_int_t
 ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    size_t                               len;
     int64_t                              now;
     uint32_t                             hash;
+    ngx_int_t                            rc;
     ngx_str_t                            key;
     ngx_table_elt_t                     *h;
     ngx_pool_cleanup_t                  *cln;
     ngx_http_llm_gateway_idem_t         *e;
     ngx_http_llm_gateway_idem_zone_t    *z;
-    ngx_http_llm_gateway_idem_tenant_t  *t;
     ngx_http_llm_gateway_main_conf_t    *lmcf;
     u_char                               digest[SHA256_DIGEST_LENGTH];
     u_char                               scope[SHA256_DIGEST_LENGTH];
@@ -377,7 +395,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
 
     ctx->idem_checked = 1;
 
-    h = ngx_http_llm_gateway_find_header(r, &name);
+    h = ngx_http_llm_gateway_request_find_header(r, &name);
 
     if (h == NULL) {
         return NGX_OK;
@@ -386,12 +404,13 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     key = h->value;
 
     if (key.len == 0 || key.len > NGX_HTTP_LLM_GATEWAY_IDEM_KEY_MAX) {
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                    "invalid_request_error",
-                                    "invalid_idempotency_key",
-                                    "Idempotency-Key",
-                                    "The Idempotency-Key header must be 1 "
-                                    "to 255 characters.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                          "invalid_request_error",
+                                          "invalid_idempotency_key",
+                                          "Idempotency-Key",
+                                          "The Idempotency-Key header must be "
+                                          "1 "
+                                          "to 255 characters.");
         return NGX_DECLINED;
     }
 
@@ -406,7 +425,7 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
            ^ (uint32_t) ctx->key->tenant_id;
 
     z = lmcf->idem_zone->data;
-    now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_wall_ms();
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
@@ -420,25 +439,50 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     e = ngx_http_llm_gateway_idem_find(z, hash, ctx->key->tenant_id, scope,
                                        &key);
 
-    if (e && ngx_memcmp(e->body_hash, digest, sizeof(digest)) != 0) {
+    if (e) {
+        rc = ngx_http_llm_gateway_idem_found(r, ctx, z, e, digest, now, cln);
+
+        if (rc != NGX_OK) {
+            return rc;
+        }
+    }
+
+    return ngx_http_llm_gateway_idem_create(r, ctx, z, &key, hash, digest,
+                                            scope, now, cln);
+}
+
+
+/*
+ * A request with the key was made before, under the zone's lock: refused
+ * (NGX_DECLINED), served what the first one got (NGX_DONE), both with the
+ * zone unlocked, or NGX_OK: the entry is no result, this request runs.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_found(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_http_llm_gateway_idem_t *e, u_char *digest, int64_t now,
+    ngx_pool_cleanup_t *cln)
+{
+    if (ngx_memcmp(e->body_hash, digest, SHA256_DIGEST_LENGTH) != 0) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ngx_http_llm_gateway_refuse(ctx, 422, "invalid_request_error",
-                                    "idempotency_key_reused",
-                                    "Idempotency-Key",
-                                    "This Idempotency-Key was used with "
-                                    "another request body.");
+        ngx_http_llm_gateway_reply_refuse(ctx, 422, "invalid_request_error",
+                                          "idempotency_key_reused",
+                                          "Idempotency-Key",
+                                          "This Idempotency-Key was used with "
+                                          "another request body.");
         return NGX_DECLINED;
     }
 
-    if (e && !e->done) {
+    if (!e->done) {
         ngx_http_llm_gateway_idem_alive(z, e, now, 1);
     }
 
     /* a result past retain is none, though the sweep has not freed it */
-    if (e && ((e->done && (!e->replayable || e->expires <= now)
-               && ngx_http_llm_gateway_idem_readers(e))
-              || (!e->done && e->truncated)))
+    if ((e->done && (!e->replayable || e->expires <= now)
+         && ngx_http_llm_gateway_idem_readers(e))
+        || (!e->done && e->truncated))
     {
         /*
          * Its last readers still read it, or it runs but is too large to
@@ -446,62 +490,81 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
          */
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                    "invalid_request_error",
-                                    "idempotency_key_in_use",
-                                    "Idempotency-Key",
-                                    e->done ? "A request with this "
-                                              "Idempotency-Key just ended; "
-                                              "retry shortly."
-                                            : "A request with this "
-                                              "Idempotency-Key still runs, "
-                                              "and its response is too large "
-                                              "to share; retry once it "
-                                              "has ended.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_CONFLICT,
+                                          "invalid_request_error",
+                                          "idempotency_key_in_use",
+                                          "Idempotency-Key",
+                                          e->done ? "A request with this "
+                                                    "Idempotency-Key just "
+                                                    "ended; "
+                                                    "retry shortly."
+                                                  : "A request with this "
+                                                    "Idempotency-Key still "
+                                                    "runs, "
+                                                    "and its response is too "
+                                                    "large "
+                                                    "to share; retry once it "
+                                                    "has ended.");
         ctx->retry_after = 1;
         ctx->retry_after_ms = 1000;
         return NGX_DECLINED;
     }
 
-    if (e && e->done && (!e->replayable || e->expires <= now)) {
+    if (e->done && (!e->replayable || e->expires <= now)) {
         /* a refusal or a failure is not a result: this one runs */
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
-        e = NULL;
+        return NGX_OK;
     }
 
-    if (e) {
-        /* the same request: served what the first one got, or gets */
-        if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
-            ngx_shmtx_unlock(&z->shpool->mutex);
-
-            ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_CONFLICT,
-                                        "invalid_request_error",
-                                        "idempotency_key_in_use",
-                                        "Idempotency-Key",
-                                        "Too many requests with this "
-                                        "Idempotency-Key are served at "
-                                        "once; retry shortly.");
-            ctx->retry_after = 1;
-            ctx->retry_after_ms = 1000;
-            return NGX_DECLINED;
-        }
-
-        ngx_queue_remove(&e->tqueue);
-        ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
-
+    /* the same request: served what the first one got, or gets */
+    if (ngx_http_llm_gateway_idem_join(e) != NGX_OK) {
         ngx_shmtx_unlock(&z->shpool->mutex);
 
-        ctx->idem = e;
-        ctx->idem_zone = z;
-        ctx->idem_joiner = 1;
-
-        cln->handler = ngx_http_llm_gateway_idem_release;
-        cln->data = ctx;
-
-        return NGX_DONE;
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_CONFLICT,
+                                          "invalid_request_error",
+                                          "idempotency_key_in_use",
+                                          "Idempotency-Key",
+                                          "Too many requests with this "
+                                          "Idempotency-Key are served at "
+                                          "once; retry shortly.");
+        ctx->retry_after = 1;
+        ctx->retry_after_ms = 1000;
+        return NGX_DECLINED;
     }
 
-    len = offsetof(ngx_http_llm_gateway_idem_t, key) + key.len;
+    ngx_queue_remove(&e->tqueue);
+    ngx_queue_insert_head(&e->tenant->queue, &e->tqueue);
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    ctx->idem = e;
+    ctx->idem_zone = z;
+    ctx->idem_joiner = 1;
+
+    cln->handler = ngx_http_llm_gateway_idem_release;
+    cln->data = ctx;
+
+    return NGX_DONE;
+}
+
+
+/*
+ * The first request with the key, under the zone's lock, which it
+ * unlocks: its entry, for those that come with the key while it runs and
+ * after it ended.  Without room, it runs as without a key.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_idem_create(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_zone_t *z,
+    ngx_str_t *key, uint32_t hash, u_char *digest, u_char *scope,
+    int64_t now, ngx_pool_cleanup_t *cln)
+{
+    size_t                               len;
+    ngx_http_llm_gateway_idem_t         *e;
+    ngx_http_llm_gateway_idem_tenant_t  *t;
+
+    len = offsetof(ngx_http_llm_gateway_idem_t, key) + key->len;
 
     t = ngx_http_llm_gateway_idem_tenant(z, ctx->key->tenant_id, now);
 
@@ -530,10 +593,10 @@ ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
     e->owner = ngx_pid;
     e->touched = now;
     e->held = ngx_http_llm_gateway_idem_cost(len);
-    ngx_memcpy(e->body_hash, digest, sizeof(digest));
-    ngx_memcpy(e->scope, scope, sizeof(scope));
-    e->key_len = (u_short) key.len;
-    ngx_memcpy(e->key, key.data, key.len);
+    ngx_memcpy(e->body_hash, digest, SHA256_DIGEST_LENGTH);
+    ngx_memcpy(e->scope, scope, SHA256_DIGEST_LENGTH);
+    e->key_len = (u_short) key->len;
+    ngx_memcpy(e->key, key->data, key->len);
 
     ngx_rbtree_insert(&z->sh->rbtree, &e->node);
     ngx_queue_init(&e->queue);
@@ -631,6 +694,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
 {
     size_t                              len, size;
+    int64_t                             now;
     ngx_buf_t                          *b;
     ngx_chain_t                        *cl;
     ngx_http_llm_gateway_idem_t        *e;
@@ -656,7 +720,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
         e->type_len = (u_char) len;
     }
 
-    e->touched = ngx_http_llm_gateway_wall_ms();
+    e->touched = ngx_http_llm_gateway_clock_wall_ms();
 
     for (cl = in; cl && !e->truncated; cl = cl->next) {
         b = cl->buf;
@@ -683,8 +747,8 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
         size = offsetof(ngx_http_llm_gateway_piece_t, data) + len;
 
         /* beyond the tenant's share or the zone: kept no further */
-        piece = ngx_http_llm_gateway_idem_alloc(z, e->tenant, size,
-                                               ngx_http_llm_gateway_wall_ms());
+        now = ngx_http_llm_gateway_clock_wall_ms();
+        piece = ngx_http_llm_gateway_idem_alloc(z, e->tenant, size, now);
         if (piece == NULL) {
             e->truncated = 1;
             break;
@@ -784,7 +848,8 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
                           && !e->truncated && !failed
                           && ctx->response_done && !ctx->upstream_failed
                           && !ctx->client_closed,
-                          ngx_http_llm_gateway_wall_ms(), lmcf->idem_retain);
+                          ngx_http_llm_gateway_clock_wall_ms(),
+                          lmcf->idem_retain);
 
     if (!e->replayable && ngx_http_llm_gateway_idem_readers(e) == 0) {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);
@@ -815,21 +880,18 @@ ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
 static void
 ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 {
-    u_char                            *p;
-    size_t                             len, skip;
+    int64_t                            now;
     ngx_int_t                          rc;
     ngx_str_t                          v;
     ngx_buf_t                         *b;
     ngx_uint_t                         end, cut, stream, status, nomem;
     const char                        *closing, *why;
-    ngx_chain_t                        out, *cl;
     ngx_event_t                       *wev;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_idem_t       *e;
-    ngx_http_llm_gateway_piece_t      *piece;
     ngx_http_llm_gateway_idem_zone_t  *z;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
     wev = r->connection->write;
 
     if (wev->timer_set) {
@@ -864,8 +926,8 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
-    (void) ngx_http_llm_gateway_idem_alive(z, e,
-                                           ngx_http_llm_gateway_wall_ms(), 0);
+    now = ngx_http_llm_gateway_clock_wall_ms();
+    (void) ngx_http_llm_gateway_idem_alive(z, e, now, 0);
 
     status = e->status;
 
@@ -878,14 +940,16 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
                       "Idempotency-Key ended before its answer, "
                       "nothing to replay");
 
-        ngx_http_llm_gateway_refuse(ctx, NGX_HTTP_BAD_GATEWAY, "server_error",
-                                    "upstream_error", NULL,
-                                    "The first request with this "
-                                    "Idempotency-Key failed before it had "
-                                    "an answer; retry it.");
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_GATEWAY,
+                                          "server_error",
+                                          "upstream_error", NULL,
+                                          "The first request with this "
+                                          "Idempotency-Key failed before it "
+                                          "had "
+                                          "an answer; retry it.");
 
         ngx_http_finalize_request(r,
-                                  ngx_http_llm_gateway_send_error(r, ctx));
+                                  ngx_http_llm_gateway_reply_send(r, ctx));
         return;
     }
 
@@ -903,30 +967,8 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
                 == 0;
 
     if (status && ctx->idem_sent < e->size) {
-        len = e->size - ctx->idem_sent;
-
-        b = ngx_create_temp_buf(r->pool, len);
-
-        if (b != NULL) {
-            skip = ctx->idem_sent;
-            p = b->last;
-
-            for (piece = e->first; piece; piece = piece->next) {
-                if (skip >= piece->len) {
-                    skip -= piece->len;
-                    continue;
-                }
-
-                p = ngx_cpymem(p, piece->data + skip, piece->len - skip);
-                skip = 0;
-            }
-
-            b->last = p;
-            ctx->idem_sent = e->size;
-
-        } else {
-            nomem = 1;
-        }
+        b = ngx_http_llm_gateway_idem_copy(r, ctx, e);
+        nomem = (b == NULL);
     }
 
     end = status && (e->done || cut) && ctx->idem_sent == e->size;
@@ -959,7 +1001,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
 
         ngx_str_set(&v, "true");
 
-        if (ngx_http_llm_gateway_add_header(r, "Idempotent-Replayed", &v)
+        if (ngx_http_llm_gateway_reply_add_header(r, "Idempotent-Replayed", &v)
             != NGX_OK)
         {
             ngx_http_finalize_request(r, NGX_ERROR);
@@ -973,6 +1015,63 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
             return;
         }
     }
+
+    ngx_http_llm_gateway_idem_send(r, ctx, b, end, cut, stream, closing,
+                                   why);
+}
+
+
+/* the kept bytes the client has not had yet, under the zone's lock */
+
+static ngx_buf_t *
+ngx_http_llm_gateway_idem_copy(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_idem_t *e)
+{
+    u_char                        *p;
+    size_t                         len, skip;
+    ngx_buf_t                     *b;
+    ngx_http_llm_gateway_piece_t  *piece;
+
+    len = e->size - ctx->idem_sent;
+
+    b = ngx_create_temp_buf(r->pool, len);
+
+    if (b == NULL) {
+        return NULL;
+    }
+
+    skip = ctx->idem_sent;
+    p = b->last;
+
+    for (piece = e->first; piece; piece = piece->next) {
+        if (skip >= piece->len) {
+            skip -= piece->len;
+            continue;
+        }
+
+        p = ngx_cpymem(p, piece->data + skip, piece->len - skip);
+        skip = 0;
+    }
+
+    b->last = p;
+    ctx->idem_sent = e->size;
+
+    return b;
+}
+
+
+/*
+ * The bytes copied, and at the end the terminal error event of a stream
+ * cut short; then the next look at the store, unless the end was sent.
+ */
+
+static void
+ngx_http_llm_gateway_idem_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_buf_t *b, ngx_uint_t end,
+    ngx_uint_t cut, ngx_uint_t stream, const char *closing, const char *why)
+{
+    ngx_int_t    rc;
+    ngx_chain_t  out, *cl;
 
     if (b != NULL || end) {
 
@@ -1023,7 +1122,7 @@ ngx_http_llm_gateway_idem_step(ngx_http_request_t *r)
         }
     }
 
-    ngx_add_timer(wev, NGX_HTTP_LLM_GATEWAY_IDEM_POLL);
+    ngx_add_timer(r->connection->write, NGX_HTTP_LLM_GATEWAY_IDEM_POLL);
 }
 
 
@@ -1150,7 +1249,8 @@ ngx_http_llm_gateway_idem_release(void *data)
     ngx_http_llm_gateway_idem_leave(e);
 
     if (e->done
-        && (!e->replayable || e->expires <= ngx_http_llm_gateway_wall_ms())
+        && (!e->replayable
+            || e->expires <= ngx_http_llm_gateway_clock_wall_ms())
         && ngx_http_llm_gateway_idem_readers(e) == 0)
     {
         ngx_http_llm_gateway_idem_forget(z, e, NULL);

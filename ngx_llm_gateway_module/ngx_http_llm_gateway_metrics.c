@@ -18,6 +18,14 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_metrics.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 
 /* a worker not heard of for this long (ms) has exited */
@@ -111,8 +119,11 @@ typedef enum {
 } ngx_http_llm_gateway_doc_e;
 
 
-static ngx_int_t ngx_http_llm_gateway_report(ngx_http_request_t *r,
+static ngx_int_t ngx_http_llm_gateway_metrics_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc);
+static ngx_int_t ngx_http_llm_gateway_snapshot_zone(
+    ngx_http_llm_gateway_snapshot_t *snap, ngx_http_llm_gateway_zone_t *zone,
+    ngx_http_llm_gateway_loc_conf_t *llcf, ngx_array_t *held, int64_t now);
 static ngx_int_t ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static ngx_int_t ngx_http_llm_gateway_zone_view(
@@ -134,6 +145,8 @@ static ngx_buf_t *ngx_http_llm_gateway_prometheus(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
 static ngx_buf_t *ngx_http_llm_gateway_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap);
+static u_char *ngx_http_llm_gateway_backend_line(u_char *p, ngx_uint_t k,
+    u_char *name, ngx_http_llm_gateway_backend_snap_t *s);
 static u_char *ngx_http_llm_gateway_backends(ngx_http_request_t *r,
     u_char *p, ngx_uint_t json);
 static size_t ngx_http_llm_gateway_backends_size(ngx_http_request_t *r);
@@ -366,27 +379,31 @@ static u_char  ngx_http_llm_gateway_page[] =
 ngx_int_t
 ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r)
 {
-    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_text);
+    return ngx_http_llm_gateway_metrics_answer(r, ngx_http_llm_gateway_text);
 }
 
 
 ngx_int_t
-ngx_http_llm_gateway_status_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_metrics_status_handler(ngx_http_request_t *r)
 {
+    ngx_http_llm_gateway_doc_e  doc;
+
+    doc = ngx_http_llm_gateway_page_doc;
+
     if (r->uri.len >= 5
         && ngx_strncmp(r->uri.data + r->uri.len - 5, ".json", 5) == 0)
     {
-        return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_json_doc);
+        doc = ngx_http_llm_gateway_json_doc;
     }
 
-    return ngx_http_llm_gateway_report(r, ngx_http_llm_gateway_page_doc);
+    return ngx_http_llm_gateway_metrics_answer(r, doc);
 }
 
 
 /* what the two handlers answer GET with, in one of three forms */
 
 static ngx_int_t
-ngx_http_llm_gateway_report(ngx_http_request_t *r,
+ngx_http_llm_gateway_metrics_answer(ngx_http_request_t *r,
     ngx_http_llm_gateway_doc_e doc)
 {
     ngx_int_t                         rc;
@@ -440,137 +457,6 @@ ngx_http_llm_gateway_report(ngx_http_request_t *r,
 }
 
 
-/* a key's tenant and tier, as the labels name it; under the zone's lock */
-
-void
-ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
-    ngx_http_llm_gateway_key_t *key)
-{
-    size_t  len;
-
-    len = ngx_min(key->tenant.len, LLM_KEY_TENANT_MAX);
-
-    if (node->name_len != len
-        || ngx_memcmp(node->name, key->tenant.data, len) != 0)
-    {
-        ngx_memcpy(node->name, key->tenant.data, len);
-        node->name_len = (u_char) len;
-    }
-
-    len = ngx_min(key->tier.len, LLM_KEY_TIER_MAX);
-
-    if (node->tier_len != len
-        || ngx_memcmp(node->tier, key->tier.data, len) != 0)
-    {
-        ngx_memcpy(node->tier, key->tier.data, len);
-        node->tier_len = (u_char) len;
-    }
-}
-
-
-/*
- * A request ended: its status and what it used, under the zone's lock.
- * The cost only where the gateway knows the model's prices: those of a
- * tenant with a spend cap, leased with them.  llm.usage has every one.
- */
-
-void
-ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
-    ngx_uint_t status, llm_settle_t *st, int64_t *prices)
-{
-    int64_t                        cost;
-    ngx_http_llm_gateway_stats_t  *s;
-
-    s = &node->stats;
-
-    if (status >= 100 && status < 600) {
-        s->requests[status / 100 - 1]++;
-    }
-
-    if (st == NULL) {
-        return;
-    }
-
-    s->input_tokens += st->input_tokens;
-    s->output_tokens += st->output_tokens;
-    s->cached_tokens += st->cached_input_tokens;
-
-    if (st->flags & LLM_REC_F_BOUND) {
-        s->over_bound++;
-    }
-
-    if (prices) {
-        cost = ngx_http_llm_gateway_budget_cost(prices, st);
-
-        if (cost > 0) {
-            s->cost += cost;
-        }
-    }
-}
-
-
-/* a request of a known tenant that was not admitted, in the log phase */
-
-void
-ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_uint_t                        status;
-    ngx_http_request_t               *r;
-    ngx_http_llm_gateway_node_t      *node;
-    ngx_http_llm_gateway_zone_t      *zone;
-    ngx_http_llm_gateway_loc_conf_t  *llcf;
-
-    if (ctx->admitted || ctx->counted || ctx->key == NULL) {
-        return;
-    }
-
-    ctx->counted = 1;
-
-    r = ctx->request;
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
-
-    if (llcf->shm_zone == NULL) {
-        return;
-    }
-
-    zone = llcf->shm_zone->data;
-    status = r->err_status ? r->err_status : r->headers_out.status;
-
-    ngx_shmtx_lock(&zone->shpool->mutex);
-
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
-
-    if (node != NULL) {
-        ngx_http_llm_gateway_name_node(node, ctx->key);
-        ngx_http_llm_gateway_count(node, status, NULL, NULL);
-
-        if (ctx->rejected_by != ngx_http_llm_gateway_by_none) {
-            node->stats.rejected[ctx->rejected_by]++;
-        }
-    }
-
-    ngx_shmtx_unlock(&zone->shpool->mutex);
-}
-
-
-/* once a second, under the zone's lock: this worker and accountd */
-
-void
-ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
-    int64_t now)
-{
-    ngx_http_llm_gateway_worker_t  *w;
-
-    w = &zone->sh->workers[ngx_process_slot % NGX_HTTP_LLM_GATEWAY_WORKERS];
-
-    w->pid = ngx_pid;
-    w->connected = ngx_http_llm_gateway_accountd_up();
-    w->sent = ngx_http_llm_gateway_accountd_sent();
-    w->seen = now;
-}
-
-
 static ngx_int_t
 ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     ngx_http_llm_gateway_snapshot_t *snap)
@@ -579,13 +465,10 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     uint64_t                           unacked;
     ngx_uint_t                         i, k, first, n;
     ngx_array_t                        held;
-    ngx_queue_t                       *q;
     ngx_list_part_t                   *part;
     ngx_http_llm_gateway_held_t       *h, *hs;
-    ngx_http_llm_gateway_view_t       *v, *vs;
+    ngx_http_llm_gateway_view_t       *vs;
     ngx_http_llm_gateway_zone_t       *zone;
-    ngx_http_llm_gateway_node_t       *node;
-    ngx_http_llm_gateway_flight_t     *f;
     ngx_http_llm_gateway_worker_t     *w;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
@@ -593,10 +476,14 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_now_ms();
-    snap->now = ngx_http_llm_gateway_wall_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
+    snap->now = ngx_http_llm_gateway_clock_wall_ms();
 
     ngx_http_llm_gateway_journal_stats(lmcf, &snap->journal);
+
+    if (lmcf->journal_data) {
+        snap->journal.connected = ngx_http_llm_gateway_accountd_up();
+    }
 
     if (ngx_array_init(&snap->tenants, r->pool, 16,
                        sizeof(ngx_http_llm_gateway_view_t))
@@ -614,77 +501,16 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         first = snap->tenants.nelts;
         held.nelts = 0;
 
-        ngx_shmtx_lock(&zone->shpool->mutex);
-
-        if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK)
+        if (ngx_http_llm_gateway_snapshot_zone(snap, zone, llcf, &held, now)
+            != NGX_OK)
         {
-            ngx_shmtx_unlock(&zone->shpool->mutex);
             return NGX_ERROR;
         }
-
-        for (q = ngx_queue_head(&zone->sh->queue);
-             q != ngx_queue_sentinel(&zone->sh->queue);
-             q = ngx_queue_next(q))
-        {
-            node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
-
-            /* a key's own budget is its tenant's business */
-            if (node->tenant_id <= 0) {
-                continue;
-            }
-
-            v = ngx_array_push(&snap->tenants);
-            if (v == NULL) {
-                ngx_shmtx_unlock(&zone->shpool->mutex);
-                return NGX_ERROR;
-            }
-
-            ngx_http_llm_gateway_view(llcf, node, now, v);
-            v->zone = zone->name;
-
-            if (zone->capacity) {
-                /* idle since: no longer active, as admission would find */
-                (void) llm_fair_expire(&zone->sh->fair, &node->fair, now);
-
-                v->shared = 1;
-                v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
-            }
-        }
-
-        for (q = ngx_queue_head(&zone->sh->flights);
-             q != ngx_queue_sentinel(&zone->sh->flights);
-             q = ngx_queue_next(q))
-        {
-            f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
-
-            h = ngx_array_push(&held);
-            if (h == NULL) {
-                ngx_shmtx_unlock(&zone->shpool->mutex);
-                return NGX_ERROR;
-            }
-
-            h->tenant_id = f->tenant_id;
-            h->reserved = f->reserved;
-        }
-
-        /* the workers of this cycle write every zone: one is enough */
-        if (snap->nworkers == 0) {
-            for (k = 0; k < NGX_HTTP_LLM_GATEWAY_WORKERS; k++) {
-                w = &zone->sh->workers[k];
-
-                if (w->pid && now - w->seen < NGX_HTTP_LLM_GATEWAY_WORKER_GONE)
-                {
-                    snap->workers[snap->nworkers++] = *w;
-                }
-            }
-        }
-
-        ngx_shmtx_unlock(&zone->shpool->mutex);
 
         /* the reservations of the requests in flight, by tenant */
 
@@ -741,6 +567,91 @@ ngx_http_llm_gateway_snapshot(ngx_http_request_t *r,
 
     snap->sent = ngx_min(snap->sent, unacked);
     snap->pending = unacked - snap->sent;
+
+    return NGX_OK;
+}
+
+
+/* under the zone's lock: its tenants, the requests in flight, the workers */
+
+static ngx_int_t
+ngx_http_llm_gateway_snapshot_zone(ngx_http_llm_gateway_snapshot_t *snap,
+    ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_loc_conf_t *llcf,
+    ngx_array_t *held, int64_t now)
+{
+    ngx_uint_t                      k;
+    ngx_queue_t                    *q;
+    ngx_http_llm_gateway_held_t    *h;
+    ngx_http_llm_gateway_view_t    *v;
+    ngx_http_llm_gateway_node_t    *node;
+    ngx_http_llm_gateway_flight_t  *f;
+    ngx_http_llm_gateway_worker_t  *w;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    if (ngx_http_llm_gateway_zone_view(snap, zone, now) != NGX_OK) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        return NGX_ERROR;
+    }
+
+    for (q = ngx_queue_head(&zone->sh->queue);
+         q != ngx_queue_sentinel(&zone->sh->queue);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
+
+        /* a key's own budget is its tenant's business */
+        if (node->tenant_id <= 0) {
+            continue;
+        }
+
+        v = ngx_array_push(&snap->tenants);
+        if (v == NULL) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            return NGX_ERROR;
+        }
+
+        ngx_http_llm_gateway_view(llcf, node, now, v);
+        v->zone = zone->name;
+
+        if (zone->capacity) {
+            /* idle since: no longer active, as admission would find */
+            (void) llm_fair_expire(&zone->sh->fair, &node->fair, now);
+
+            v->shared = 1;
+            v->share = llm_fair_rate(&zone->sh->fair, &node->fair);
+        }
+    }
+
+    for (q = ngx_queue_head(&zone->sh->flights);
+         q != ngx_queue_sentinel(&zone->sh->flights);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_http_llm_gateway_flight_t, queue);
+
+        h = ngx_array_push(held);
+        if (h == NULL) {
+            ngx_shmtx_unlock(&zone->shpool->mutex);
+            return NGX_ERROR;
+        }
+
+        h->tenant_id = f->tenant_id;
+        h->reserved = f->reserved;
+    }
+
+    /* the workers of this cycle write every zone: one is enough */
+    if (snap->nworkers == 0) {
+        for (k = 0; k < NGX_HTTP_LLM_GATEWAY_WORKERS; k++) {
+            w = &zone->sh->workers[k];
+
+            if (w->pid && now - w->seen < NGX_HTTP_LLM_GATEWAY_WORKER_GONE)
+            {
+                snap->workers[snap->nworkers++] = *w;
+            }
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
 
     return NGX_OK;
 }
@@ -832,7 +743,7 @@ ngx_http_llm_gateway_view(ngx_http_llm_gateway_loc_conf_t *llcf,
     }
 
     v->limited = 1;
-    ngx_http_llm_gateway_share_limits(node, &tier->limits, &v->limits);
+    ngx_http_llm_gateway_budget_share_limits(node, &tier->limits, &v->limits);
 
     b = node->state.tpm;
     llm_bucket_refill(&b, &v->limits.tpm, now);
@@ -1321,7 +1232,7 @@ ngx_http_llm_gateway_addrs_size(void)
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while (ngx_http_llm_gateway_addrs_next(&part, &i)) {
+    while (ngx_http_llm_gateway_auth_addrs_next(&part, &i)) {
         size += NGX_HTTP_LLM_GATEWAY_METRICS_ADDRS;
     }
 
@@ -1342,7 +1253,7 @@ ngx_http_llm_gateway_addrs(u_char *p)
     i = 0;
     n = 0;
 
-    while ((addrs = ngx_http_llm_gateway_addrs_next(&part, &i))) {
+    while ((addrs = ngx_http_llm_gateway_auth_addrs_next(&part, &i))) {
 
         ngx_shmtx_lock(&addrs->shpool->mutex);
         count = addrs->sh->count;
@@ -1486,88 +1397,100 @@ ngx_http_llm_gateway_backends(ngx_http_request_t *r, u_char *p,
                                             ngx_min(b[i]->name.len, 40), 0);
             *e = '\0';
 
-            switch (k) {
-
-            case 0:
-                p = ngx_sprintf(p, "llmgw_backend_requests_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.started);
-                break;
-
-            case 1:
-                p = ngx_sprintf(p, "llmgw_backend_waited_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.waited);
-                break;
-
-            case 2:
-                p = ngx_sprintf(p, "llmgw_backend_wait_milliseconds_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.waited_ms);
-                break;
-
-            case 3:
-                p = ngx_sprintf(p, "llmgw_backend_refused_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.refused);
-                break;
-
-            case 4:
-                p = ngx_sprintf(p, "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"busy\"} %uL\n"
-                                "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"spent\"} %uL\n"
-                                "llmgw_backend_answers_total"
-                                "{backend=\"%s\",kind=\"failed\"} %uL\n",
-                                name, s[i].stats.busy, name, s[i].stats.spent,
-                                name, s[i].stats.failed);
-                break;
-
-            case 5:
-                p = ngx_sprintf(p, "llmgw_backend_failovers_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.failovers);
-                break;
-
-            case 6:
-                p = ngx_sprintf(p, "llmgw_backend_breaker_opened_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.opened);
-                break;
-
-            case 7:
-                p = ngx_sprintf(p, "llmgw_backend_queue{backend=\"%s\"} %L\n",
-                                name, s[i].queue);
-                break;
-
-            case 8:
-                p = ngx_sprintf(p, "llmgw_backend_window"
-                                "{backend=\"%s\",kind=\"requests\"} %L\n"
-                                "llmgw_backend_window"
-                                "{backend=\"%s\",kind=\"tokens\"} %L\n",
-                                name, s[i].window_requests,
-                                name, s[i].window_tokens);
-                break;
-
-            case 9:
-                p = ngx_sprintf(p, "llmgw_backend_unavailable_milliseconds"
-                                "{backend=\"%s\",reason=\"spent\"} %L\n"
-                                "llmgw_backend_unavailable_milliseconds"
-                                "{backend=\"%s\",reason=\"busy\"} %L\n",
-                                name, s[i].spent_ms, name, s[i].busy_ms);
-                break;
-
-            case 10:
-                p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
-                                name, s[i].open);
-                break;
-
-            default:
-                p = ngx_sprintf(p, "llmgw_backend_tenant_limited_total"
-                                "{backend=\"%s\"} %uL\n",
-                                name, s[i].stats.limited);
-            }
+            p = ngx_http_llm_gateway_backend_line(p, k, name, &s[i]);
         }
+    }
+
+    return p;
+}
+
+
+/* one backend's line, or lines, of the k-th family */
+
+static u_char *
+ngx_http_llm_gateway_backend_line(u_char *p, ngx_uint_t k, u_char *name,
+    ngx_http_llm_gateway_backend_snap_t *s)
+{
+    switch (k) {
+
+    case 0:
+        p = ngx_sprintf(p, "llmgw_backend_requests_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.started);
+        break;
+
+    case 1:
+        p = ngx_sprintf(p, "llmgw_backend_waited_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.waited);
+        break;
+
+    case 2:
+        p = ngx_sprintf(p, "llmgw_backend_wait_milliseconds_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.waited_ms);
+        break;
+
+    case 3:
+        p = ngx_sprintf(p, "llmgw_backend_refused_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.refused);
+        break;
+
+    case 4:
+        p = ngx_sprintf(p, "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"busy\"} %uL\n"
+                        "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"spent\"} %uL\n"
+                        "llmgw_backend_answers_total"
+                        "{backend=\"%s\",kind=\"failed\"} %uL\n",
+                        name, s->stats.busy, name, s->stats.spent,
+                        name, s->stats.failed);
+        break;
+
+    case 5:
+        p = ngx_sprintf(p, "llmgw_backend_failovers_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.failovers);
+        break;
+
+    case 6:
+        p = ngx_sprintf(p, "llmgw_backend_breaker_opened_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.opened);
+        break;
+
+    case 7:
+        p = ngx_sprintf(p, "llmgw_backend_queue{backend=\"%s\"} %L\n",
+                        name, s->queue);
+        break;
+
+    case 8:
+        p = ngx_sprintf(p, "llmgw_backend_window"
+                        "{backend=\"%s\",kind=\"requests\"} %L\n"
+                        "llmgw_backend_window"
+                        "{backend=\"%s\",kind=\"tokens\"} %L\n",
+                        name, s->window_requests,
+                        name, s->window_tokens);
+        break;
+
+    case 9:
+        p = ngx_sprintf(p, "llmgw_backend_unavailable_milliseconds"
+                        "{backend=\"%s\",reason=\"spent\"} %L\n"
+                        "llmgw_backend_unavailable_milliseconds"
+                        "{backend=\"%s\",reason=\"busy\"} %L\n",
+                        name, s->spent_ms, name, s->busy_ms);
+        break;
+
+    case 10:
+        p = ngx_sprintf(p, "llmgw_backend_open{backend=\"%s\"} %ui\n",
+                        name, s->open);
+        break;
+
+    default:
+        p = ngx_sprintf(p, "llmgw_backend_tenant_limited_total"
+                        "{backend=\"%s\"} %uL\n",
+                        name, s->stats.limited);
     }
 
     return p;

@@ -6,18 +6,28 @@
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_admit.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_keys.h"
+#include "ngx_http_llm_gateway_metrics.h"
+#include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 #include <cJSON.h>
 
 
-static void *ngx_http_llm_gateway_json_alloc(size_t size);
-static void ngx_http_llm_gateway_json_free(void *p);
-static ngx_int_t ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone,
-    void *data);
-static ngx_uint_t ngx_http_llm_gateway_expire(
-    ngx_http_llm_gateway_shctx_t *sh, ngx_slab_pool_t *shpool, ngx_uint_t n);
-static void ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+/* the store of an llm_gateway_zone whose bad keys name none */
+#define NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE  (1024 * 1024)
+
 
 static ngx_int_t ngx_http_llm_gateway_load_keys(ngx_conf_t *cf,
     ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *secret);
@@ -40,15 +50,21 @@ static char *ngx_http_llm_gateway_accountd(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_int_t ngx_http_llm_gateway_tier_param(
+    ngx_http_llm_gateway_tier_t *tier, ngx_str_t *v);
+static char *ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
+    ngx_http_llm_gateway_tier_t *tier);
 static char *ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_alias(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_http_llm_gateway_report_conf(
+    ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_pass_headers(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
-static char *ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd,
+static char *ngx_http_llm_gateway_bad_keys_conf(
+    ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
@@ -109,10 +125,6 @@ static ngx_http_llm_gateway_tier_param_t  ngx_http_llm_gateway_tier_params[] = {
 };
 
 
-/* the pool cJSON allocates from while the gateway parses; see json_pool() */
-static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
-
-
 static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_zone"),
@@ -159,7 +171,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_role"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
-      ngx_http_llm_gateway_role_conf,
+      ngx_http_llm_gateway_backend_role_conf,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
@@ -187,7 +199,7 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_bad_keys"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
-      ngx_http_llm_gateway_bad_keys,
+      ngx_http_llm_gateway_bad_keys_conf,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -222,17 +234,17 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_metrics"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
       ngx_http_llm_gateway_metrics_handler },
 
     { ngx_string("llm_gateway_status"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
-      ngx_http_llm_gateway_status_handler },
+      ngx_http_llm_gateway_metrics_status_handler },
 
     { ngx_string("llm_gateway_reject_log_level"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -264,10 +276,10 @@ static ngx_command_t  ngx_http_llm_gateway_commands[] = {
 
     { ngx_string("llm_gateway_error"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
-      ngx_http_llm_gateway_report,
+      ngx_http_llm_gateway_report_conf,
       0,
       0,
-      ngx_http_llm_gateway_error_handler },
+      ngx_http_llm_gateway_reply_error_handler },
 
       ngx_null_command
 };
@@ -376,312 +388,6 @@ ngx_module_t  ngx_http_llm_gateway_module = {
 };
 
 
-int64_t
-ngx_http_llm_gateway_now_ms(void)
-{
-    /* monotonic, and the same clock in every worker sharing the zone */
-    return (int64_t) ngx_current_msec;
-}
-
-
-int64_t
-ngx_http_llm_gateway_wall_ms(void)
-{
-    ngx_time_t  *tp;
-
-    tp = ngx_timeofday();
-
-    return (int64_t) tp->sec * 1000 + tp->msec;
-}
-
-
-/*
- * cJSON allocates through global hooks: while the gateway parses, they take
- * memory from the request pool, which goes with the request.  Outside such
- * a bracket (a settle in the pool cleanup, where r->pool is gone) they use
- * malloc and free.  Every bracket encloses whole parse-and-delete cycles,
- * so memory is always freed by the allocator that gave it.
- */
-
-void
-ngx_http_llm_gateway_json_pool(ngx_pool_t *pool)
-{
-    ngx_http_llm_gateway_cjson_pool = pool;
-}
-
-
-static void *
-ngx_http_llm_gateway_json_alloc(size_t size)
-{
-    if (ngx_http_llm_gateway_cjson_pool == NULL) {
-        return malloc(size);
-    }
-
-    return ngx_palloc(ngx_http_llm_gateway_cjson_pool, size);
-}
-
-
-static void
-ngx_http_llm_gateway_json_free(void *p)
-{
-    if (ngx_http_llm_gateway_cjson_pool == NULL) {
-        free(p);
-        return;
-    }
-
-    /* large blocks go back at once, small ones with the pool */
-    (void) ngx_pfree(ngx_http_llm_gateway_cjson_pool, p);
-}
-
-
-/*
- * Finds the tenant's node, creating it with a full bucket.  The caller
- * holds the zone's lock.  NULL if the zone is full even after expiry.
- */
-
-ngx_http_llm_gateway_node_t *
-ngx_http_llm_gateway_lookup(ngx_http_llm_gateway_zone_t *zone,
-    int64_t tenant_id, ngx_uint_t create)
-{
-    ngx_rbtree_key_t              hash;
-    ngx_rbtree_node_t            *node, *sentinel;
-    ngx_http_llm_gateway_node_t  *ln;
-
-    hash = (ngx_rbtree_key_t) tenant_id;
-
-    node = zone->sh->rbtree.root;
-    sentinel = zone->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash != node->key) {
-            node = (hash < node->key) ? node->left : node->right;
-            continue;
-        }
-
-        ln = (ngx_http_llm_gateway_node_t *) node;
-
-        if (ln->tenant_id == tenant_id) {
-            ngx_queue_remove(&ln->queue);
-            ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
-            return ln;
-        }
-
-        node = (tenant_id < ln->tenant_id) ? node->left : node->right;
-    }
-
-    if (!create) {
-        return NULL;
-    }
-
-    ln = ngx_http_llm_gateway_alloc(zone, sizeof(ngx_http_llm_gateway_node_t));
-    if (ln == NULL) {
-        return NULL;
-    }
-
-    ngx_memzero(ln, sizeof(ngx_http_llm_gateway_node_t));
-
-    ln->node.key = hash;
-    ln->tenant_id = tenant_id;
-
-    /* the bucket is filled by the caller, who knows the tier */
-    ln->state.tpm.last_ms = -1;
-
-    ngx_rbtree_insert(&zone->sh->rbtree, &ln->node);
-    ngx_queue_insert_head(&zone->sh->queue, &ln->queue);
-
-    return ln;
-}
-
-
-/*
- * Memory in the zone, under its lock: when there is none, the least
- * recently used idle tenants make room, and the next 16 if a whole page
- * must be freed for a chunk of another size.
- */
-
-void *
-ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone, size_t size)
-{
-    void        *p;
-    ngx_uint_t   i;
-
-    for (i = 0; i < 4; i++) {
-        p = ngx_slab_alloc_locked(zone->shpool, size);
-
-        if (p != NULL || !ngx_http_llm_gateway_expire(zone->sh, zone->shpool,
-                                                      16))
-        {
-            return p;
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * Frees up to n least recently used tenants that hold nothing: no request
- * in flight, no reservation of their budget.  Their buckets are forgotten,
- * which can only give them more room, never less, and only after they were
- * idle the longest; so is what they had leased of a cap, which is then
- * never spent.  The most recent node is the caller's: it stays.
- */
-
-static ngx_uint_t
-ngx_http_llm_gateway_expire(ngx_http_llm_gateway_shctx_t *sh,
-    ngx_slab_pool_t *shpool, ngx_uint_t n)
-{
-    ngx_uint_t                    freed;
-    ngx_queue_t                  *q, *prev;
-    ngx_http_llm_gateway_node_t  *ln;
-
-    freed = 0;
-
-    for (q = ngx_queue_last(&sh->queue);
-         q != ngx_queue_sentinel(&sh->queue) && n;
-         q = prev)
-    {
-        prev = ngx_queue_prev(q);
-
-        ln = ngx_queue_data(q, ngx_http_llm_gateway_node_t, queue);
-
-        if (ln->state.inflight || ln->budget_holds
-            || q == ngx_queue_head(&sh->queue))
-        {
-            continue;
-        }
-
-        /* an active tenant's weight leaves the shares with it */
-        llm_fair_leave(&sh->fair, &ln->fair, ngx_http_llm_gateway_now_ms());
-
-        ngx_queue_remove(q);
-        ngx_rbtree_delete(&sh->rbtree, &ln->node);
-        ngx_slab_free_locked(shpool, ln);
-        freed++;
-        n--;
-    }
-
-    return freed;
-}
-
-
-static void
-ngx_http_llm_gateway_rbtree_insert_value(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
-{
-    ngx_rbtree_node_t            **p;
-    ngx_http_llm_gateway_node_t   *ln, *lnt;
-
-    for ( ;; ) {
-
-        if (node->key < temp->key) {
-            p = &temp->left;
-
-        } else if (node->key > temp->key) {
-            p = &temp->right;
-
-        } else { /* node->key == temp->key */
-
-            ln = (ngx_http_llm_gateway_node_t *) node;
-            lnt = (ngx_http_llm_gateway_node_t *) temp;
-
-            p = (ln->tenant_id < lnt->tenant_id) ? &temp->left : &temp->right;
-        }
-
-        if (*p == sentinel) {
-            break;
-        }
-
-        temp = *p;
-    }
-
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
-}
-
-
-static ngx_int_t
-ngx_http_llm_gateway_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    ngx_http_llm_gateway_zone_t  *ozone = data;
-
-    size_t                        len;
-    llm_fair_conf_t               fair;
-    ngx_http_llm_gateway_zone_t  *zone;
-
-    zone = shm_zone->data;
-
-    if (ozone) {
-        zone->sh = ozone->sh;
-        zone->shpool = ozone->shpool;
-        goto version;
-    }
-
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = zone->shpool->data;
-        goto version;
-    }
-
-    zone->sh = ngx_slab_alloc(zone->shpool,
-                              sizeof(ngx_http_llm_gateway_shctx_t));
-    if (zone->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    zone->shpool->data = zone->sh;
-
-    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
-                    ngx_http_llm_gateway_rbtree_insert_value);
-
-    ngx_queue_init(&zone->sh->queue);
-
-    ngx_queue_init(&zone->sh->flights);
-
-    zone->sh->version = NGX_HTTP_LLM_GATEWAY_ZONE_VERSION;
-
-    ngx_memzero(&fair, sizeof(llm_fair_conf_t));
-    fair.capacity = zone->capacity;
-    fair.inflight = zone->inflight;
-    llm_fair_init(&zone->sh->fair, &fair, ngx_http_llm_gateway_now_ms());
-
-    len = sizeof(" in llm_gateway_zone \"\"") + shm_zone->shm.name.len;
-
-    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
-    if (zone->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(zone->shpool->log_ctx, " in llm_gateway_zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    /* a full zone is handled: expiry, then a 503 */
-    zone->shpool->log_nomem = 0;
-
-    return NGX_OK;
-
-version:
-
-    /* a reload into a module built with another layout cannot reuse it */
-    if (zone->sh->version != NGX_HTTP_LLM_GATEWAY_ZONE_VERSION) {
-        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                      "llm_gateway_zone \"%V\" was made by another version "
-                      "of the module: restart nginx, or rename or resize "
-                      "the zone", &shm_zone->shm.name);
-        return NGX_ERROR;
-    }
-
-    /* a new capacity= or inflight=: the new workers apply it (reconf) */
-
-    return NGX_OK;
-}
-
-
 /*
  * A reload's capacity= and inflight= apply when its workers start: a
  * reload that fails leaves the old ones to the old workers.  The first
@@ -700,7 +406,7 @@ ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
     part = &cycle->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
@@ -712,7 +418,7 @@ ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
             fair.inflight = zone->inflight;
 
             llm_fair_reconf(&zone->sh->fair, &fair,
-                            ngx_http_llm_gateway_now_ms());
+                            ngx_http_llm_gateway_clock_now_ms());
         }
 
         ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -797,6 +503,7 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_llm_gateway_loc_conf_t  *prev = parent;
     ngx_http_llm_gateway_loc_conf_t  *conf = child;
 
+    size_t                             size;
     ngx_str_t                          name;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
@@ -877,8 +584,9 @@ ngx_http_llm_gateway_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         ngx_sprintf(name.data, "llm_gateway_bad_keys:%V",
                     &conf->shm_zone->shm.name);
 
-        conf->bad_keys_store = ngx_http_llm_gateway_addrs_add(cf, &name,
-                                        NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE);
+        size = NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE;
+        conf->bad_keys_store = ngx_http_llm_gateway_auth_addrs_add(cf, &name,
+                                                                   size);
         if (conf->bad_keys_store == NULL) {
             return NGX_CONF_ERROR;
         }
@@ -923,7 +631,7 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    shm_zone->init = ngx_http_llm_gateway_init_zone;
+    shm_zone->init = ngx_http_llm_gateway_zone_init;
     shm_zone->data = zone;
     zone->name = shm_zone->shm.name;
 
@@ -963,70 +671,6 @@ ngx_http_llm_gateway_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return NGX_CONF_OK;
-}
-
-
-/*
- * A shared memory zone of its own, from "zone=name:size", with the tag
- * that tells whose it is; NULL after saying what is wrong with it.
- */
-
-ngx_shm_zone_t *
-ngx_http_llm_gateway_zone_add(ngx_conf_t *cf, ngx_str_t *value, void *tag)
-{
-    u_char          *p;
-    ssize_t          size;
-    ngx_str_t        name, s;
-    ngx_shm_zone_t  *shm_zone;
-
-    if (ngx_strncmp(value->data, "zone=", 5) != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\", expected "
-                           "\"zone=name:size\"", value);
-        return NULL;
-    }
-
-    name.data = value->data + 5;
-
-    p = (u_char *) ngx_strchr(name.data, ':');
-
-    if (p == NULL) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", value);
-        return NULL;
-    }
-
-    name.len = p - name.data;
-
-    s.data = p + 1;
-    s.len = value->data + value->len - s.data;
-
-    size = ngx_parse_size(&s);
-
-    if (size == NGX_ERROR || name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zone size \"%V\"", value);
-        return NULL;
-    }
-
-    if (size < (ssize_t) (8 * ngx_pagesize)) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "zone \"%V\" is too small", value);
-        return NULL;
-    }
-
-    shm_zone = ngx_shared_memory_add(cf, &name, size, tag);
-    if (shm_zone == NULL) {
-        return NULL;
-    }
-
-    if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "duplicate zone \"%V\"",
-                           &name);
-        return NULL;
-    }
-
-    return shm_zone;
 }
 
 
@@ -1459,7 +1103,6 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                          *value;
     ngx_uint_t                          i;
     ngx_http_llm_gateway_tier_t        *tier, *t;
-    ngx_http_llm_gateway_tier_param_t  *p;
 
     value = cf->args->elts;
 
@@ -1511,88 +1154,121 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     tier->context = -1;
 
     for (i = 2; i < cf->args->nelts; i++) {
-
-        if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
-            if (!llm_key_models_valid((char *) value[i].data + 7,
-                                      value[i].len - 7))
-            {
-                goto invalid;
-            }
-
-            /* NUL-terminated, as configuration strings are */
-            tier->models = value[i].data + 7;
-            continue;
-        }
-
-        if (value[i].len == 16
-            && ngx_strncmp(value[i].data, "unbounded=refuse", 16) == 0)
-        {
-            tier->unbounded_refuse = 1;
-            continue;
-        }
-
-        if (value[i].len == 17
-            && ngx_strncmp(value[i].data, "unbounded=reserve", 17) == 0)
-        {
-            tier->unbounded_refuse = 0;
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "downgrade=", 10) == 0) {
-            /* one model name, as in a models list */
-            if (value[i].len == 10
-                || value[i].len - 10 >= LLM_KEY_MODEL_MAX
-                || ngx_strlchr(value[i].data + 10,
-                               value[i].data + value[i].len, ',')
-                || ngx_strlchr(value[i].data + 10,
-                               value[i].data + value[i].len, '*')
-                || !llm_key_models_valid((char *) value[i].data + 10,
-                                         value[i].len - 10))
-            {
-                goto invalid;
-            }
-
-            tier->downgrade.data = value[i].data + 10;
-            tier->downgrade.len = value[i].len - 10;
-            continue;
-        }
-
-        /* a model without a price: served (allow) or refused */
-        if (ngx_strcmp(value[i].data, "unpriced=refuse") == 0
-            || ngx_strcmp(value[i].data, "unpriced=allow") == 0)
-        {
-            tier->unpriced_refuse = (value[i].data[9] == 'r');
-            continue;
-        }
-
-        for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
-            if (value[i].len > p->name.len
-                && ngx_strncmp(value[i].data, p->name.data, p->name.len) == 0)
-            {
-                break;
-            }
-        }
-
-        if (p->name.len == 0
-            || ngx_http_llm_gateway_parse_int(&value[i], p->name.len,
-                                              (int64_t *) ((u_char *) tier
-                                                           + p->offset))
-               != NGX_OK)
-        {
+        if (ngx_http_llm_gateway_tier_param(tier, &value[i]) != NGX_OK) {
             goto invalid;
         }
     }
 
+    return ngx_http_llm_gateway_tier_check(cf, tier);
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\" of tier \"%V\"",
+                       &value[i], &value[1]);
+    return NGX_CONF_ERROR;
+}
+
+
+/* one key=value of llm_gateway_tier; NGX_ERROR: it is invalid */
+
+static ngx_int_t
+ngx_http_llm_gateway_tier_param(ngx_http_llm_gateway_tier_t *tier,
+    ngx_str_t *v)
+{
+    ngx_http_llm_gateway_tier_param_t  *p;
+
+    if (ngx_strncmp(v->data, "models=", 7) == 0) {
+        if (!llm_key_models_valid((char *) v->data + 7,
+                                  v->len - 7))
+        {
+            return NGX_ERROR;
+        }
+
+        /* NUL-terminated, as configuration strings are */
+        tier->models = v->data + 7;
+        return NGX_OK;
+    }
+
+    if (v->len == 16
+        && ngx_strncmp(v->data, "unbounded=refuse", 16) == 0)
+    {
+        tier->unbounded_refuse = 1;
+        return NGX_OK;
+    }
+
+    if (v->len == 17
+        && ngx_strncmp(v->data, "unbounded=reserve", 17) == 0)
+    {
+        tier->unbounded_refuse = 0;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(v->data, "downgrade=", 10) == 0) {
+        /* one model name, as in a models list */
+        if (v->len == 10
+            || v->len - 10 >= LLM_KEY_MODEL_MAX
+            || ngx_strlchr(v->data + 10,
+                           v->data + v->len, ',')
+            || ngx_strlchr(v->data + 10,
+                           v->data + v->len, '*')
+            || !llm_key_models_valid((char *) v->data + 10,
+                                     v->len - 10))
+        {
+            return NGX_ERROR;
+        }
+
+        tier->downgrade.data = v->data + 10;
+        tier->downgrade.len = v->len - 10;
+        return NGX_OK;
+    }
+
+    /* a model without a price: served (allow) or refused */
+    if (ngx_strcmp(v->data, "unpriced=refuse") == 0
+        || ngx_strcmp(v->data, "unpriced=allow") == 0)
+    {
+        tier->unpriced_refuse = (v->data[9] == 'r');
+        return NGX_OK;
+    }
+
+    for (p = ngx_http_llm_gateway_tier_params; p->name.len; p++) {
+        if (v->len > p->name.len
+            && ngx_strncmp(v->data, p->name.data, p->name.len) == 0)
+        {
+            break;
+        }
+    }
+
+    if (p->name.len == 0
+        || ngx_http_llm_gateway_parse_int(v, p->name.len,
+                                          (int64_t *) ((u_char *) tier
+                                                       + p->offset))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the tier's defaults, and what its parameters must hold together */
+
+static char *
+ngx_http_llm_gateway_tier_check(ngx_conf_t *cf,
+    ngx_http_llm_gateway_tier_t *tier)
+{
     if (tier->limits.tpm.rate == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "tier \"%V\" must have \"tpm\" parameter",
-                           &value[1]);
+                           &tier->name);
         return NGX_CONF_ERROR;
     }
 
     /* the seeds' walkthrough: a burst of 1.5 minutes' worth */
     if (tier->limits.tpm.burst == 0) {
-        tier->limits.tpm.burst = tier->limits.tpm.rate + tier->limits.tpm.rate / 2;
+        tier->limits.tpm.burst = tier->limits.tpm.rate
+                                 + tier->limits.tpm.rate / 2;
     }
 
     /* a minute's worth of requests may come at once */
@@ -1601,14 +1277,14 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (tier->weight < 1) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "weight of tier \"%V\" must be at least 1",
-                           &value[1]);
+                           &tier->name);
         return NGX_CONF_ERROR;
     }
 
     if (tier->priority >= LLM_FAIR_PRIORITIES) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "priority of tier \"%V\" must be 0 to %d",
-                           &value[1], LLM_FAIR_PRIORITIES - 1);
+                           &tier->name, LLM_FAIR_PRIORITIES - 1);
         return NGX_CONF_ERROR;
     }
 
@@ -1636,18 +1312,11 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (tier->default_max_tokens > tier->max_tokens) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "tier \"%V\": \"default_max_tokens\" is above "
-                           "\"max_tokens\"", &value[1]);
+                           "\"max_tokens\"", &tier->name);
         return NGX_CONF_ERROR;
     }
 
     return NGX_CONF_OK;
-
-invalid:
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid parameter \"%V\" of tier \"%V\"",
-                       &value[i], &value[1]);
-    return NGX_CONF_ERROR;
 }
 
 
@@ -1657,7 +1326,7 @@ invalid:
  */
 
 static char *
-ngx_http_llm_gateway_report(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_llm_gateway_report_conf(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_core_loc_conf_t  *clcf;
 
@@ -1793,7 +1462,8 @@ ngx_http_llm_gateway_diagnostics_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 }
 
 static char *
-ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_llm_gateway_bad_keys_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
 {
     ngx_http_llm_gateway_loc_conf_t *llcf = conf;
 
@@ -1898,8 +1568,8 @@ ngx_http_llm_gateway_bad_keys(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 return NGX_CONF_ERROR;
             }
 
-            llcf->bad_keys_zone = ngx_http_llm_gateway_addrs_add(cf, &name,
-                                                                 size);
+            llcf->bad_keys_zone = ngx_http_llm_gateway_auth_addrs_add(cf, &name,
+                                                                      size);
             if (llcf->bad_keys_zone == NULL) {
                 return NGX_CONF_ERROR;
             }
@@ -2118,7 +1788,7 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
     int64_t                      n;
     ngx_http_llm_gateway_ctx_t  *ctx;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r->main);
+    ctx = ngx_http_llm_gateway_ctx_get(r->main);
 
     v->not_found = 1;
 
@@ -2268,7 +1938,6 @@ static ngx_int_t
 ngx_http_llm_gateway_init(ngx_conf_t *cf)
 {
     ngx_str_t                          name = ngx_string("request_id");
-    cJSON_Hooks                        hooks;
     ngx_array_t                       *a;
     ngx_http_handler_pt               *h;
     ngx_http_core_main_conf_t         *cmcf;
@@ -2283,9 +1952,7 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 
     ngx_conf_init_size_value(lmcf->accountd_buffer, 4 * 1024 * 1024);
 
-    hooks.malloc_fn = ngx_http_llm_gateway_json_alloc;
-    hooks.free_fn = ngx_http_llm_gateway_json_free;
-    cJSON_InitHooks(&hooks);
+    ngx_http_llm_gateway_json_init();
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
 
@@ -2298,7 +1965,7 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    *h = ngx_http_llm_gateway_access_handler;
+    *h = ngx_http_llm_gateway_admit_handler;
 
     /*
      * Log-phase handlers run in the order they were added: settling goes
@@ -2313,7 +1980,10 @@ ngx_http_llm_gateway_init(ngx_conf_t *cf)
 
     h = a->elts;
     ngx_memmove(&h[1], &h[0], (a->nelts - 1) * sizeof(ngx_http_handler_pt));
-    h[0] = ngx_http_llm_gateway_log_handler;
+    h[0] = ngx_http_llm_gateway_settle_handler;
+
+    /* the request pool's cleanup settles what the log phase did not */
+    ngx_http_llm_gateway_ctx_end = ngx_http_llm_gateway_settle_cleanup;
 
     return ngx_http_llm_gateway_filter_init(cf);
 }
@@ -2345,7 +2015,7 @@ ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle)
 
     ngx_http_llm_gateway_keys_init(lmcf);
     ngx_http_llm_gateway_reconf(cycle, lmcf);
-    ngx_http_llm_gateway_reaper_init(cycle);
+    ngx_http_llm_gateway_settle_reaper_init(cycle);
 
     return ngx_http_llm_gateway_accountd_init(cycle);
 }

@@ -1,6 +1,8 @@
 
 /*
- * ngx_http_llm_gateway_module: shared types of the gates.
+ * ngx_http_llm_gateway_module: the types every file shares, the confs,
+ * the zones' layout and the request's ctx.  Each file's functions are in
+ * its own header; LAYERS says which file may call which.
  *
  *   authenticate (auth.c) -> inspect and admit (admit.c) -> proxy ->
  *   meter the response (filter.c) -> settle and record (settle.c)
@@ -28,22 +30,6 @@
 
 /* as accountd's, which the two are released with */
 #define NGX_HTTP_LLM_GATEWAY_VERSION       "0.1.0"
-
-/*
- * The SSE parser's event buffer, per open stream: it starts small, as most
- * events are a few hundred bytes, and grows up to the larger of the
- * maximum and llm_gateway_response_buffer; an event larger still is
- * skipped and flagged.
- */
-#define NGX_HTTP_LLM_GATEWAY_EVENT_INIT    1024
-#define NGX_HTTP_LLM_GATEWAY_EVENT_MAX     16384
-
-/* a request waiting for a lease looks again this often, this long (ms) */
-#define NGX_HTTP_LLM_GATEWAY_WAIT_STEP     5
-#define NGX_HTTP_LLM_GATEWAY_WAIT_MAX      3000
-
-/* the most held back to cut out a usage chunk: real ones are < 1k */
-#define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
 
 
 typedef struct {
@@ -80,79 +66,13 @@ typedef struct {
 } ngx_http_llm_gateway_sunset_t;
 
 
-/* backends at most, in all and in a role: a request's tried ones are bits */
-#define NGX_HTTP_LLM_GATEWAY_BACKENDS      32
-
 /* bumped whenever the layout of a backend's zone changes */
 #define NGX_HTTP_LLM_GATEWAY_BACKEND_VERSION  3
 
 
-/* a backend's counters, in its zone (backend.c) */
-typedef struct {
-    uint64_t                     started;   /* requests sent to it */
-    uint64_t                     waited;    /* of them, after a wait */
-    uint64_t                     waited_ms; /* their waits in all */
-    uint64_t                     refused;   /* by its pacer */
-    uint64_t                     busy;      /* its answers: busy */
-    uint64_t                     spent;     /* quota spent */
-    uint64_t                     failed;    /* 5xx or none */
-    uint64_t                     failovers; /* requests it passed on */
-    uint64_t                     opened;    /* its breaker opened */
-    uint64_t                     limited;   /* a tenant, by its failures */
-} ngx_http_llm_gateway_backend_stats_t;
-
-
-/* a backend's state, shared by all workers, under its zone's lock */
-typedef struct {
-    ngx_uint_t                   version;
-    llm_pacer_t                 *pacer;        /* NULL: not paced */
-    int64_t                      spent_until;  /* wall ms: its quota */
-    int64_t                      busy_until;   /* wall ms: it said wait */
-    llm_breaker_t                breaker;      /* wall ms */
-    ngx_http_llm_gateway_backend_stats_t  stats;
-} ngx_http_llm_gateway_backend_sh_t;
-
-
-/* llm_gateway_backend: one provider endpoint or key */
-typedef struct {
-    ngx_str_t                    name;
-    ngx_str_t                    upstream;     /* $llm_backend */
-    llm_pacer_conf_t             pacer;        /* rpm, tpm 0: not paced */
-    uint32_t                     entries;      /* its ring; 0: no pacer */
-    ngx_uint_t                   failures;     /* in a row open it; 0: no */
-    ngx_msec_t                   fail_timeout;
-    llm_breaker_conf_t           breaker;
-    ngx_shm_zone_t              *shm_zone;
-    ngx_slab_pool_t             *shpool;
-    ngx_http_llm_gateway_backend_sh_t  *sh;
-} ngx_http_llm_gateway_backend_t;
-
-
-/* one line of llm_gateway_role */
-typedef struct {
-    ngx_http_llm_gateway_backend_t  *backend;
-    ngx_str_t                    model;        /* empty: the role's name */
-    ngx_uint_t                   priority;     /* lower first */
-    ngx_uint_t                   weight;
-} ngx_http_llm_gateway_member_t;
-
-
-typedef struct {
-    ngx_str_t                    name;
-    ngx_array_t                  members;   /* ngx_http_llm_gateway_member_t */
-} ngx_http_llm_gateway_role_t;
-
-
-/* what the metrics show of a backend */
-typedef struct {
-    ngx_http_llm_gateway_backend_stats_t  stats;
-    int64_t                      window_requests;
-    int64_t                      window_tokens;
-    int64_t                      queue;
-    int64_t                      spent_ms;
-    int64_t                      busy_ms;
-    ngx_uint_t                   open;
-} ngx_http_llm_gateway_backend_snap_t;
+/* the upstream side's own types are in ngx_http_llm_gateway_backend.h */
+typedef struct ngx_http_llm_gateway_backend_s  ngx_http_llm_gateway_backend_t;
+typedef struct ngx_http_llm_gateway_role_s     ngx_http_llm_gateway_role_t;
 
 
 /* one key of the snapshot, in a sorted array */
@@ -166,10 +86,6 @@ typedef struct {
     ngx_str_t                    tenant;
     ngx_str_t                    models;    /* "*": any */
 } ngx_http_llm_gateway_key_t;
-
-
-/* a key set larger than this is refused: about 200 MB per worker */
-#define NGX_HTTP_LLM_GATEWAY_KEYS_MAX      2000000
 
 
 /*
@@ -206,10 +122,6 @@ typedef struct {
 /* the models priced at once; the one seen longest ago makes room */
 #define NGX_HTTP_LLM_GATEWAY_PRICES        32
 
-/* what a price place is taken for (budget.c) */
-#define NGX_HTTP_LLM_GATEWAY_PRICE_SOME    1
-#define NGX_HTTP_LLM_GATEWAY_PRICE_NONE    2
-
 
 /* llmgw_requests_total's status classes: 1xx to 5xx */
 #define NGX_HTTP_LLM_GATEWAY_CLASSES       5
@@ -227,7 +139,7 @@ typedef enum {
 } ngx_http_llm_gateway_by_e;
 
 
-/* a tenant's counters since its node was made (metrics.c) */
+/* a tenant's counters since its node was made (zone.c, metrics.c) */
 typedef struct {
     uint64_t                     requests[NGX_HTTP_LLM_GATEWAY_CLASSES];
     uint64_t                     rejected[ngx_http_llm_gateway_by_last];
@@ -317,25 +229,6 @@ typedef struct {
 } ngx_http_llm_gateway_flight_t;
 
 
-/*
- * A client address (an IPv6 prefix) that sent bad keys, in a zone of its
- * own (llm_gateway_bad_keys zone=): a flood of them takes nothing from
- * the tenants and the requests in flight.
- */
-typedef struct {
-    ngx_rbtree_node_t            node;      /* key: crc32 of the address */
-    ngx_queue_t                  queue;     /* LRU: expiry, eviction */
-    int64_t                      start_ms;  /* the window began */
-    ngx_uint_t                   failures;
-    int64_t                      check_s;   /* the second of checks */
-    int64_t                      log_s;     /* the second of log lines */
-    ngx_uint_t                   checks;    /* keys looked up while locked */
-    ngx_uint_t                   logs;      /* refusals logged */
-    u_short                      len;
-    u_char                       addr[16];
-} ngx_http_llm_gateway_addr_t;
-
-
 typedef struct {
     ngx_uint_t                   version;
     ngx_rbtree_t                 rbtree;
@@ -351,9 +244,6 @@ typedef struct {
     ngx_slab_pool_t              *shpool;
     ngx_str_t                     name;
 } ngx_http_llm_gateway_addrs_t;
-
-/* the store of an llm_gateway_zone whose bad keys name none */
-#define NGX_HTTP_LLM_GATEWAY_BAD_KEYS_SIZE  (1024 * 1024)
 
 
 /*
@@ -454,33 +344,58 @@ typedef struct {
 
 
 typedef struct {
+    /* the request, and the verdict of the access gate (admit.c) */
     ngx_http_request_t          *request;
-    ngx_int_t                    status;    /* verdict of the access gate */
-
+    ngx_int_t                    status;
     ngx_str_t                    request_id;
+
+    /* the key and the table that holds it alive (auth.c, keys.c) */
     ngx_http_llm_gateway_key_t  *key;
-    ngx_http_llm_gateway_table_t *table;   /* holds key alive */
+    ngx_http_llm_gateway_table_t *table;
+    ngx_array_t                 *dropped;   /* auth.c's _dropped_t: client
+                                               headers kept from the
+                                               upstream, names saved */
+
+    /* admission (admit.c): the tier, the zone, what was reserved */
     ngx_http_llm_gateway_tier_t *tier;
     ngx_http_llm_gateway_zone_t *zone;
-    ngx_http_llm_gateway_flight_t *flight;
-
+    ngx_http_llm_gateway_flight_t *flight;  /* flight.c */
     llm_request_t                req;
+    ngx_str_t                    body;      /* as inspected */
     int64_t                      reserved;
     llm_limits_t                 limits;    /* the tier's, this gateway's
                                                share of them */
+    int64_t                      fair_rate; /* refused: its share, or
+                                               the ceiling */
+    int64_t                      admitted_ms;   /* by the zone's clock */
+    int64_t                      wait_until;    /* ms, for a lease */
+    ngx_int_t                    phase;     /* its preaccess handler */
 
-    /* what the request was settled at, for $llm_input_tokens and others */
-    int64_t                      input_tokens;
-    int64_t                      output_tokens;
-    const char                  *finish_reason;
+    unsigned                     inspected:1;
+    unsigned                     admitted:1;
+    unsigned                     waiting:1;     /* for a lease */
+    unsigned                     never:1;   /* refusal can never succeed */
+    unsigned                     fair_held:1;   /* a share of capacity */
+    unsigned                     fair_flight:1; /* counted in flight */
+    unsigned                     at_ceiling:1;  /* refused, not reduced */
+    unsigned                     soft:1;    /* beyond the tier's tpm */
+    unsigned                     journal_held:1; /* a place for the record
+                                                    (journal.c) */
 
-    /* for the x-ratelimit-* headers, read under the zone lock */
-    int64_t                      remaining;
-    int64_t                      reset_ms;
-    int64_t                      remaining_requests;
-    int64_t                      reset_requests_ms;
+    /* the spend cap (budget.c): the worst case reserved, at these prices */
+    int64_t                      budget_id;       /* whose: a node's id */
+    int64_t                      budget_reserved;
+    int64_t                      budget_until;    /* of its period */
+    int64_t                      budget_worst;
+    int64_t                      prices[4];
+    int64_t                      lease_want;      /* -1: none to ask */
+    ngx_str_t                    downgraded_from; /* the model asked for */
+    ngx_str_t                    downgrade_asked; /* the same, as sent */
 
-    /* a refusal waiting to be sent */
+    unsigned                     budget_held:1;   /* a reservation, even 0 */
+    unsigned                     unpriced:1;      /* accountd has no price */
+
+    /* a refusal waiting to be sent, and the limit headers (reply.c) */
     ngx_buf_t                   *err_body;  /* instead of nginx's page */
     ngx_uint_t                   err_status;
     const char                  *err_type;
@@ -491,29 +406,13 @@ typedef struct {
     int64_t                      retry_after_ms;
     ngx_http_llm_gateway_by_e    rejected_by;     /* a 429's reason */
 
-    llm_sse_t                    sse;
-    u_char                      *json;      /* non-streaming body copy */
-    size_t                       json_len;
-    size_t                       json_size;
+    /* for the x-ratelimit-* headers, read under the zone lock */
+    int64_t                      remaining;
+    int64_t                      reset_ms;
+    int64_t                      remaining_requests;
+    int64_t                      reset_requests_ms;
 
-    /* the spend cap: the worst case reserved, at these prices */
-    int64_t                      budget_id;       /* whose: a node's id */
-    int64_t                      budget_reserved;
-    int64_t                      budget_until;    /* of its period */
-    int64_t                      budget_worst;
-    int64_t                      prices[4];
-    int64_t                      lease_want;      /* -1: none to ask */
-    int64_t                      wait_until;      /* ms, for a lease */
-    ngx_str_t                    body;            /* as inspected */
-    ngx_str_t                    downgraded_from; /* the model asked for */
-    ngx_str_t                    downgrade_asked; /* the same, as sent */
-
-    /* the proxy's own, wrapped to learn how the upstream ended */
-    void                       (*upstream_finalize)(ngx_http_request_t *r,
-                                                    ngx_int_t rc);
-    const char                  *fail_reason;
-
-    /* the upstream side (backend.c) */
+    /* the upstream side (route.c, pace.c, failover.c) */
     ngx_http_llm_gateway_role_t *role;
     ngx_str_t                    role_name;
     ngx_http_llm_gateway_backend_t  *backend;  /* this attempt's */
@@ -525,19 +424,25 @@ typedef struct {
     uint64_t                     pace_ticket;
     int64_t                      pace_asked;    /* ms */
     int64_t                      queued_ms;     /* waited, all attempts */
-    int64_t                      fair_rate;     /* refused: its share, or
-                                                   the ceiling */
-    int64_t                      admitted_ms;   /* by the zone's clock */
-    ngx_int_t                    phase;         /* its preaccess handler */
     int64_t                      trial_ms;      /* wall: trials taken */
 
-    /* Idempotency-Key (idem.c) */
-    void                        *idem;          /* its entry */
-    void                        *idem_zone;
-    size_t                       idem_sent;     /* a joiner's offset */
+    unsigned                     paced:1;       /* started by the pacer */
+    unsigned                     pace_waited:1;
+    unsigned                     answered:1;    /* the answer was read */
+    unsigned                     trial:2;       /* half-open trials */
+    unsigned                     pressed:1;     /* told of saturation */
 
-    unsigned                     admitted:1;
-    unsigned                     settled:1;
+    /* the response as it passes (filter.c) */
+    llm_sse_t                    sse;
+    u_char                      *json;      /* non-streaming body copy */
+    size_t                       json_len;
+    size_t                       json_size;
+
+    /* the proxy's own, wrapped to learn how the upstream ended */
+    void                       (*upstream_finalize)(ngx_http_request_t *r,
+                                                    ngx_int_t rc);
+    const char                  *fail_reason;
+
     unsigned                     streaming:1;
     unsigned                     metering:1;
     unsigned                     json_overflow:1;
@@ -545,29 +450,24 @@ typedef struct {
     unsigned                     unreadable:1;     /* usage cannot be read */
     unsigned                     upstream_failed:1;
     unsigned                     client_closed:1;
-    unsigned                     never:1;   /* refusal can never succeed */
-    unsigned                     journal_held:1;   /* a place for the record */
-    unsigned                     waiting:1;        /* for a lease */
-    unsigned                     budget_held:1;    /* a reservation, even 0 */
-    unsigned                     inspected:1;
-    unsigned                     counted:1;        /* in its tenant's stats */
-    unsigned                     paced:1;          /* started by the pacer */
-    unsigned                     pace_waited:1;
-    unsigned                     answered:1;       /* the answer was read */
-    unsigned                     trial:2;          /* half-open trials */
-    unsigned                     fair_held:1;      /* a share of capacity */
-    unsigned                     fair_flight:1;    /* counted in flight */
-    unsigned                     pressed:1;        /* told of saturation */
-    unsigned                     at_ceiling:1;     /* refused, not reduced */
-    unsigned                     soft:1;           /* beyond the tier's tpm */
-    unsigned                     idem_checked:1;
-    unsigned                     idem_owner:1;     /* the first with its key */
-    unsigned                     idem_joiner:1;    /* served from the store */
     unsigned                     error_event:1;    /* the gateway ended it */
-    /* the client headers kept from the upstream, their names saved */
-    ngx_array_t                 *dropped;   /* auth.c's _dropped_t */
 
-    unsigned                     unpriced:1;       /* accountd has no price */
+    /* Idempotency-Key (idem.c) */
+    void                        *idem;          /* its entry */
+    void                        *idem_zone;
+    size_t                       idem_sent;     /* a joiner's offset */
+
+    unsigned                     idem_checked:1;
+    unsigned                     idem_owner:1;  /* the first with its key */
+    unsigned                     idem_joiner:1; /* served from the store */
+
+    /* settling (settle.c): for $llm_input_tokens and the others */
+    int64_t                      input_tokens;
+    int64_t                      output_tokens;
+    const char                  *finish_reason;
+
+    unsigned                     settled:1;
+    unsigned                     counted:1;     /* in its tenant's stats */
 } ngx_http_llm_gateway_ctx_t;
 
 
@@ -576,167 +476,6 @@ typedef struct {
     llm_journal_stats_t          journal;
     ngx_uint_t                   connected;  /* this worker, to accountd */
 } ngx_http_llm_gateway_journal_stats_t;
-
-
-/* the pieces of a stream's buffer the client gets, as a chain */
-typedef struct {
-    ngx_http_request_t          *request;
-    ngx_buf_t                   *buf;       /* the buffer being filtered */
-    ngx_buf_t                   *last_buf;  /* the last piece's */
-    ngx_chain_t                **last;
-    ngx_chain_t                **tail;      /* last, before this buffer */
-    unsigned                     used:1;    /* buf itself is a piece */
-} ngx_http_llm_gateway_out_t;
-
-
-ngx_int_t ngx_http_llm_gateway_auth(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_shm_zone_t *ngx_http_llm_gateway_addrs_add(ngx_conf_t *cf,
-    ngx_str_t *name, size_t size);
-ngx_http_llm_gateway_addrs_t *ngx_http_llm_gateway_addrs_next(
-    ngx_list_part_t **part, ngx_uint_t *i);
-void ngx_http_llm_gateway_keys_init(ngx_http_llm_gateway_main_conf_t *lmcf);
-void ngx_http_llm_gateway_keys_release(ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_keys_begin(uint64_t generation,
-    uint32_t count, ngx_log_t *log);
-ngx_int_t ngx_http_llm_gateway_keys_add(llm_key_entry_t *e);
-ngx_int_t ngx_http_llm_gateway_keys_end(uint64_t generation, uint32_t count,
-    ngx_log_t *log);
-void ngx_http_llm_gateway_keys_abort(void);
-ngx_table_elt_t *ngx_http_llm_gateway_find_header(ngx_http_request_t *r,
-    ngx_str_t *name);
-ngx_int_t ngx_http_llm_gateway_pass_only(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_pass_restore(ngx_http_llm_gateway_ctx_t *ctx);
-ngx_uint_t ngx_http_llm_gateway_log_allowed(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_uint_t ngx_http_llm_gateway_model_allowed(ngx_http_llm_gateway_ctx_t *ctx,
-    const char *model, size_t len);
-
-ngx_int_t ngx_http_llm_gateway_access_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_error_handler(ngx_http_request_t *r);
-u_char *ngx_http_llm_gateway_safe(ngx_pool_t *pool, u_char *s, size_t len,
-    size_t max, ngx_str_t *out);
-ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_get_ctx(
-    ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_replace_413(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t **pctx);
-ngx_int_t ngx_http_llm_gateway_send_error(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_refuse(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_uint_t status, const char *type, const char *code, const char *param,
-    const char *message);
-
-ngx_int_t ngx_http_llm_gateway_filter_init(ngx_conf_t *cf);
-void ngx_http_llm_gateway_response_end(ngx_http_llm_gateway_ctx_t *ctx);
-
-ngx_int_t ngx_http_llm_gateway_log_handler(ngx_http_request_t *r);
-void ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_cleanup(void *data);
-ngx_int_t ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle);
-ngx_http_llm_gateway_zone_t *ngx_http_llm_gateway_next_zone(
-    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_list_part_t **part,
-    ngx_uint_t *i);
-void ngx_http_llm_gateway_budget_give_back(ngx_http_llm_gateway_zone_t *zone,
-    ngx_http_llm_gateway_node_t *node, int64_t budget_id, int64_t until,
-    int64_t amount);
-int64_t ngx_http_llm_gateway_budget_cost(int64_t *prices, llm_settle_t *st);
-void ngx_http_llm_gateway_journal_put(ngx_http_llm_gateway_main_conf_t *lmcf,
-    llm_record_t *rec, ngx_uint_t held, ngx_log_t *log);
-ngx_int_t ngx_http_llm_gateway_accountd_init(ngx_cycle_t *cycle);
-void ngx_http_llm_gateway_accountd_exit(ngx_cycle_t *cycle);
-ngx_int_t ngx_http_llm_gateway_budget_admit(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, int64_t now, int64_t prompt_bound);
-void ngx_http_llm_gateway_budget_settle(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, llm_settle_t *st);
-void ngx_http_llm_gateway_budget_unreserve(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node);
-ngx_int_t ngx_http_llm_gateway_budget_node(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, ngx_http_llm_gateway_node_t **holder);
-void ngx_http_llm_gateway_budget_lease(ngx_cycle_t *cycle, llm_lease_t *l,
-    ngx_log_t *log);
-void ngx_http_llm_gateway_share_limits(ngx_http_llm_gateway_node_t *node,
-    const llm_limits_t *tier, llm_limits_t *out);
-ngx_uint_t ngx_http_llm_gateway_demand(ngx_cycle_t *cycle, llm_lease_t *out,
-    ngx_uint_t max);
-ngx_uint_t ngx_http_llm_gateway_accountd_up(void);
-ngx_uint_t ngx_http_llm_gateway_accountd_sent(void);
-ngx_int_t ngx_http_llm_gateway_lease_ask(llm_lease_t *l);
-void ngx_http_llm_gateway_journal_stats(
-    ngx_http_llm_gateway_main_conf_t *lmcf,
-    ngx_http_llm_gateway_journal_stats_t *st);
-ngx_int_t ngx_http_llm_gateway_metrics_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_status_handler(ngx_http_request_t *r);
-void ngx_http_llm_gateway_name_node(ngx_http_llm_gateway_node_t *node,
-    ngx_http_llm_gateway_key_t *key);
-void ngx_http_llm_gateway_count(ngx_http_llm_gateway_node_t *node,
-    ngx_uint_t status, llm_settle_t *st, int64_t *prices);
-void ngx_http_llm_gateway_count_refused(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_worker_say(ngx_http_llm_gateway_zone_t *zone,
-    int64_t now);
-ngx_int_t ngx_http_llm_gateway_journal_add(ngx_conf_t *cf,
-    ngx_http_llm_gateway_main_conf_t *lmcf);
-ngx_int_t ngx_http_llm_gateway_journal_hold(ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_journal_unhold(ngx_http_llm_gateway_ctx_t *ctx);
-
-void *ngx_http_llm_gateway_alloc(ngx_http_llm_gateway_zone_t *zone,
-    size_t size);
-ngx_http_llm_gateway_node_t *ngx_http_llm_gateway_lookup(
-    ngx_http_llm_gateway_zone_t *zone, int64_t tenant_id, ngx_uint_t create);
-ngx_int_t ngx_http_llm_gateway_set_ratelimit_headers(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_set_sunset_headers(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_add_header(ngx_http_request_t *r, char *name,
-    ngx_str_t *value);
-ngx_int_t ngx_http_llm_gateway_error_headers(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_reprepare(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_str_t *model);
-ngx_uint_t ngx_http_llm_gateway_budget_unpriced(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *model);
-ngx_int_t ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask);
-
-ngx_shm_zone_t *ngx_http_llm_gateway_zone_add(ngx_conf_t *cf,
-    ngx_str_t *value, void *tag);
-char *ngx_http_llm_gateway_idem_conf(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-ngx_int_t ngx_http_llm_gateway_idem_begin(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
-void ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_idem_serve(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-
-char *ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-char *ngx_http_llm_gateway_role_conf(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-ngx_http_llm_gateway_backend_t *ngx_http_llm_gateway_backend_find(
-    ngx_http_llm_gateway_main_conf_t *lmcf, ngx_str_t *name);
-ngx_http_llm_gateway_role_t *ngx_http_llm_gateway_role_find(
-    ngx_http_llm_gateway_main_conf_t *lmcf, u_char *name, size_t len);
-ngx_uint_t ngx_http_llm_gateway_diagnostics(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_pace(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-ngx_int_t ngx_http_llm_gateway_backend_answer(ngx_http_request_t *r,
-    ngx_http_llm_gateway_ctx_t *ctx);
-void ngx_http_llm_gateway_backend_done(ngx_http_llm_gateway_ctx_t *ctx,
-    ngx_http_llm_gateway_backend_t *b, int64_t tokens);
-void ngx_http_llm_gateway_backend_snapshot(ngx_http_llm_gateway_backend_t *b,
-    ngx_http_llm_gateway_backend_snap_t *s);
-
-int64_t ngx_http_llm_gateway_now_ms(void);
-int64_t ngx_http_llm_gateway_wall_ms(void);
-void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
 
 
 extern ngx_module_t  ngx_http_llm_gateway_module;

@@ -4,12 +4,26 @@
  * refund what the reservation did not use and hand a settle record to
  * accountd.  The log phase settles; a request-pool cleanup settles what
  * the log phase never saw; another worker settles what a worker that died
- * had in flight.  Records go into the journal in shared memory,
- * and from there to accountd (ngx_http_llm_gateway_accountd.c).
+ * had in flight.  Records go into the journal in shared memory
+ * (ngx_http_llm_gateway_journal.c), and from there to accountd
+ * (ngx_http_llm_gateway_accountd.c).
  */
 
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_accountd.h"
+#include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_budget.h"
+#include "ngx_http_llm_gateway_clock.h"
+#include "ngx_http_llm_gateway_ctx.h"
+#include "ngx_http_llm_gateway_filter.h"
+#include "ngx_http_llm_gateway_idem.h"
+#include "ngx_http_llm_gateway_journal.h"
+#include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_keys.h"
+#include "ngx_http_llm_gateway_route.h"
+#include "ngx_http_llm_gateway_zone.h"
 
 
 /* how often each worker looks for requests of exited workers, in ms */
@@ -17,6 +31,10 @@
 
 
 static void ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_t *st, llm_record_t *rec);
+static void ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_in_t *in, llm_settle_t *st);
+static void ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
     llm_settle_t *st, llm_record_t *rec);
 static void ngx_http_llm_gateway_reap_flights(ngx_event_t *ev);
 static void ngx_http_llm_gateway_settle_flight(
@@ -31,16 +49,16 @@ static ngx_connection_t  ngx_http_llm_gateway_reaper_conn;
 
 
 ngx_int_t
-ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
+ngx_http_llm_gateway_settle_handler(ngx_http_request_t *r)
 {
     ngx_http_llm_gateway_ctx_t  *ctx;
 
-    ctx = ngx_http_llm_gateway_get_ctx(r);
+    ctx = ngx_http_llm_gateway_ctx_get(r);
 
     if (ctx != NULL) {
         ngx_http_llm_gateway_settle(ctx);
         ngx_http_llm_gateway_idem_end(ctx);
-        ngx_http_llm_gateway_count_refused(ctx);
+        ngx_http_llm_gateway_zone_count_refused(ctx);
     }
 
     return NGX_OK;
@@ -48,10 +66,8 @@ ngx_http_llm_gateway_log_handler(ngx_http_request_t *r)
 
 
 void
-ngx_http_llm_gateway_cleanup(void *data)
+ngx_http_llm_gateway_settle_cleanup(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    ngx_http_llm_gateway_ctx_t  *ctx = data;
-
     ngx_http_llm_gateway_settle(ctx);
     ngx_http_llm_gateway_keys_release(ctx);
 }
@@ -60,16 +76,10 @@ ngx_http_llm_gateway_cleanup(void *data)
 void
 ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    int64_t                            now, used;
-    ngx_uint_t                         status;
-    llm_settle_t                       st;
-    llm_record_t                       rec;
-    llm_settle_in_t                    in;
-    ngx_http_request_t                *r;
-    ngx_http_upstream_t               *u;
-    ngx_http_llm_gateway_node_t       *node;
-    ngx_http_llm_gateway_zone_t       *zone;
-    ngx_http_llm_gateway_main_conf_t  *lmcf;
+    llm_settle_t         st;
+    llm_record_t         rec;
+    llm_settle_in_t      in;
+    ngx_http_request_t  *r;
 
     if (!ctx->admitted) {
         /*
@@ -78,7 +88,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
          * a request that cost its tenant nothing.
          */
         if (ctx->trial) {
-            ngx_http_llm_gateway_backend_done(ctx, ctx->backend, 0);
+            ngx_http_llm_gateway_route_done(ctx, ctx->backend, 0);
         }
 
         return;
@@ -89,7 +99,6 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     r = ctx->request;
-    u = r->upstream;
 
     ctx->settled = 1;
 
@@ -100,94 +109,18 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
      */
     if (ctx->metering && !ctx->response_done) {
         ngx_http_llm_gateway_json_pool(r->pool);
-        ngx_http_llm_gateway_response_end(ctx);
+        ngx_http_llm_gateway_filter_response_end(ctx);
         ngx_http_llm_gateway_json_pool(NULL);
     }
 
-    status = r->err_status ? r->err_status : r->headers_out.status;
-
-    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST
-        || (r->connection->error && !ctx->upstream_failed))
-    {
-        ctx->client_closed = 1;
-    }
-
-    ngx_memzero(&in, sizeof(llm_settle_in_t));
-
-    in.prompt_estimate = ctx->req.prompt_tokens;
-    in.prompt_bound = ctx->req.prompt_bound;
-    in.hold_prompt = ctx->budget_held;
-    in.max_tokens = ctx->req.output_bound;
-
-    if (ctx->upstream_failed) {
-        in.end = LLM_END_UPSTREAM_ERROR;
-
-    } else if (ctx->client_closed) {
-        in.end = LLM_END_CLIENT_CLOSED;
-
-    } else {
-        in.end = LLM_END_CLEAN;
-    }
-
-    if (u == NULL || u->headers_in.status_n) {
-        /* the upstream (or whatever made the content) answered: it decides */
-        if (u) {
-            status = u->headers_in.status_n;
-        }
-
-        in.upstream_ok = (status >= NGX_HTTP_OK
-                          && status < NGX_HTTP_SPECIAL_RESPONSE);
-
-    } else {
-        /*
-         * No answer: a client that left after the prompt went up may
-         * still owe it; anything else failed before the upstream worked.
-         */
-        in.upstream_ok = (ctx->client_closed && u->request_sent);
-    }
-
-    if (in.upstream_ok && !ctx->streaming
-        && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
-                                && (ctx->json_len || ctx->upstream_failed))))
-    {
-        /*
-         * A whole body is generated before it is sent: one that could
-         * not be read, or was cut, cost all that was reserved, also when
-         * none of it came (a reset, a stall after the header).
-         */
-        in.end = LLM_END_UNREADABLE;
-    }
-
-    llm_usage_settle(&ctx->sse.usage, &in, &st);
-
-    if (in.end == LLM_END_UNREADABLE
-        && (ctx->upstream_failed || ctx->client_closed))
-    {
-        st.flags |= LLM_REC_F_PARTIAL;
-        st.finish_reason = ctx->upstream_failed ? "upstream_error"
-                                                : "client_closed";
-    }
-
-    if ((st.flags & LLM_REC_F_BOUND)
-        && ngx_http_llm_gateway_log_allowed(r, ctx))
-    {
-        /* once a request: a hostile or broken upstream, a worst case set
-           too low, shows */
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "llm gateway: upstream reported more than request "
-                      "\"%V\" could cost (in %uL, out %uL); its bound: in "
-                      "%L, out %L", &ctx->request_id,
-                      ctx->sse.usage.input_tokens,
-                      ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
-                      ctx->req.output_bound);
-    }
+    ngx_http_llm_gateway_settle_usage(ctx, &in, &st);
 
     ctx->input_tokens = st.input_tokens;
     ctx->output_tokens = st.output_tokens;
     ctx->finish_reason = st.finish_reason;
 
     /* the backend's minute: what it used, or nothing if it refused */
-    ngx_http_llm_gateway_backend_done(ctx, ctx->backend,
+    ngx_http_llm_gateway_route_done(ctx, ctx->backend,
                                       in.upstream_ok
                                       ? (int64_t) (st.input_tokens
                                                    + st.output_tokens)
@@ -202,16 +135,131 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
 
     ngx_http_llm_gateway_record(ctx, &st, &rec);
 
+    ngx_http_llm_gateway_settle_zone(ctx, &st, &rec);
+}
+
+
+/* what the request used, from what its response told and how it ended */
+
+static void
+ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_in_t *in, llm_settle_t *st)
+{
+    ngx_uint_t            status;
+    ngx_http_request_t   *r;
+    ngx_http_upstream_t  *u;
+
+    r = ctx->request;
+    u = r->upstream;
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+
+    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST
+        || (r->connection->error && !ctx->upstream_failed))
+    {
+        ctx->client_closed = 1;
+    }
+
+    ngx_memzero(in, sizeof(llm_settle_in_t));
+
+    in->prompt_estimate = ctx->req.prompt_tokens;
+    in->prompt_bound = ctx->req.prompt_bound;
+    in->hold_prompt = ctx->budget_held;
+    in->max_tokens = ctx->req.output_bound;
+
+    if (ctx->upstream_failed) {
+        in->end = LLM_END_UPSTREAM_ERROR;
+
+    } else if (ctx->client_closed) {
+        in->end = LLM_END_CLIENT_CLOSED;
+
+    } else {
+        in->end = LLM_END_CLEAN;
+    }
+
+    if (u == NULL || u->headers_in.status_n) {
+        /* the upstream (or whatever made the content) answered: it decides */
+        if (u) {
+            status = u->headers_in.status_n;
+        }
+
+        in->upstream_ok = (status >= NGX_HTTP_OK
+                           && status < NGX_HTTP_SPECIAL_RESPONSE);
+
+    } else {
+        /*
+         * No answer: a client that left after the prompt went up may
+         * still owe it; anything else failed before the upstream worked.
+         */
+        in->upstream_ok = (ctx->client_closed && u->request_sent);
+    }
+
+    if (in->upstream_ok && !ctx->streaming
+        && (ctx->unreadable || (ctx->response_done && !ctx->sse.usage.done
+                                && (ctx->json_len || ctx->upstream_failed))))
+    {
+        /*
+         * A whole body is generated before it is sent: one that could
+         * not be read, or was cut, cost all that was reserved, also when
+         * none of it came (a reset, a stall after the header).
+         */
+        in->end = LLM_END_UNREADABLE;
+    }
+
+    llm_usage_settle(&ctx->sse.usage, in, st);
+
+    if (in->end == LLM_END_UNREADABLE
+        && (ctx->upstream_failed || ctx->client_closed))
+    {
+        st->flags |= LLM_REC_F_PARTIAL;
+        st->finish_reason = ctx->upstream_failed ? "upstream_error"
+                                                 : "client_closed";
+    }
+
+    if ((st->flags & LLM_REC_F_BOUND)
+        && ngx_http_llm_gateway_auth_log_allowed(r, ctx))
+    {
+        /* once a request: a hostile or broken upstream, a worst case set
+           too low, shows */
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm gateway: upstream reported more than request "
+                      "\"%V\" could cost (in %uL, out %uL); its bound: in "
+                      "%L, out %L", &ctx->request_id,
+                      ctx->sse.usage.input_tokens,
+                      ctx->sse.usage.output_tokens, ctx->req.prompt_bound,
+                      ctx->req.output_bound);
+    }
+}
+
+
+/*
+ * Under the zone's lock: the tenant's tokens and slots back, its counters
+ * and budget settled, the record into the journal, the request no longer
+ * in flight.
+ */
+
+static void
+ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
+    llm_settle_t *st, llm_record_t *rec)
+{
+    int64_t                            now, used;
+    ngx_http_request_t                *r;
+    ngx_http_llm_gateway_node_t       *node;
+    ngx_http_llm_gateway_zone_t       *zone;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    r = ctx->request;
+
     zone = ctx->zone;
 
-    used = st.input_tokens + st.output_tokens;
+    used = st->input_tokens + st->output_tokens;
 
     ngx_shmtx_lock(&zone->shpool->mutex);
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     /* a node with a request in flight is never expired */
-    node = ngx_http_llm_gateway_lookup(zone, ctx->key->tenant_id, 1);
+    node = ngx_http_llm_gateway_zone_lookup(zone, ctx->key->tenant_id, 1);
 
     if (node != NULL) {
         if (node->state.tpm.last_ms == -1) {
@@ -227,18 +275,21 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
             ctx->fair_held = 0;
         }
 
-        ngx_http_llm_gateway_count(node, rec.status, &st,
-                                   ctx->budget_held ? ctx->prices : NULL);
+        ngx_http_llm_gateway_zone_count(node, rec->status, st,
+                                        ctx->budget_held
+                                        ? ngx_http_llm_gateway_budget_cost(
+                                              ctx->prices, st)
+                                        : 0);
         ctx->counted = 1;
 
         /* served free: a model accountd has no price for */
         if (ctx->unpriced) {
             node->stats.unpriced_requests++;
-            node->stats.unpriced_tokens += st.input_tokens
-                                           + st.output_tokens;
+            node->stats.unpriced_tokens += st->input_tokens
+                                           + st->output_tokens;
         }
 
-        ngx_http_llm_gateway_budget_settle(ctx, node, &st);
+        ngx_http_llm_gateway_budget_settle(ctx, node, st);
     }
 
     if (ctx->fair_flight) {
@@ -253,7 +304,7 @@ ngx_http_llm_gateway_settle(ngx_http_llm_gateway_ctx_t *ctx)
      */
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
-    ngx_http_llm_gateway_journal_put(lmcf, &rec, ctx->journal_held,
+    ngx_http_llm_gateway_journal_put(lmcf, rec, ctx->journal_held,
                                      r->connection->log);
     ctx->journal_held = 0;
 
@@ -303,90 +354,6 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
 
 
 /*
- * Under the zone's lock, as a request is admitted: it is in flight, and
- * what settling it takes is in the zone.  NGX_ERROR: no room.
- */
-
-ngx_int_t
-ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    size_t                          id_len, model_len;
-    ngx_http_llm_gateway_zone_t    *zone;
-    ngx_http_llm_gateway_flight_t  *f;
-
-    zone = ctx->zone;
-
-    id_len = ngx_min(ctx->request_id.len, LLM_RECORD_ID_MAX);
-    model_len = ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
-
-    /* a role's request may fail over to a model of any length */
-    f = ngx_http_llm_gateway_alloc(zone,
-                                   offsetof(ngx_http_llm_gateway_flight_t, data)
-                                   + id_len
-                                   + (ctx->role ? LLM_RECORD_MODEL_MAX
-                                                : model_len));
-    if (f == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memzero(f, offsetof(ngx_http_llm_gateway_flight_t, data));
-
-    f->pid = ngx_pid;
-    f->tenant_id = ctx->key->tenant_id;
-    f->key_id = ctx->key->key_id;
-    f->reserved = ctx->reserved;
-    f->limits = ctx->limits;
-    f->budget_held = ctx->budget_held;
-    f->budget_id = ctx->budget_id;
-    f->budget_reserved = ctx->budget_reserved;
-    f->budget_until = ctx->budget_until;
-    ngx_memcpy(f->prices, ctx->prices, sizeof(f->prices));
-    f->prompt_estimate = ctx->req.prompt_tokens;
-    f->prompt_bound = ctx->req.prompt_bound;
-    f->max_tokens = ctx->req.output_bound;
-    f->api = (u_char) ctx->req.api;
-    f->stream = ctx->req.stream;
-    f->journal_held = ctx->journal_held;
-    f->fair_held = ctx->fair_held;
-    f->fair_flight = ctx->fair_flight;
-    f->soft = ctx->soft;
-
-    f->request_id_len = (u_char) id_len;
-    f->model_len = (u_char) model_len;
-    ngx_memcpy(f->data, ctx->request_id.data, id_len);
-    ngx_memcpy(f->data + id_len, ctx->req.model, model_len);
-
-    ngx_queue_insert_tail(&zone->sh->flights, &f->queue);
-
-    ctx->flight = f;
-
-    return NGX_OK;
-}
-
-
-/*
- * What the response has told so far, for whoever settles it: only this
- * worker writes it, and another reads it only once this one is gone.
- */
-
-void
-ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
-{
-    ngx_http_request_t  *r;
-
-    if (ctx->flight == NULL) {
-        return;
-    }
-
-    r = ctx->request;
-
-    ctx->flight->status = r->upstream ? r->upstream->headers_in.status_n
-                                      : r->headers_out.status;
-    ctx->flight->usage = ctx->sse.usage;
-}
-
-
-/*
  * The requests in flight of workers that are gone without settling them
  * (killed, crashed) are settled by the first worker to find them, at most
  * a second later: their concurrency slots, tokens, budget and journal
@@ -397,7 +364,7 @@ ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
  */
 
 void
-ngx_http_llm_gateway_reaper_init(ngx_cycle_t *cycle)
+ngx_http_llm_gateway_settle_reaper_init(ngx_cycle_t *cycle)
 {
     ngx_http_llm_gateway_reaper_conn.fd = (ngx_socket_t) -1;
 
@@ -429,12 +396,12 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
                                                ngx_http_llm_gateway_module);
 
-    now = ngx_http_llm_gateway_now_ms();
+    now = ngx_http_llm_gateway_clock_now_ms();
 
     part = &((ngx_cycle_t *) ngx_cycle)->shared_memory.part;
     i = 0;
 
-    while ((zone = ngx_http_llm_gateway_next_zone(lmcf, &part, &i))) {
+    while ((zone = ngx_http_llm_gateway_zone_next(lmcf, &part, &i))) {
 
         nalive = 0;
         dead = 0;
@@ -442,7 +409,7 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
 
         ngx_shmtx_lock(&zone->shpool->mutex);
 
-        ngx_http_llm_gateway_worker_say(zone, now);
+        ngx_http_llm_gateway_accountd_worker(zone, now);
 
         for (q = ngx_queue_head(&zone->sh->flights);
              q != ngx_queue_sentinel(&zone->sh->flights);
@@ -456,7 +423,7 @@ ngx_http_llm_gateway_reap_flights(ngx_event_t *ev)
                     continue;
                 }
 
-                /* the first look, from reaper_init(): not ours */
+                /* the first look, from settle_reaper_init(): not ours */
                 dead = f->pid;
                 n++;
                 ngx_http_llm_gateway_settle_flight(lmcf, zone, f, now,
@@ -548,7 +515,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     st.flags |= LLM_REC_F_PARTIAL;
     st.finish_reason = "worker_exited";
 
-    node = ngx_http_llm_gateway_lookup(zone, f->tenant_id, 0);
+    node = ngx_http_llm_gateway_zone_lookup(zone, f->tenant_id, 0);
 
     if (node != NULL) {
         llm_release_from(&node->state, &f->limits, f->soft, f->reserved,
@@ -559,8 +526,11 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
                             st.input_tokens + st.output_tokens, now);
         }
 
-        ngx_http_llm_gateway_count(node, f->status, &st,
-                                   f->budget_held ? f->prices : NULL);
+        ngx_http_llm_gateway_zone_count(node, f->status, &st,
+                                        f->budget_held
+                                        ? ngx_http_llm_gateway_budget_cost(
+                                              f->prices, &st)
+                                        : 0);
     }
 
     if (f->fair_flight) {

@@ -1,0 +1,13 @@
+
+#ifndef _NGX_HTTP_LLM_GATEWAY_JSON_H_INCLUDED_
+#define _NGX_HTTP_LLM_GATEWAY_JSON_H_INCLUDED_
+
+
+#include "ngx_http_llm_gateway_module.h"
+
+
+void ngx_http_llm_gateway_json_init(void);
+void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
+
+
+#endif /* _NGX_HTTP_LLM_GATEWAY_JSON_H_INCLUDED_ */
