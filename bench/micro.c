@@ -4,7 +4,7 @@
  * shared memory.  Built against the module's header (nginx's include
  * paths), run by `make bench-micro`:
  *
- *   admission   llm_admit() + llm_release() of one request, the buckets
+ *   admission   llm_bucket_admit() + llm_bucket_release() of one request, the buckets
  *               refilled on a clock that moves 1 ms a request: what the
  *               zone's lock is held for
  *   pacer       llm_pacer_ask() + llm_pacer_correct() of one request
@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_auth.h"
 #include "llm_pacer.h"
 
 
@@ -162,18 +163,18 @@ main(void)
     l.concurrency = 1000;
 
     now = 1;
-    llm_tenant_init(&t, &l, now);
+    llm_bucket_tenant_init(&t, &l, now);
     sink = 0;
 
     ns = BENCH(10000000, {
         now++;
-        if (llm_admit(&t, &l, 100, now, &adm) == LLM_BUCKET_OK) {
-            llm_release(&t, &l, 100, 60, now);
+        if (llm_bucket_admit(&t, &l, 100, now, &adm) == LLM_BUCKET_OK) {
+            llm_bucket_release(&t, &l, 100, 60, now);
         }
         sink += t.inflight;
     });
 
-    printf("admission        %8.1f ns  llm_admit + llm_release, "
+    printf("admission        %8.1f ns  llm_bucket_admit + llm_bucket_release, "
            "three limits\n", ns);
 
     /* 60,000 a minute: 1 ms apart, as the clock moves */

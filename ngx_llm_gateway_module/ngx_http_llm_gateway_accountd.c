@@ -462,7 +462,7 @@ ngx_http_llm_gateway_out_frame(ngx_http_llm_gateway_accountd_t *ad,
         ad->last = ad->out;
     }
 
-    n = llm_lease_encode(l, ad->last, ad->out + ad->out_size - ad->last);
+    n = llm_record_lease_encode(l, ad->last, ad->out + ad->out_size - ad->last);
     if (n == 0) {
         return NGX_DECLINED;
     }
@@ -671,7 +671,7 @@ ngx_http_llm_gateway_frame(ngx_http_llm_gateway_accountd_t *ad, u_char *buf,
 
     case LLM_REC_LEASE:
     case LLM_REC_SHARE:
-        rc = llm_lease_decode(buf, len, &lease, used);
+        rc = llm_record_lease_decode(buf, len, &lease, used);
 
         if (rc == 1) {
             ngx_http_llm_gateway_budget_lease((ngx_cycle_t *) ngx_cycle,

@@ -716,7 +716,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     now = ngx_http_llm_gateway_clock_now_ms();
 
     if (node->state.tpm.last_ms == -1) {
-        llm_tenant_init(&node->state, &tier->limits, now);
+        llm_bucket_tenant_init(&node->state, &tier->limits, now);
     }
 
     ngx_http_llm_gateway_zone_name_node(node, ctx->key);
@@ -972,7 +972,7 @@ ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
         ngx_http_llm_gateway_soft_limits(tier, &ctx->limits);
     }
 
-    *brc = llm_admit(&node->state, &ctx->limits, cost, now, adm);
+    *brc = llm_bucket_admit(&node->state, &ctx->limits, cost, now, adm);
 
     ctx->soft = adm->soft;
 
@@ -986,7 +986,7 @@ ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
         frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
 
         if (frc != LLM_FAIR_OK) {
-            llm_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
+            llm_bucket_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
                              now);
 
             if (ctx->budget_held) {
@@ -1005,7 +1005,7 @@ ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
         && ngx_http_llm_gateway_flight_start(ctx) != NGX_OK)
     {
         /* no room to keep it in flight: as full as without a node */
-        llm_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
+        llm_bucket_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
                          now);
 
         if (ctx->fair_held) {
@@ -1163,7 +1163,7 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
     }
 
     if (node->state.tpm.last_ms == -1) {
-        llm_tenant_init(&node->state, &tier->limits, now);
+        llm_bucket_tenant_init(&node->state, &tier->limits, now);
     }
 
     ngx_http_llm_gateway_zone_name_node(node, ctx->key);

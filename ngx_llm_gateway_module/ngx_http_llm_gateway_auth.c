@@ -18,25 +18,6 @@
 #include "ngx_http_llm_gateway_zone.h"
 
 
-/*
- * A client address (an IPv6 prefix) that sent bad keys, in a zone of its
- * own (llm_gateway_bad_keys zone=): a flood of them takes nothing from
- * the tenants and the requests in flight.
- */
-typedef struct {
-    ngx_rbtree_node_t            node;      /* key: crc32 of the address */
-    ngx_queue_t                  queue;     /* LRU: expiry, eviction */
-    int64_t                      start_ms;  /* the window began */
-    ngx_uint_t                   failures;
-    int64_t                      check_s;   /* the second of checks */
-    int64_t                      log_s;     /* the second of log lines */
-    ngx_uint_t                   checks;    /* keys looked up while locked */
-    ngx_uint_t                   logs;      /* refusals logged */
-    u_short                      len;
-    u_char                       addr[16];
-} ngx_http_llm_gateway_addr_t;
-
-
 /* a client header kept from the upstream: where it is, and its name */
 typedef struct {
     ngx_table_elt_t             *header;

@@ -14,6 +14,7 @@
 #include "ngx_http_llm_gateway_request.h"
 #include "ngx_http_llm_gateway_route.h"
 #include "llm_provider.h"
+#include "llm_time.h"
 
 
 /*
@@ -298,7 +299,7 @@ ngx_http_llm_gateway_backend_result(ngx_http_request_t *r,
         sh->stats.spent++;
         sh->spent_until = now + (v->retry_ms >= 0
                                  ? v->retry_ms
-                                 : llm_provider_next_midnight(now));
+                                 : llm_time_next_midnight(now));
     }
 
     if (res == -1) {
@@ -473,7 +474,7 @@ ngx_http_llm_gateway_replace_answer(ngx_http_request_t *r,
     until = now + (v->retry_ms >= 0
                    ? v->retry_ms
                    : (v->cls == LLM_PROVIDER_SPENT
-                      ? llm_provider_next_midnight(now) : 1000));
+                      ? llm_time_next_midnight(now) : 1000));
 
     /* a role's refusal was made by route_choose(), for all its backends */
     if (ctx->err_status == 0) {

@@ -693,7 +693,7 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     if (!ctx->json_overflow && ctx->json_len) {
-        (void) llm_usage_from_json(ctx->req.api, (char *) ctx->json,
+        (void) llm_sse_usage_from_json(ctx->req.api, (char *) ctx->json,
                                    ctx->json_len, &ctx->sse.usage);
     }
 }

@@ -206,7 +206,7 @@ ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
         in->end = LLM_END_UNREADABLE;
     }
 
-    llm_usage_settle(&ctx->sse.usage, in, st);
+    llm_settle_usage(&ctx->sse.usage, in, st);
 
     if (in->end == LLM_END_UNREADABLE
         && (ctx->upstream_failed || ctx->client_closed))
@@ -263,10 +263,10 @@ ngx_http_llm_gateway_settle_zone(ngx_http_llm_gateway_ctx_t *ctx,
 
     if (node != NULL) {
         if (node->state.tpm.last_ms == -1) {
-            llm_tenant_init(&node->state, &ctx->tier->limits, now);
+            llm_bucket_tenant_init(&node->state, &ctx->tier->limits, now);
         }
 
-        llm_release_from(&node->state, &ctx->limits, ctx->soft,
+        llm_bucket_release_from(&node->state, &ctx->limits, ctx->soft,
                          ctx->reserved, used, now);
 
         if (ctx->fair_held) {
@@ -509,7 +509,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
         in.end = LLM_END_UNREADABLE;
     }
 
-    llm_usage_settle(&f->usage, &in, &st);
+    llm_settle_usage(&f->usage, &in, &st);
 
     /* its worker never ended it: whatever the upstream said, that is why */
     st.flags |= LLM_REC_F_PARTIAL;
@@ -518,7 +518,7 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     node = ngx_http_llm_gateway_zone_lookup(zone, f->tenant_id, 0);
 
     if (node != NULL) {
-        llm_release_from(&node->state, &f->limits, f->soft, f->reserved,
+        llm_bucket_release_from(&node->state, &f->limits, f->soft, f->reserved,
                          st.input_tokens + st.output_tokens, now);
 
         if (f->fair_held) {

@@ -147,11 +147,4 @@ void llm_bucket_release_from(llm_tenant_t *t, const llm_limits_t *l, int soft,
     int64_t reserved, int64_t used, int64_t now_ms);
 
 
-/* the names the module and the benchmarks still call these by */
-#define llm_tenant_init      llm_bucket_tenant_init
-#define llm_admit            llm_bucket_admit
-#define llm_release          llm_bucket_release
-#define llm_release_from     llm_bucket_release_from
-
-
 #endif /* _LLM_BUCKET_H_INCLUDED_ */

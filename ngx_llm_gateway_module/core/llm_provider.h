@@ -176,12 +176,5 @@ int llm_provider_header(const char *name, size_t len);
 void llm_provider_read(const llm_provider_in_t *in,
     llm_provider_verdict_t *v);
 
-/*
- * The module's name for the time to the next midnight UTC, which a spent
- * verdict without a wait falls back to; llm_time.h has the readers of the
- * times and durations themselves.
- */
-#define llm_provider_next_midnight(now_ms)  llm_time_next_midnight(now_ms)
-
 
 #endif /* _LLM_PROVIDER_H_INCLUDED_ */

@@ -207,9 +207,4 @@ int llm_record_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
     size_t *consumed);
 
 
-/* the names the module still calls these by */
-#define llm_lease_encode     llm_record_lease_encode
-#define llm_lease_decode     llm_record_lease_decode
-
-
 #endif /* _LLM_RECORD_H_INCLUDED_ */

@@ -81,8 +81,4 @@ void llm_settle_usage(const llm_usage_t *u, const llm_settle_in_t *in,
     llm_settle_t *out);
 
 
-/* the name the module still calls this by */
-#define llm_usage_settle     llm_settle_usage
-
-
 #endif /* _LLM_SETTLE_H_INCLUDED_ */

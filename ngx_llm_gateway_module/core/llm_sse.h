@@ -186,8 +186,5 @@ int llm_sse_pending(const llm_sse_t *p);
 int llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u);
 
-/* the name the module still calls this by */
-#define llm_usage_from_json  llm_sse_usage_from_json
-
 
 #endif /* _LLM_SSE_H_INCLUDED_ */
