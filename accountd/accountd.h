@@ -68,6 +68,7 @@ typedef struct {
     int        queue_max;
     char      *gateway_name;
     char      *metrics_listen;
+    int        absent;      /* an optional file that does not exist */
 } acd_conf_t;
 
 extern acd_conf_t  acd_cf;
@@ -77,6 +78,7 @@ extern int         acd_verbose_args;
 int conf_load(const char *path, acd_conf_t *cf, int optional);
 int conf_reload(void (*changed)(const acd_conf_t *old));
 void conf_free(acd_conf_t *cf);
+void conf_log_unset(const char *name);
 int conf_parse_addr(const char *s, struct sockaddr_storage *sa,
     socklen_t *len);
 

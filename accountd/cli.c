@@ -929,7 +929,7 @@ cli_snapshot(int argc, char **argv)
     }
 
     if (acd_cf.key_snapshot[0] == '\0') {
-        log_error("\"key_snapshot\" is not set in \"%s\"", acd_conf_file);
+        conf_log_unset("key_snapshot");
         return 1;
     }
 
@@ -1581,7 +1581,7 @@ cli_secret(uint8_t *secret, size_t cap)
     struct stat  st;
 
     if (acd_cf.key_secret_file[0] == '\0') {
-        log_error("\"key_secret_file\" is not set in \"%s\"", acd_conf_file);
+        conf_log_unset("key_secret_file");
         return -1;
     }
 

@@ -153,6 +153,7 @@ conf_load(const char *path, acd_conf_t *cf, int optional)
     if (f == NULL) {
         /* a command needs the database only: the defaults and the env */
         if (optional && errno == ENOENT) {
+            cf->absent = 1;
             goto env;
         }
 
@@ -619,4 +620,23 @@ failed:
     free(uids);
 
     return -1;
+}
+
+
+/*
+ * A setting a command needs is not set: where it should have been, or,
+ * when no file was read at all, how to name one.
+ */
+
+void
+conf_log_unset(const char *name)
+{
+    if (acd_cf.absent) {
+        log_error("\"%s\" is not set: there is no configuration file "
+                  "\"%s\" (name one with -c or LLMGW_ACCOUNTD_CONF)",
+                  name, acd_conf_file);
+        return;
+    }
+
+    log_error("\"%s\" is not set in \"%s\"", name, acd_conf_file);
 }

@@ -382,7 +382,7 @@ ok $demo_key, 'and the key is printed';
 push @keys, $demo_key if $demo_key;
 
 SKIP: {
-    skip '/etc/llmgw/accountd.conf exists here', 3
+    skip '/etc/llmgw/accountd.conf exists here', 5
         if -e '/etc/llmgw/accountd.conf';
 
     $out = `cd /tmp && env -u LLMGW_ACCOUNTD_CONF LLMGW_DATABASE_URL='$st->{LLMGW_DATABASE_URL}' "$accountd" tenant list 2>&1`;
@@ -393,6 +393,13 @@ SKIP: {
     $out = `cd /tmp && env -u LLMGW_ACCOUNTD_CONF "$accountd" -d 2>&1`;
     like $out, qr/could not open configuration file "\/etc\/llmgw\/accountd\.conf"/,
         'the daemon still wants its configuration file';
+
+    # a key needs the key secret, which only a configuration names: the
+    # error says how to name one, not that a file it never read lacks it
+    $out = `cd /tmp && env -u LLMGW_ACCOUNTD_CONF LLMGW_DATABASE_URL='$st->{LLMGW_DATABASE_URL}' "$accountd" key create --tenant "$tag-demo" 2>&1`;
+    isnt $?, 0, 'LLMGW_DATABASE_URL alone: key create fails';
+    like $out, qr/"key_secret_file" is not set: there is no configuration file "\/etc\/llmgw\/accountd\.conf" \(name one with -c or LLMGW_ACCOUNTD_CONF\)/,
+        'and says where a configuration is named';
 }
 
 
