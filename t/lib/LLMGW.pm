@@ -702,13 +702,56 @@ sub DESTROY {
     $self->stop() if $self->{running};
 }
 
+# A port for this file: from a block of its own (PORT_BLOCK ports) below
+# the kernel's ephemeral range (32768 and up), so that neither a file run
+# beside it nor an outgoing connection (while t/048 restarts PostgreSQL)
+# takes it between this check and the listen.  The blocks are handed out
+# in turn, under a lock in the stack's directory, from just above the
+# stack's own ports; one another stack holds is passed over.
+use Fcntl qw(:flock);
+
+use constant { PORT_LO => 10000, PORT_HI => 32768, PORT_BLOCK => 32 };
+
+my @ports;
+
 sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, ReuseAddr => 1)
-        or die "no free port: $!";
-    my $port = $s->sockport();
-    close($s);
-    return $port;
+    my $s = LLMGW::stack();
+    # PostgreSQL's is free while t/048 restarts it
+    my %stack = map { ($s->{$_} // 0) => 1 }
+                qw(LLMGW_PG_PORT LLMGW_MOCK_PORT LLMGW_ACCOUNTD_METRICS_PORT);
+
+    while (1) {
+        @ports = port_block() unless @ports;
+        my $port = shift @ports;
+        next if $stack{$port};
+        my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                      LocalPort => $port, ReuseAddr => 1)
+            or next;
+        close($l);
+        return $port;
+    }
+}
+
+sub port_block {
+    my $s = LLMGW::stack();
+    my $file = "$s->{LLMGW_DIR}/ports";
+
+    open(my $fh, '+>>', $file) or die "$file: $!";
+    flock($fh, LOCK_EX) or die "$file: $!";
+    seek($fh, 0, 0);
+    my $n = <$fh> // 0;
+    chomp($n);
+    $n = 0 unless $n =~ /^\d+$/;
+    truncate($fh, 0);
+    print $fh $n + 1, "\n";
+    close($fh);
+
+    my $blocks = int((PORT_HI - PORT_LO) / PORT_BLOCK);
+    my $first = int((($s->{LLMGW_PG_PORT} // PORT_LO) - PORT_LO)
+                    / PORT_BLOCK) + 1;
+    my $lo = PORT_LO + (($first + $n) % $blocks) * PORT_BLOCK;
+
+    return ($lo .. $lo + PORT_BLOCK - 1);
 }
 
 1;
