@@ -26,9 +26,16 @@ NGX_CC_OPT  := -g -O2 -fstack-protector-strong -Wformat \
 NGX_LD_OPT  := -Wl,-z,relro -Wl,-z,now -fPIC
 
 CC          := gcc
+# cJSON's headers: where its pkg-config file says, else Debian's place
+CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null \
+                  || echo -I/usr/include/cjson)
 CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
                -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-               -I$(CORE) -I/usr/include/cjson -I/usr/include/postgresql
+               -I$(CORE) $(CJSON_CFLAGS) -I/usr/include/postgresql
+# every object's dependencies on the headers it includes, in a .d file
+# next to it
+DEPFLAGS    := -MMD -MP
+OBJ         := $(BUILD)/obj
 # what a packager adds to accountd's (debian/rules: dpkg-buildflags)
 PKG_CFLAGS  :=
 PKG_LDFLAGS :=
@@ -103,37 +110,84 @@ define ngx-module
 	mv -f $@.tmp $@
 endef
 
-ACCOUNTD_LINK := $(ACCOUNTD_SRC) $(CORE)/llm_record.c $(CORE)/llm_key.c \
-                 $(CORE)/llm_capacity.c -lpq -lcrypto -lm
-MOCKLLM_LINK  := $(MOCKLLM_SRC) -lcjson
-UNIT_LINK     := $(CORE_SRC) -lcjson -lcrypto -lm
-SIM_LINK      := $(CORE)/llm_journal.c $(CORE)/llm_record.c $(CORE)/llm_key.c \
-                 accountd/queue.c -lcrypto
-
 $(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
 	$(call ngx-configure,$(NGX_BUILD),$(NGX_CC_OPT),$(NGX_LD_OPT))
 
+# nginx's objs/Makefile knows what each of the module's objects depends on
 $(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
 	$(call ngx-module,$(NGX_BUILD))
 
-$(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
-	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(PKG_LDFLAGS) -o $@ $(ACCOUNTD_LINK)
+# --- accountd, mockllm and the unit tests: objects ---------------------------
+#
+# Each source is compiled once into an object of the tree it is built for
+# ($(OBJ), the sanitizers' $(SAN)/obj), as $(1)/<its directory>/<name>.o;
+# a program links the core objects it uses and no others, so that a change
+# of one core file rebuilds what links it alone.
 
-$(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
-	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $(MOCKLLM_LINK)
+# $(1): C sources; the core's sources they use: llm_X.c for each "X.h"
+# they include, found next to them or in the core, and those that llm_X.c
+# and its headers include in turn
+uses-core = $(shell set -- $(1); seen=; \
+    while [ -n "$$1" ]; do \
+        f=$$1; shift; \
+        for i in $$(sed -n 's/^\#include *"\([^"]*\)\.h".*/\1/p' $$f); do \
+            case " $$seen " in (*" $$i "*) continue;; esac; \
+            seen="$$seen $$i"; \
+            for h in $$(dirname $$f)/$$i.h $(CORE)/$$i.h; do \
+                if [ -f $$h ]; then set -- "$$@" $$h; break; fi; \
+            done; \
+            if [ -f $(CORE)/$$i.c ]; then set -- "$$@" $(CORE)/$$i.c; fi; \
+        done; \
+    done; \
+    for i in $$seen; do \
+        if [ -f $(CORE)/$$i.c ]; then echo $(CORE)/$$i.c; fi; \
+    done)
 
-$(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
-	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -o $@ $< $(UNIT_LINK)
+# $(1): the object tree, $(2): sources; their objects in it
+objs-of = $(patsubst $(CORE)/%.c,$(1)/core/%.o,$(patsubst $(CORE)/t/%.c,$(1)/unit/%.o,\
+          $(patsubst accountd/%.c,$(1)/accountd/%.o,$(patsubst mockllm/%.c,$(1)/mockllm/%.o,$(2)))))
 
-# The protocol simulation runs the journal, the codec and accountd's queue
-# as they are (see its head comment).
-$(BUILD)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
-                            $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
-	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
+# $(1): the object tree, $(2): the compiler and its options
+define obj-rules
+$(1)/core/%.o: $(CORE)/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(PKG_CFLAGS) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/accountd/%.o: accountd/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(PKG_CFLAGS) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/mockllm/%.o: mockllm/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/unit/%.o: $(CORE)/t/%.c
+	@mkdir -p $$(@D)
+	$(2) -Iaccountd $$(DEPFLAGS) -c -o $$@ $$<
+endef
+
+# $(1): the program, $(2): the object tree, $(3): the compiler and its
+# options, $(4): its own sources, $(5): libraries
+define program
+$(1): $(call objs-of,$(2),$(4) $(call uses-core,$(4)))
+	@mkdir -p $$(@D)
+	$(3) $$(PKG_LDFLAGS) -o $$@ $$^ $(5)
+endef
+
+# $(1): the object tree, $(2): the directory of the programs, $(3): the
+# compiler and its options
+define programs
+$(eval $(call obj-rules,$(1),$(3)))
+$(eval $(call program,$(2)/accountd,$(1),$(3),$(ACCOUNTD_SRC),-lpq -lcrypto -lm))
+$(eval $(call program,$(2)/mockllm,$(1),$(3),$(MOCKLLM_SRC),-lcjson))
+$(foreach u,$(UNIT_SRC),$(eval $(call program,$(2)/unit/$(basename $(notdir $(u))),$(1),$(3),$(u),-lcjson -lcrypto -lm)))
+$(eval $(call program,$(2)/unit/sim_protocol,$(1),$(3),$(CORE)/t/sim_protocol.c accountd/queue.c,-lcrypto))
+endef
+
+$(eval $(call programs,$(OBJ),$(BUILD),$$(CC) $$(CFLAGS)))
+
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/san/obj/*/*.d \
+                    $(BUILD)/fuzz/obj/*/*.d)
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
 sdk: $(BUILD)/sdk/clients.mjs
@@ -247,22 +301,8 @@ $(SAN)/ngx_http_llm_gateway_module.so: $(SAN_NGX)/objs/Makefile $(MODULE_SRC) \
                                        $(CORE_SRC) $(CORE_HDR)
 	$(call ngx-module,$(SAN_NGX))
 
-$(SAN)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
-	@mkdir -p $(SAN)
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(ACCOUNTD_LINK)
-
-$(SAN)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
-	@mkdir -p $(SAN)
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(MOCKLLM_LINK)
-
-$(SAN)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
-	@mkdir -p $(SAN)/unit
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(UNIT_LINK)
-
-$(SAN)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
-                          $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
-	@mkdir -p $(SAN)/unit
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
+# accountd, mockllm and the unit tests: objects of their own in $(SAN)/obj
+$(eval $(call programs,$(SAN)/obj,$(SAN),$$(SAN_CC) $$(CFLAGS) $$(SAN_FLAGS)))
 
 # the tests find the SDKs next to the binaries
 $(SAN)/sdk $(VG)/sdk:
@@ -427,7 +467,7 @@ $(BUILD)/bench/micro: bench/micro.c $(CORE_SRC) $(CORE_HDR) \
                       $(MODULE_SO)
 	@mkdir -p $(BUILD)/bench
 	$(CC) -std=gnu11 -O2 -g -I$(CORE) -Ingx_llm_gateway_module \
-	    -I/usr/include/cjson $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
+	    $(CJSON_CFLAGS) $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
 	    -lcjson -lcrypto -lm
 
 # the two share bench/client.c, their HTTP client
