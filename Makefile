@@ -2,8 +2,13 @@
 #
 #   make run     install what is missing, build, start the whole stack in .run/
 #   make stop    stop what `make run` started
-#   make test    the same set-up from scratch in a temporary directory, then
-#                every test (prove), with a TAP summary
+#   make check   the same set-up from scratch in a temporary directory,
+#                then the unit tests, the fuzz corpora and the functional
+#                t/ files, side by side (prove -j), and the layer check
+#   make test    make check and the slow tier: load, chaos, packages,
+#                docker, Chromium, the SDKs
+#   make test-run TESTS="t/040-gateway.t ..."
+#                those tests on what is built, on a stack of their own
 #   make bench   benchmarks on the same set-up; numbers, never a failure
 #   make test-sanitize
 #                the whole t/ suite twice more: with the module, accountd
@@ -56,8 +61,8 @@ MOCKLLM_SRC := $(wildcard mockllm/*.c)
 
 RUN_DIR     := $(CURDIR)/.run
 
-.PHONY: all deps build module accountd mockllm units sdk run stop test \
-        test-run deb clean
+.PHONY: all deps build module accountd mockllm units sdk run stop check test \
+        test-run layers deb clean
 
 all: build
 
@@ -207,21 +212,94 @@ run: deps build
 stop:
 	scripts/stack stop $(RUN_DIR)
 
-# The stack is set up from scratch in a temporary directory; every t/*.t
-# starts its own nginx against it.  The unit binaries print TAP themselves.
-# TESTS picks some: make test TESTS=t/040-gateway.t
-TESTS ?= $(UNIT_BIN) t/
+# --- the tests ----------------------------------------------------------------
+#
+#   make check   the unit tests, the protocol simulation's seeds, the fuzz
+#                corpora (t/015) and the functional t/ files, side by side
+#                (prove -j), then the layer check of each program
+#   make test    make check and the slow tier: load, chaos, packages,
+#                docker, Chromium, the SDKs and the files of a minute
+#
+# Each file takes ports and tenants of its own (t/lib/LLMGW.pm), so files
+# run side by side on one stack.  Those in SERIAL_TESTS change what every
+# other user of the stack sees (they restart its accountd or PostgreSQL,
+# lock llm.usage, read its global counters, or load the machine): they run
+# after the others, one at a time, on the same stack.  A file that stops
+# accountd stops one of its own (own_accountd in t/lib/LLMGW.pm).
+
+# the slow tier: load, chaos, the SDKs, Chromium, packages, docker, and
+# the files of a minute or more (fairness, shared limits, the bad-key
+# zone, capacity under demand)
+SLOW_TESTS  := t/048-chaos.t t/049-chaos-nginx.t t/050-sdk.t \
+               t/051-chaos-clients.t t/056-status.t t/064-shared-limits.t \
+               t/072-fairness.t t/084-bad-key-zone.t \
+               t/089-capacity-demand.t t/090-load.t t/096-packages.t \
+               t/097-docker.t
+SERIAL_TESTS := t/032-accountd-keyset.t t/033-accountd-metrics.t \
+               t/048-chaos.t t/090-load.t t/097-docker.t
+# the longest first, so that the last to start does not end alone
+LONG_TESTS  := t/072-fairness.t t/064-shared-limits.t \
+               t/089-capacity-demand.t t/084-bad-key-zone.t t/096-packages.t \
+               t/086-breaker-tenants.t t/073-backpressure.t t/082-tricks.t \
+               t/088-idem-isolation.t t/067-pacing.t t/087-pacer-shares.t \
+               t/050-sdk.t t/055-metering.t t/049-chaos-nginx.t \
+               t/051-chaos-clients.t t/066-caps-keys-gateway.t \
+               t/062-caps-gateway.t t/056-status.t
+ALL_TESTS   := $(wildcard t/*.t)
+CHECK_TESTS := $(UNIT_BIN) $(filter-out $(SLOW_TESTS),$(ALL_TESTS))
+# files at once: they wait on timers and daemons more than they compute
+JOBS        ?= 6
+
+# TESTS picks some: make test-run TESTS="t/040-gateway.t t/060-keys.t"
+TESTS ?= $(UNIT_BIN) $(ALL_TESTS)
+
+check: deps build sdk
+	@$(MAKE) --no-print-directory test-run TESTS="$(CHECK_TESTS)"
+	@$(MAKE) --no-print-directory layers
 
 test: deps build sdk
-	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory test-run \
+	    TESTS="$(UNIT_BIN) $(ALL_TESTS)"
+	@$(MAKE) --no-print-directory layers
+
+# Each program's files call each other only downward (scripts/layers),
+# for each program whose spec, its LAYERS file, there is.
+LAYERS_ngx_llm_gateway_module = $(wildcard $(NGX_BUILD)/objs/addon/*/*.o)
+LAYERS_accountd = $(wildcard $(OBJ)/accountd/*.o) \
+                  $(call objs-of,$(OBJ),$(call uses-core,$(ACCOUNTD_SRC)))
+LAYERS_mockllm  = $(wildcard $(OBJ)/mockllm/*.o)
+
+layers: build
+	@rc=0; \
+	for p in ngx_llm_gateway_module accountd mockllm; do \
+	    if [ ! -f $$p/LAYERS ]; then \
+	        echo "layers: $$p: no $$p/LAYERS, not checked"; continue; \
+	    fi; \
+	    case $$p in \
+	    ngx_llm_gateway_module) o="$(LAYERS_ngx_llm_gateway_module)";; \
+	    accountd) o="$(LAYERS_accountd)";; \
+	    mockllm) o="$(LAYERS_mockllm)";; \
+	    esac; \
+	    if scripts/layers $$p/LAYERS $$o; then \
+	        echo "layers: $$p: every call goes down"; \
+	    else \
+	        rc=1; \
+	    fi; \
+	done; \
+	exit $$rc
 
 # The suite on what is built: the stack and the tests take LLMGW_BUILD
 # (the binaries, the module and sdk/; build) and the other LLMGW_*
-# variables from the environment.  The stack's ports are below the
-# kernel's ephemeral range (32768 and up): while t/048 restarts PostgreSQL,
-# an outgoing connection could otherwise take its port.
+# variables from the environment.  The stack is set up from scratch in a
+# temporary directory; every t/*.t starts its own nginx against it, the
+# unit binaries print TAP themselves.  TESTS are run JOBS at a time, those
+# of them in SERIAL_TESTS after the others, one at a time.  The stack's
+# ports are below the kernel's ephemeral range (32768 and up): while t/048
+# restarts PostgreSQL, an outgoing connection could otherwise take its
+# port.
 test-run:
-	@for try in 1 2 3; do \
+	@start=$$(date +%s); \
+	for try in 1 2 3; do \
 	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
 	    base=$$((10000 + RANDOM % 20000)); \
 	    export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
@@ -234,14 +312,32 @@ test-run:
 	    echo "the stack did not start (a port taken?), again"; \
 	    rm -rf $$dir; \
 	done; \
-	LLMGW_TEST_DIR=$$dir prove $(TESTS); rc=$$?; \
+	tests=$$(for t in $(TESTS); do \
+	    if [ -d $$t ]; then ls $${t%/}/*.t; else echo $$t; fi; \
+	done); \
+	order=$$(for t in $(LONG_TESTS); do \
+	    echo "$$tests" | grep -xF $$t; \
+	done; echo "$$tests" | grep -vxF $(patsubst %,-e %,$(LONG_TESTS))); \
+	par=$$(echo "$$order" | grep -vxF $(patsubst %,-e %,$(SERIAL_TESTS))); \
+	seq=$$(echo "$$tests" | grep -xF $(patsubst %,-e %,$(SERIAL_TESTS))); \
+	rc=0; \
+	if [ -n "$$par" ]; then \
+	    LLMGW_TEST_DIR=$$dir prove -j$(JOBS) $$par || rc=1; \
+	fi; \
+	if [ -n "$$seq" ]; then \
+	    echo "--- one at a time:" $$seq; \
+	    LLMGW_TEST_DIR=$$dir prove $$seq || rc=1; \
+	fi; \
 	scripts/stack stop $$dir >/dev/null 2>&1; \
 	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
+	echo "--- $$(echo $$tests | wc -w) files in $$(( $$(date +%s) - start )) s:" \
+	    "$$([ $$rc -eq 0 ] && echo PASS || echo FAIL)"; \
 	exit $$rc
 
 # --- make test-sanitize -------------------------------------------------------
 #
-# The whole t/ suite twice, on the stack of make test:
+# The suite twice (SAN_TESTS: every file but t/096 and t/097), on the
+# stack of make test, SAN_JOBS files at a time:
 #
 #   asan      the module, accountd, mockllm and the unit tests built with
 #             ASan and UBSan in build/san; Debian's nginx loads the module
@@ -270,7 +366,11 @@ SAN_NGX_CC_OPT := $(NGX_CC_OPT) $(SAN_FLAGS) \
 SAN_NGX_LD_OPT := $(NGX_LD_OPT) $(SAN_FLAGS)
 SAN_UNIT    := $(patsubst $(BUILD)/unit/%,$(SAN)/unit/%,$(UNIT_BIN))
 SAN_PASSES  ?= asan valgrind
-SAN_TESTS   ?= t/
+# the packages (t/096) and the containers (t/097) are built from the
+# sources, not from what is sanitized here
+SAN_TESTS   ?= $(filter-out t/096-packages.t t/097-docker.t,$(ALL_TESTS))
+# fewer at once than make test: each sanitized daemon costs more CPU
+SAN_JOBS    ?= 4
 # t/090 is 60 s of 200 clients: at valgrind's pace accountd cannot take
 # their records as they come, which is what the test measures
 VG_SKIP     ?= t/090-load.t
@@ -341,7 +441,7 @@ test-sanitize: deps build sdk san-build vg-build
 	            ASAN_OPTIONS=$$log:detect_leaks=0 \
 	            UBSAN_OPTIONS=$$log:print_stacktrace=1" \
 	        LLMGW_BUILD=$(CURDIR)/$(SAN) LLMGW_TIME_SCALE=2 \
-	            $(MAKE) --no-print-directory test-run \
+	            $(MAKE) --no-print-directory test-run JOBS=$(SAN_JOBS) \
 	                TESTS="$(SAN_UNIT) $(SAN_TESTS)" || fail=1;; \
 	    valgrind) \
 	        tests=$$(for t in $(SAN_TESTS); do \
@@ -355,7 +455,7 @@ test-sanitize: deps build sdk san-build vg-build
 	        done; \
 	        LLMGW_VALGRIND_LOG=$$rep/valgrind \
 	        LLMGW_BUILD=$(CURDIR)/$(VG) LLMGW_TIME_SCALE=4 \
-	            $(MAKE) --no-print-directory test-run \
+	            $(MAKE) --no-print-directory test-run JOBS=$(SAN_JOBS) \
 	                TESTS="$$(echo $$tests)" || fail=1;; \
 	    *) \
 	        echo "unknown pass $$pass"; fail=1; continue;; \

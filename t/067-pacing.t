@@ -94,11 +94,6 @@ sub reset_limits {
     $http->post("$m->{url}/limits/reset");
 }
 
-sub metric {
-    my ($re) = @_;
-    my $text = $http->get($ng->url('/metrics'))->{content};
-    return $text =~ /^$re (\d+)$/m ? $1 : undef;
-}
 
 sub codes {
     my %n;
@@ -141,12 +136,13 @@ cmp_ok(max(@q), '>=', $least - 500, 'the last waited about 11 s: ' . max(@q));
 is(scalar(grep { $_->{headers}{'x-llmgw-backend'} eq 'rpm' } @r), 200,
    'each says its backend');
 
-is(metric('llmgw_backend_requests_total\{backend="rpm"\}'), 200,
+is($ng->metric('llmgw_backend_requests_total\{backend="rpm"\}'), 200,
    'metrics: 200 sent to it');
-cmp_ok(metric('llmgw_backend_waited_total\{backend="rpm"\}'), '>=', 190,
+cmp_ok($ng->metric('llmgw_backend_waited_total\{backend="rpm"\}'), '>=', 190,
        'metrics: most of them waited');
-is(metric('llmgw_backend_queue\{backend="rpm"\}'), 0, 'metrics: queue empty');
-is(metric('llmgw_backend_window\{backend="rpm",kind="requests"\}'), 200,
+is($ng->metric('llmgw_backend_queue\{backend="rpm"\}'), 0,
+   'metrics: queue empty');
+is($ng->metric('llmgw_backend_window\{backend="rpm",kind="requests"\}'), 200,
    "metrics: the minute's 200 requests");
 
 like($ng->error_log, qr/waited \d+ ms for backend "rpm"/,
@@ -213,7 +209,7 @@ is($gone->{status}, 0, 'slow: the second waits; its client leaves at 0.3 s');
 # the worker that holds it sees the close as the event comes, the third
 # may reach the other worker first: it comes once the place is given back
 for (1 .. 50) {
-    last if (metric('llmgw_backend_queue\{backend="slow"\}') // 1) == 0;
+    last if ($ng->metric('llmgw_backend_queue\{backend="slow"\}') // 1) == 0;
     sleep(0.02);
 }
 
@@ -233,7 +229,7 @@ is($e->{code}, 'provider_rate_limited', 'the refused one: provider_rate_limited'
 like($e->{message}, qr/queue is full/, 'its queue is full');
 ok($full[0]{headers}{'retry-after'}, 'with Retry-After');
 ok($full[0]{headers}{'retry-after-ms'}, 'and retry-after-ms');
-is(metric('llmgw_backend_queue\{backend="slow"\}'), 0,
+is($ng->metric('llmgw_backend_queue\{backend="slow"\}'), 0,
    'metrics: nobody left waiting');
 
 

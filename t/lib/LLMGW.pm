@@ -20,7 +20,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
-                 accountd_conf new_tenant nginx http_post raw_post json_body
+                 accountd_conf own_accountd new_tenant nginx http_post
+                 raw_post json_body
                  usage_row usage_rows est_out db forge_key snapshot_caps
                  time_scale mockllm burst);
 
@@ -49,6 +50,8 @@ sub stack {
     }
     close($fh);
 
+    $stack{LLMGW_ACCOUNTD_PIDFILE} //= "$stack{LLMGW_DIR}/accountd.pid";
+
     # PostgreSQL asks every role for its password: libpq (DBD::Pg, psql,
     # accountd) finds it in the stack's password file, which only root
     # reads
@@ -72,7 +75,7 @@ sub accountd {
 # again; true on success.
 sub accountd_stop {
     my $s = stack();
-    my $pidfile = "$s->{LLMGW_DIR}/accountd.pid";
+    my $pidfile = $s->{LLMGW_ACCOUNTD_PIDFILE};
 
     open(my $fh, '<', $pidfile) or return 0;
     chomp(my $pid = <$fh> // '');
@@ -114,6 +117,43 @@ sub accountd_other {
     return { dir => $dir, socket => "$dir/accountd.sock",
              snapshot => "$dir/keys.snapshot",
              pidfile => "$dir/accountd.pid" };
+}
+
+# An accountd of this file's own, on the stack's database and key secret,
+# configured as the stack's (its metrics on a port of this file's), which
+# from then on this file's nginx (%%GATEWAY%%), the CLI, accountd_stop()
+# and accountd_start() use in place of the stack's: a file that stops
+# accountd stops its own, and the files run beside it keep theirs.
+# Stopped when the file ends.
+my $own;
+
+sub own_accountd {
+    my $s = stack();
+    my $dir = "$s->{LLMGW_DIR}/accountd-own-$$";
+    my $metrics = LLMGW::Nginx::free_port();
+    my $conf = accountd_conf($dir, 'verbose = 1',
+                             "metrics_listen = 127.0.0.1:$metrics");
+
+    $s->{LLMGW_ACCOUNTD_CONF} = $conf;
+    $s->{LLMGW_ACCOUNTD_SOCKET} = "$dir/accountd.sock";
+    $s->{LLMGW_ACCOUNTD_PIDFILE} = "$dir/accountd.pid";
+    $s->{LLMGW_KEY_SNAPSHOT} = "$dir/keys.snapshot";
+    $s->{LLMGW_ACCOUNTD_METRICS_PORT} = $metrics;
+
+    accountd_start() or die "accountd of $$ did not start";
+    $own = $s->{LLMGW_ACCOUNTD_PIDFILE};
+
+    for (1 .. 100 * time_scale()) {
+        last if -f $s->{LLMGW_KEY_SNAPSHOT} && -S $s->{LLMGW_ACCOUNTD_SOCKET};
+        sleep(0.05);
+    }
+
+    return $s;
+}
+
+END {
+    local $?;
+    accountd_stop() if $own;
 }
 
 # The configuration of an accountd of its own in $dir, on the stack's
@@ -664,6 +704,15 @@ sub stop {
         sleep(0.05);
     }
     $self->{running} = 0;
+}
+
+# The value of the first line of its /metrics (llm_gateway_metrics at
+# /metrics) that is $re and a number, undef if none
+sub metric {
+    my ($self, $re) = @_;
+    my $text = HTTP::Tiny->new(timeout => 30)->get($self->url('/metrics'))
+        ->{content};
+    return $text =~ /^$re (\d+)$/m ? $1 : undef;
 }
 
 sub error_log {
