@@ -253,21 +253,28 @@ JOBS        ?= 6
 # TESTS picks some: make test-run TESTS="t/040-gateway.t t/060-keys.t"
 TESTS ?= $(UNIT_BIN) $(ALL_TESTS)
 
+# the layer check runs whatever the tests say, and the tests whatever it
+# says
 check: deps build sdk
-	@$(MAKE) --no-print-directory test-run TESTS="$(CHECK_TESTS)"
-	@$(MAKE) --no-print-directory layers
+	@rc=0; \
+	$(MAKE) --no-print-directory layers || rc=1; \
+	$(MAKE) --no-print-directory test-run TESTS="$(CHECK_TESTS)" || rc=1; \
+	exit $$rc
 
 test: deps build sdk
-	@$(MAKE) --no-print-directory test-run \
-	    TESTS="$(UNIT_BIN) $(ALL_TESTS)"
-	@$(MAKE) --no-print-directory layers
+	@rc=0; \
+	$(MAKE) --no-print-directory layers || rc=1; \
+	$(MAKE) --no-print-directory test-run \
+	    TESTS="$(UNIT_BIN) $(ALL_TESTS)" || rc=1; \
+	exit $$rc
 
 # Each program's files call each other only downward (scripts/layers),
 # for each program whose spec, its LAYERS file, there is.
 LAYERS_ngx_llm_gateway_module = $(wildcard $(NGX_BUILD)/objs/addon/*/*.o)
-LAYERS_accountd = $(wildcard $(OBJ)/accountd/*.o) \
-                  $(call objs-of,$(OBJ),$(call uses-core,$(ACCOUNTD_SRC)))
-LAYERS_mockllm  = $(wildcard $(OBJ)/mockllm/*.o)
+# the objects of today's sources, not those a removed source left
+LAYERS_accountd = $(call objs-of,$(OBJ),$(ACCOUNTD_SRC) \
+                                         $(call uses-core,$(ACCOUNTD_SRC)))
+LAYERS_mockllm  = $(call objs-of,$(OBJ),$(MOCKLLM_SRC))
 
 layers: build
 	@rc=0; \
