@@ -250,22 +250,25 @@ CHECK_TESTS := $(UNIT_BIN) $(filter-out $(SLOW_TESTS),$(ALL_TESTS))
 # files at once: they wait on timers and daemons more than they compute
 JOBS        ?= 6
 
-# TESTS picks some: make test-run TESTS="t/040-gateway.t t/060-keys.t"
+# TESTS picks some: make test-run TESTS="t/040-gateway.t t/060-keys.t";
+# given to make check or make test, it replaces their tier
 TESTS ?= $(UNIT_BIN) $(ALL_TESTS)
+tier = $(if $(filter command line,$(origin TESTS)),$(TESTS),$(1))
 
 # the layer check runs whatever the tests say, and the tests whatever it
 # says
 check: deps build sdk
 	@rc=0; \
 	$(MAKE) --no-print-directory layers || rc=1; \
-	$(MAKE) --no-print-directory test-run TESTS="$(CHECK_TESTS)" || rc=1; \
+	$(MAKE) --no-print-directory test-run \
+	    TESTS="$(call tier,$(CHECK_TESTS))" || rc=1; \
 	exit $$rc
 
 test: deps build sdk
 	@rc=0; \
 	$(MAKE) --no-print-directory layers || rc=1; \
 	$(MAKE) --no-print-directory test-run \
-	    TESTS="$(UNIT_BIN) $(ALL_TESTS)" || rc=1; \
+	    TESTS="$(call tier,$(UNIT_BIN) $(ALL_TESTS))" || rc=1; \
 	exit $$rc
 
 # Each program's files call each other only downward (scripts/layers),

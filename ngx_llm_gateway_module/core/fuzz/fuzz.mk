@@ -9,7 +9,7 @@
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
 #   make fuzz-replay   run each once over its seed corpus (t/015 does the
-#                      same on every make test)
+#                      same on every make check)
 #   make fuzz          a bounded session of each, FUZZ_TIME seconds apiece;
 #                      new inputs and crashes go to $(BUILD)/fuzz, never
 #                      into the source tree; prints executions, coverage
