@@ -67,12 +67,13 @@ RUN_DIR     := $(CURDIR)/.run
 all: build
 
 # apt-get only when a package is missing, so that a warm machine does not
-# wait for the archive.
+# wait for the archive.  One that dpkg is installing or configuring
+# meanwhile (t/096 of another run reinstalls the module's) is there.
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
-	        | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	        | grep -q '^install ok ' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
