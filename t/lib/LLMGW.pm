@@ -766,13 +766,13 @@ my @ports;
 sub free_port {
     my $s = LLMGW::stack();
     # PostgreSQL's is free while t/048 restarts it
-    my %stack = map { ($s->{$_} // 0) => 1 }
+    my %taken = map { ($s->{$_} // 0) => 1 }
                 qw(LLMGW_PG_PORT LLMGW_MOCK_PORT LLMGW_ACCOUNTD_METRICS_PORT);
 
     while (1) {
         @ports = port_block() unless @ports;
         my $port = shift @ports;
-        next if $stack{$port};
+        next if $taken{$port};
         my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
                                       LocalPort => $port, ReuseAddr => 1)
             or next;
