@@ -2,8 +2,13 @@
 #
 #   make run     install what is missing, build, start the whole stack in .run/
 #   make stop    stop what `make run` started
-#   make test    the same set-up from scratch in a temporary directory, then
-#                every test (prove), with a TAP summary
+#   make check   the same set-up from scratch in a temporary directory,
+#                then the unit tests, the fuzz corpora and the functional
+#                t/ files, side by side (prove -j), and the layer check
+#   make test    make check and the slow tier: load, chaos, packages,
+#                docker, Chromium, the SDKs
+#   make test-run TESTS="t/040-gateway.t ..."
+#                those tests on what is built, on a stack of their own
 #   make bench   benchmarks on the same set-up; numbers, never a failure
 #   make test-sanitize
 #                the whole t/ suite twice more: with the module, accountd
@@ -26,9 +31,16 @@ NGX_CC_OPT  := -g -O2 -fstack-protector-strong -Wformat \
 NGX_LD_OPT  := -Wl,-z,relro -Wl,-z,now -fPIC
 
 CC          := gcc
+# cJSON's headers: where its pkg-config file says, else Debian's place
+CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null \
+                  || echo -I/usr/include/cjson)
 CFLAGS      := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror \
                -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-               -I$(CORE) -I/usr/include/cjson -I/usr/include/postgresql
+               -I$(CORE) $(CJSON_CFLAGS) -I/usr/include/postgresql
+# every object's dependencies on the headers it includes, in a .d file
+# next to it
+DEPFLAGS    := -MMD -MP
+OBJ         := $(BUILD)/obj
 # what a packager adds to accountd's (debian/rules: dpkg-buildflags)
 PKG_CFLAGS  :=
 PKG_LDFLAGS :=
@@ -49,18 +61,19 @@ MOCKLLM_SRC := $(wildcard mockllm/*.c)
 
 RUN_DIR     := $(CURDIR)/.run
 
-.PHONY: all deps build module accountd mockllm units sdk run stop test \
-        test-run deb clean
+.PHONY: all deps build module accountd mockllm units sdk run stop check test \
+        test-run layers deb clean
 
 all: build
 
 # apt-get only when a package is missing, so that a warm machine does not
-# wait for the archive.
+# wait for the archive.  One that dpkg is installing or configuring
+# meanwhile (t/096 of another run reinstalls the module's) is there.
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
-	        | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	        | grep -q '^install ok ' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	    echo "installing:$$missing"; \
@@ -103,37 +116,84 @@ define ngx-module
 	mv -f $@.tmp $@
 endef
 
-ACCOUNTD_LINK := $(ACCOUNTD_SRC) $(CORE)/llm_record.c $(CORE)/llm_key.c \
-                 $(CORE)/llm_capacity.c -lpq -lcrypto -lm
-MOCKLLM_LINK  := $(MOCKLLM_SRC) -lcjson
-UNIT_LINK     := $(CORE_SRC) -lcjson -lcrypto -lm
-SIM_LINK      := $(CORE)/llm_journal.c $(CORE)/llm_record.c $(CORE)/llm_key.c \
-                 accountd/queue.c -lcrypto
-
 $(NGX_BUILD)/objs/Makefile: config $(NGX_SRC)/configure
 	$(call ngx-configure,$(NGX_BUILD),$(NGX_CC_OPT),$(NGX_LD_OPT))
 
+# nginx's objs/Makefile knows what each of the module's objects depends on
 $(MODULE_SO): $(NGX_BUILD)/objs/Makefile $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR)
 	$(call ngx-module,$(NGX_BUILD))
 
-$(BUILD)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
-	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(PKG_LDFLAGS) -o $@ $(ACCOUNTD_LINK)
+# --- accountd, mockllm and the unit tests: objects ---------------------------
+#
+# Each source is compiled once into an object of the tree it is built for
+# ($(OBJ), the sanitizers' $(SAN)/obj), as $(1)/<its directory>/<name>.o;
+# a program links the core objects it uses and no others, so that a change
+# of one core file rebuilds what links it alone.
 
-$(BUILD)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
-	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $(MOCKLLM_LINK)
+# $(1): C sources; the core's sources they use: llm_X.c for each "X.h"
+# they include, found next to them or in the core, and those that llm_X.c
+# and its headers include in turn
+uses-core = $(shell set -- $(1); seen=; \
+    while [ -n "$$1" ]; do \
+        f=$$1; shift; \
+        for i in $$(sed -n 's/^\#include *"\([^"]*\)\.h".*/\1/p' $$f); do \
+            case " $$seen " in (*" $$i "*) continue;; esac; \
+            seen="$$seen $$i"; \
+            for h in $$(dirname $$f)/$$i.h $(CORE)/$$i.h; do \
+                if [ -f $$h ]; then set -- "$$@" $$h; break; fi; \
+            done; \
+            if [ -f $(CORE)/$$i.c ]; then set -- "$$@" $(CORE)/$$i.c; fi; \
+        done; \
+    done; \
+    for i in $$seen; do \
+        if [ -f $(CORE)/$$i.c ]; then echo $(CORE)/$$i.c; fi; \
+    done)
 
-$(BUILD)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
-	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -o $@ $< $(UNIT_LINK)
+# $(1): the object tree, $(2): sources; their objects in it
+objs-of = $(patsubst $(CORE)/%.c,$(1)/core/%.o,$(patsubst $(CORE)/t/%.c,$(1)/unit/%.o,\
+          $(patsubst accountd/%.c,$(1)/accountd/%.o,$(patsubst mockllm/%.c,$(1)/mockllm/%.o,$(2)))))
 
-# The protocol simulation runs the journal, the codec and accountd's queue
-# as they are (see its head comment).
-$(BUILD)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
-                            $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
-	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
+# $(1): the object tree, $(2): the compiler and its options
+define obj-rules
+$(1)/core/%.o: $(CORE)/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(PKG_CFLAGS) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/accountd/%.o: accountd/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(PKG_CFLAGS) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/mockllm/%.o: mockllm/%.c
+	@mkdir -p $$(@D)
+	$(2) $$(DEPFLAGS) -c -o $$@ $$<
+
+$(1)/unit/%.o: $(CORE)/t/%.c
+	@mkdir -p $$(@D)
+	$(2) -Iaccountd $$(DEPFLAGS) -c -o $$@ $$<
+endef
+
+# $(1): the program, $(2): the object tree, $(3): the compiler and its
+# options, $(4): its own sources, $(5): libraries
+define program
+$(1): $(call objs-of,$(2),$(4) $(call uses-core,$(4)))
+	@mkdir -p $$(@D)
+	$(3) $$(PKG_LDFLAGS) -o $$@ $$^ $(5)
+endef
+
+# $(1): the object tree, $(2): the directory of the programs, $(3): the
+# compiler and its options
+define programs
+$(eval $(call obj-rules,$(1),$(3)))
+$(eval $(call program,$(2)/accountd,$(1),$(3),$(ACCOUNTD_SRC),-lpq -lcrypto -lm))
+$(eval $(call program,$(2)/mockllm,$(1),$(3),$(MOCKLLM_SRC),-lcjson))
+$(foreach u,$(UNIT_SRC),$(eval $(call program,$(2)/unit/$(basename $(notdir $(u))),$(1),$(3),$(u),-lcjson -lcrypto -lm)))
+$(eval $(call program,$(2)/unit/sim_protocol,$(1),$(3),$(CORE)/t/sim_protocol.c accountd/queue.c,-lcrypto))
+endef
+
+$(eval $(call programs,$(OBJ),$(BUILD),$$(CC) $$(CFLAGS)))
+
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/san/obj/*/*.d \
+                    $(BUILD)/fuzz/obj/*/*.d)
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
 sdk: $(BUILD)/sdk/clients.mjs
@@ -153,21 +213,104 @@ run: deps build
 stop:
 	scripts/stack stop $(RUN_DIR)
 
-# The stack is set up from scratch in a temporary directory; every t/*.t
-# starts its own nginx against it.  The unit binaries print TAP themselves.
-# TESTS picks some: make test TESTS=t/040-gateway.t
-TESTS ?= $(UNIT_BIN) t/
+# --- the tests ----------------------------------------------------------------
+#
+#   make check   the unit tests, the protocol simulation's seeds, the fuzz
+#                corpora (t/015) and the functional t/ files, side by side
+#                (prove -j), then the layer check of each program
+#   make test    make check and the slow tier: load, chaos, packages,
+#                docker, Chromium, the SDKs and the files of a minute
+#
+# Each file takes ports and tenants of its own (t/lib/LLMGW.pm), so files
+# run side by side on one stack.  Those in SERIAL_TESTS change what every
+# other user of the stack sees (they restart its accountd or PostgreSQL,
+# lock llm.usage, read its global counters, or load the machine): they run
+# after the others, one at a time, on the same stack.  A file that stops
+# accountd stops one of its own (own_accountd in t/lib/LLMGW.pm).
+
+# the slow tier: load, chaos, the SDKs, Chromium, packages, docker, and
+# the files of a minute or more (fairness, shared limits, the bad-key
+# zone, capacity under demand)
+SLOW_TESTS  := t/048-chaos.t t/049-chaos-nginx.t t/050-sdk.t \
+               t/051-chaos-clients.t t/056-status.t t/064-shared-limits.t \
+               t/072-fairness.t t/084-bad-key-zone.t \
+               t/089-capacity-demand.t t/090-load.t t/096-packages.t \
+               t/097-docker.t
+SERIAL_TESTS := t/032-accountd-keyset.t t/033-accountd-metrics.t \
+               t/048-chaos.t t/090-load.t t/097-docker.t
+# the longest first, so that the last to start does not end alone
+LONG_TESTS  := t/072-fairness.t t/064-shared-limits.t \
+               t/089-capacity-demand.t t/084-bad-key-zone.t t/096-packages.t \
+               t/086-breaker-tenants.t t/073-backpressure.t t/082-tricks.t \
+               t/088-idem-isolation.t t/067-pacing.t t/087-pacer-shares.t \
+               t/050-sdk.t t/055-metering.t t/049-chaos-nginx.t \
+               t/051-chaos-clients.t t/066-caps-keys-gateway.t \
+               t/062-caps-gateway.t t/056-status.t
+ALL_TESTS   := $(wildcard t/*.t)
+CHECK_TESTS := $(UNIT_BIN) $(filter-out $(SLOW_TESTS),$(ALL_TESTS))
+# files at once: they wait on timers and daemons more than they compute
+JOBS        ?= 6
+
+# TESTS picks some: make test-run TESTS="t/040-gateway.t t/060-keys.t";
+# given to make check or make test, it replaces their tier
+TESTS ?= $(UNIT_BIN) $(ALL_TESTS)
+tier = $(if $(filter command line,$(origin TESTS)),$(TESTS),$(1))
+
+# the layer check runs whatever the tests say, and the tests whatever it
+# says
+check: deps build sdk
+	@rc=0; \
+	$(MAKE) --no-print-directory layers || rc=1; \
+	$(MAKE) --no-print-directory test-run \
+	    TESTS="$(call tier,$(CHECK_TESTS))" || rc=1; \
+	exit $$rc
 
 test: deps build sdk
-	@$(MAKE) --no-print-directory test-run
+	@rc=0; \
+	$(MAKE) --no-print-directory layers || rc=1; \
+	$(MAKE) --no-print-directory test-run \
+	    TESTS="$(call tier,$(UNIT_BIN) $(ALL_TESTS))" || rc=1; \
+	exit $$rc
+
+# Each program's files call each other only downward (scripts/layers),
+# for each program whose spec, its LAYERS file, there is.
+LAYERS_ngx_llm_gateway_module = $(wildcard $(NGX_BUILD)/objs/addon/*/*.o)
+# the objects of today's sources, not those a removed source left
+LAYERS_accountd = $(call objs-of,$(OBJ),$(ACCOUNTD_SRC) \
+                                         $(call uses-core,$(ACCOUNTD_SRC)))
+LAYERS_mockllm  = $(call objs-of,$(OBJ),$(MOCKLLM_SRC))
+
+layers: build
+	@rc=0; \
+	for p in ngx_llm_gateway_module accountd mockllm; do \
+	    if [ ! -f $$p/LAYERS ]; then \
+	        echo "layers: $$p: no $$p/LAYERS, not checked"; continue; \
+	    fi; \
+	    case $$p in \
+	    ngx_llm_gateway_module) o="$(LAYERS_ngx_llm_gateway_module)";; \
+	    accountd) o="$(LAYERS_accountd)";; \
+	    mockllm) o="$(LAYERS_mockllm)";; \
+	    esac; \
+	    if scripts/layers $$p/LAYERS $$o; then \
+	        echo "layers: $$p: every call goes down"; \
+	    else \
+	        rc=1; \
+	    fi; \
+	done; \
+	exit $$rc
 
 # The suite on what is built: the stack and the tests take LLMGW_BUILD
 # (the binaries, the module and sdk/; build) and the other LLMGW_*
-# variables from the environment.  The stack's ports are below the
-# kernel's ephemeral range (32768 and up): while t/048 restarts PostgreSQL,
-# an outgoing connection could otherwise take its port.
+# variables from the environment.  The stack is set up from scratch in a
+# temporary directory; every t/*.t starts its own nginx against it, the
+# unit binaries print TAP themselves.  TESTS are run JOBS at a time, those
+# of them in SERIAL_TESTS after the others, one at a time.  The stack's
+# ports are below the kernel's ephemeral range (32768 and up): while t/048
+# restarts PostgreSQL, an outgoing connection could otherwise take its
+# port.
 test-run:
-	@for try in 1 2 3; do \
+	@start=$$(date +%s); \
+	for try in 1 2 3; do \
 	    dir=$$(mktemp -d /tmp/llmgw-test.XXXXXX); \
 	    base=$$((10000 + RANDOM % 20000)); \
 	    export LLMGW_STACK_QUIET=1 LLMGW_NO_NGINX=1 LLMGW_PG_FAST=1 \
@@ -180,14 +323,32 @@ test-run:
 	    echo "the stack did not start (a port taken?), again"; \
 	    rm -rf $$dir; \
 	done; \
-	LLMGW_TEST_DIR=$$dir prove $(TESTS); rc=$$?; \
+	tests=$$(for t in $(TESTS); do \
+	    if [ -d $$t ]; then ls $${t%/}/*.t; else echo $$t; fi; \
+	done); \
+	order=$$(for t in $(LONG_TESTS); do \
+	    echo "$$tests" | grep -xF $$t; \
+	done; echo "$$tests" | grep -vxF $(patsubst %,-e %,$(LONG_TESTS))); \
+	par=$$(echo "$$order" | grep -vxF $(patsubst %,-e %,$(SERIAL_TESTS))); \
+	seq=$$(echo "$$tests" | grep -xF $(patsubst %,-e %,$(SERIAL_TESTS))); \
+	rc=0; \
+	if [ -n "$$par" ]; then \
+	    LLMGW_TEST_DIR=$$dir prove -j$(JOBS) $$par || rc=1; \
+	fi; \
+	if [ -n "$$seq" ]; then \
+	    echo "--- one at a time:" $$seq; \
+	    LLMGW_TEST_DIR=$$dir prove $$seq || rc=1; \
+	fi; \
 	scripts/stack stop $$dir >/dev/null 2>&1; \
 	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
+	echo "--- $$(echo $$tests | wc -w) files in $$(( $$(date +%s) - start )) s:" \
+	    "$$([ $$rc -eq 0 ] && echo PASS || echo FAIL)"; \
 	exit $$rc
 
 # --- make test-sanitize -------------------------------------------------------
 #
-# The whole t/ suite twice, on the stack of make test:
+# The suite twice (SAN_TESTS: every file but t/096 and t/097), on the
+# stack of make test, SAN_JOBS files at a time:
 #
 #   asan      the module, accountd, mockllm and the unit tests built with
 #             ASan and UBSan in build/san; Debian's nginx loads the module
@@ -216,7 +377,11 @@ SAN_NGX_CC_OPT := $(NGX_CC_OPT) $(SAN_FLAGS) \
 SAN_NGX_LD_OPT := $(NGX_LD_OPT) $(SAN_FLAGS)
 SAN_UNIT    := $(patsubst $(BUILD)/unit/%,$(SAN)/unit/%,$(UNIT_BIN))
 SAN_PASSES  ?= asan valgrind
-SAN_TESTS   ?= t/
+# the packages (t/096) and the containers (t/097) are built from the
+# sources, not from what is sanitized here
+SAN_TESTS   ?= $(filter-out t/096-packages.t t/097-docker.t,$(ALL_TESTS))
+# fewer at once than make test: each sanitized daemon costs more CPU
+SAN_JOBS    ?= 4
 # t/090 is 60 s of 200 clients: at valgrind's pace accountd cannot take
 # their records as they come, which is what the test measures
 VG_SKIP     ?= t/090-load.t
@@ -247,22 +412,8 @@ $(SAN)/ngx_http_llm_gateway_module.so: $(SAN_NGX)/objs/Makefile $(MODULE_SRC) \
                                        $(CORE_SRC) $(CORE_HDR)
 	$(call ngx-module,$(SAN_NGX))
 
-$(SAN)/accountd: $(ACCOUNTD_SRC) $(wildcard accountd/*.h) $(CORE_SRC) $(CORE_HDR)
-	@mkdir -p $(SAN)
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(ACCOUNTD_LINK)
-
-$(SAN)/mockllm: $(MOCKLLM_SRC) $(wildcard mockllm/*.h)
-	@mkdir -p $(SAN)
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(MOCKLLM_LINK)
-
-$(SAN)/unit/%: $(CORE)/t/%.c $(CORE_SRC) $(CORE_HDR) $(CORE)/t/tap.h
-	@mkdir -p $(SAN)/unit
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(UNIT_LINK)
-
-$(SAN)/unit/sim_protocol: $(CORE)/t/sim_protocol.c $(CORE_SRC) $(CORE_HDR) \
-                          $(CORE)/t/tap.h accountd/queue.c accountd/accountd.h
-	@mkdir -p $(SAN)/unit
-	$(SAN_CC) $(CFLAGS) $(SAN_FLAGS) -Iaccountd -o $@ $< $(SIM_LINK)
+# accountd, mockllm and the unit tests: objects of their own in $(SAN)/obj
+$(eval $(call programs,$(SAN)/obj,$(SAN),$$(SAN_CC) $$(CFLAGS) $$(SAN_FLAGS)))
 
 # the tests find the SDKs next to the binaries
 $(SAN)/sdk $(VG)/sdk:
@@ -301,7 +452,7 @@ test-sanitize: deps build sdk san-build vg-build
 	            ASAN_OPTIONS=$$log:detect_leaks=0 \
 	            UBSAN_OPTIONS=$$log:print_stacktrace=1" \
 	        LLMGW_BUILD=$(CURDIR)/$(SAN) LLMGW_TIME_SCALE=2 \
-	            $(MAKE) --no-print-directory test-run \
+	            $(MAKE) --no-print-directory test-run JOBS=$(SAN_JOBS) \
 	                TESTS="$(SAN_UNIT) $(SAN_TESTS)" || fail=1;; \
 	    valgrind) \
 	        tests=$$(for t in $(SAN_TESTS); do \
@@ -315,7 +466,7 @@ test-sanitize: deps build sdk san-build vg-build
 	        done; \
 	        LLMGW_VALGRIND_LOG=$$rep/valgrind \
 	        LLMGW_BUILD=$(CURDIR)/$(VG) LLMGW_TIME_SCALE=4 \
-	            $(MAKE) --no-print-directory test-run \
+	            $(MAKE) --no-print-directory test-run JOBS=$(SAN_JOBS) \
 	                TESTS="$$(echo $$tests)" || fail=1;; \
 	    *) \
 	        echo "unknown pass $$pass"; fail=1; continue;; \
@@ -427,7 +578,7 @@ $(BUILD)/bench/micro: bench/micro.c $(CORE_SRC) $(CORE_HDR) \
                       $(MODULE_SO)
 	@mkdir -p $(BUILD)/bench
 	$(CC) -std=gnu11 -O2 -g -I$(CORE) -Ingx_llm_gateway_module \
-	    -I/usr/include/cjson $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
+	    $(CJSON_CFLAGS) $(NGX_INCS) -o $@ bench/micro.c $(CORE_SRC) \
 	    -lcjson -lcrypto -lm
 
 # the two share bench/client.c, their HTTP client

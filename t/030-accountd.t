@@ -339,12 +339,6 @@ sub snapshot_has {
 }
 
 
-sub usage_count {
-    return $dbh->selectrow_array(
-        'SELECT count(*) FROM llm.usage WHERE request_id = ?', undef, $_[0]);
-}
-
-
 sub connect_accountd {
     my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $socket)
         or die "connect to $socket: $!";
@@ -415,18 +409,6 @@ sub connection_closed {
         my $r = sysread $s, my $buf, 4096;
         return 1 if !$r;
         last if time > $deadline;
-    }
-
-    return 0;
-}
-
-
-sub wait_for {
-    my ($cond) = @_;
-
-    for (1 .. 50) {
-        return 1 if $cond->();
-        select undef, undef, undef, 0.1;
     }
 
     return 0;

@@ -511,24 +511,6 @@ sub frame {
 }
 
 
-sub usage_count {
-    return $dbh->selectrow_array(
-        'SELECT count(*) FROM llm.usage WHERE request_id = ?', undef, $_[0]);
-}
-
-
-sub wait_for {
-    my ($cond) = @_;
-
-    for (1 .. 50) {
-        return 1 if $cond->();
-        sleep 0.1;
-    }
-
-    return 0;
-}
-
-
 sub run {
     my @args = @_;
 

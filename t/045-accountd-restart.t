@@ -14,6 +14,11 @@ use Test::More;
 use Time::HiRes qw(sleep);
 
 my $s = stack();
+
+# it stops accountd: an accountd of its own, the stack's runs on for the
+# files beside it
+own_accountd();
+
 my $pro = new_tenant(tier => 'pro');
 
 my $ng = nginx(http => <<'EOF')->run();

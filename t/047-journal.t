@@ -18,6 +18,11 @@ use Test::More;
 use Time::HiRes qw(sleep);
 
 my $s = stack();
+
+# it stops accountd: an accountd of its own, the stack's runs on for the
+# files beside it
+own_accountd();
+
 my $pro = new_tenant(tier => 'pro');
 my $tight = new_tenant(tier => 'pro');
 my $loose = new_tenant(tier => 'pro');
@@ -128,7 +133,7 @@ sub workers {
 
     # Killed workers: accountd, stopped, acknowledges nothing, so what they
     # sent is still theirs when they die; the next workers take it back.
-    open(my $fh, '<', "$s->{LLMGW_DIR}/accountd.pid") or die;
+    open(my $fh, '<', $s->{LLMGW_ACCOUNTD_PIDFILE}) or die;
     chomp(my $apid = <$fh>);
     close($fh);
 

@@ -29,7 +29,7 @@ my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     llm_gateway_tier  pro   tpm=600000;
     llm_gateway_tier  tiny  tpm=1000  burst=1000  max_tokens=4096;
-    llm_gateway_tier  tight tpm=6000  burst=100;
+    llm_gateway_tier  tight tpm=600   burst=100;
 
     log_format  retry  '$status $llm_tenant $msec $sent_http_retry_after_ms';
 
@@ -127,9 +127,11 @@ is(scalar(@tries), 1, 'and the SDK did not retry it (x-should-retry: false)');
 is(scalar(grep { /^429 \Q$capped->{name}\E / } @log), 1,
    'nor the spent cap');
 
-# The SDK's own retry: a bucket of 100 tokens refilled at 100 a second;
+# The SDK's own retry: a bucket of 100 tokens refilled at 10 a second;
 # each request takes 59 (9 in, 50 out).  The second finds 41 and is told
 # to come back when 59 are there; the client waits as told and succeeds.
+# (Slowly refilled, so that the second finds too few even when the
+# machine is busy: at 100 a second it found 59 once 0.18 s had passed.)
 
 my $got = client('openai-retry', LLMGW_KEY => $tight->{key},
                  MOCK_TOKENS => 50);

@@ -22,6 +22,7 @@ use JSON::PP;
 use List::Util qw(min);
 use LLMGW;
 use Test::More;
+use Time::HiRes qw(sleep);
 
 stack();
 

@@ -23,6 +23,10 @@ use Time::HiRes qw(sleep time);
 
 my $s = stack();
 
+# it stops accountd: an accountd of its own, the stack's runs on for the
+# files beside it
+own_accountd();
+
 # the journal holds the whole outage: a few hundred streams a second, a
 # record of some 110 bytes each
 my %run = chaos_long() ? (secs => 150, down => 120, buffer => '32m')

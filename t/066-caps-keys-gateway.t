@@ -20,6 +20,10 @@ use Time::HiRes qw(sleep time);
 
 my $s = stack();
 
+# it stops accountd: an accountd of its own, the stack's runs on for the
+# files beside it
+own_accountd();
+
 # $1 and $2 per million tokens; the cheaper model a tenth of that
 db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
                                    output_per_mtok)

@@ -63,11 +63,6 @@ EOF
 
 my $http = HTTP::Tiny->new(timeout => 30);
 
-sub metric {
-    my ($re) = @_;
-    my $text = $http->get($ng->url('/metrics'))->{content};
-    return $text =~ /^$re (\d+)$/m ? $1 : undef;
-}
 
 sub mock_limits {
     my ($path) = @_;
@@ -166,9 +161,9 @@ is(count($r, sub { $_[0]{code} eq 'upstream_saturated'
 ok($sat->{refused_inflight} * 5 < $control->{refused_inflight},
    'the upstream refuses a fraction of what it did without');
 ok($served > 0, 'and serves meanwhile');
-ok(metric('llmgw_capacity_reductions_total\{zone="llm"\}') >= 1,
+ok($ng->metric('llmgw_capacity_reductions_total\{zone="llm"\}') >= 1,
    'the reductions are counted');
-ok(metric('llmgw_rejected_total\{zone="llm",tenant="[^"]*",tier="big",'
+ok($ng->metric('llmgw_rejected_total\{zone="llm",tenant="[^"]*",tier="big",'
           . 'reason="saturation"\}') >= $ours,
    'and the refusals, reason "saturation"');
 
@@ -191,9 +186,9 @@ is(count(\@last, sub { $_[0]{status} != 200 }), 0,
    'after 20 s: nothing refused');
 ok($late > $early * 2, 'throughput back: more than twice as much served');
 is($rec->{refused_inflight}, 0, 'the upstream refused none');
-is(metric('llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}'), 16,
+is($ng->metric('llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}'), 16,
    'the ceiling is whole again');
-is(metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 0,
+is($ng->metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 0,
    'nothing left in flight');
 
 # requests in flight in workers that are killed: the new workers settle
@@ -214,7 +209,7 @@ for (1 .. 4) {
 }
 
 sleep(0.5);
-is(metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 4,
+is($ng->metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 4,
    '4 slow ones in flight');
 
 kill('KILL', workers($ng));
@@ -224,7 +219,8 @@ my $left;
 
 for (1 .. 50) {
     sleep(0.1);
-    $left = metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}');
+    $left = $ng->metric(
+        'llmgw_capacity_inflight\{zone="llm",kind="current"\}');
     last if defined $left && $left == 0;
 }
 
@@ -245,7 +241,8 @@ $ng->reload();
 my $ceiling;
 
 for (1 .. 50) {
-    $ceiling = metric('llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}');
+    $ceiling = $ng->metric(
+        'llmgw_capacity_inflight\{zone="llm",kind="ceiling"\}');
     last if defined $ceiling && $ceiling == 8;
     sleep(0.1);
 }

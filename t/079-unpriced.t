@@ -20,6 +20,10 @@ use Time::HiRes qw(sleep);
 
 my $s = stack();
 
+# it stops accountd: an accountd of its own, the stack's runs on for the
+# files beside it
+own_accountd();
+
 my $priced = "mock-priced-$$";
 my $free = "mock-unpriced-$$";
 

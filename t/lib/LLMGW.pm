@@ -20,7 +20,8 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
-                 accountd_conf new_tenant nginx http_post raw_post json_body
+                 accountd_conf own_accountd new_tenant nginx http_post
+                 raw_post json_body
                  usage_row usage_rows est_out db forge_key snapshot_caps
                  time_scale mockllm burst);
 
@@ -49,6 +50,8 @@ sub stack {
     }
     close($fh);
 
+    $stack{LLMGW_ACCOUNTD_PIDFILE} //= "$stack{LLMGW_DIR}/accountd.pid";
+
     # PostgreSQL asks every role for its password: libpq (DBD::Pg, psql,
     # accountd) finds it in the stack's password file, which only root
     # reads
@@ -72,7 +75,7 @@ sub accountd {
 # again; true on success.
 sub accountd_stop {
     my $s = stack();
-    my $pidfile = "$s->{LLMGW_DIR}/accountd.pid";
+    my $pidfile = $s->{LLMGW_ACCOUNTD_PIDFILE};
 
     open(my $fh, '<', $pidfile) or return 0;
     chomp(my $pid = <$fh> // '');
@@ -114,6 +117,43 @@ sub accountd_other {
     return { dir => $dir, socket => "$dir/accountd.sock",
              snapshot => "$dir/keys.snapshot",
              pidfile => "$dir/accountd.pid" };
+}
+
+# An accountd of this file's own, on the stack's database and key secret,
+# configured as the stack's (its metrics on a port of this file's), which
+# from then on this file's nginx (%%GATEWAY%%), the CLI, accountd_stop()
+# and accountd_start() use in place of the stack's: a file that stops
+# accountd stops its own, and the files run beside it keep theirs.
+# Stopped when the file ends.
+my $own;
+
+sub own_accountd {
+    my $s = stack();
+    my $dir = "$s->{LLMGW_DIR}/accountd-own-$$";
+    my $metrics = LLMGW::Nginx::free_port();
+    my $conf = accountd_conf($dir, 'verbose = 1',
+                             "metrics_listen = 127.0.0.1:$metrics");
+
+    $s->{LLMGW_ACCOUNTD_CONF} = $conf;
+    $s->{LLMGW_ACCOUNTD_SOCKET} = "$dir/accountd.sock";
+    $s->{LLMGW_ACCOUNTD_PIDFILE} = "$dir/accountd.pid";
+    $s->{LLMGW_KEY_SNAPSHOT} = "$dir/keys.snapshot";
+    $s->{LLMGW_ACCOUNTD_METRICS_PORT} = $metrics;
+
+    accountd_start() or die "accountd of $$ did not start";
+    $own = $s->{LLMGW_ACCOUNTD_PIDFILE};
+
+    for (1 .. 100 * time_scale()) {
+        last if -f $s->{LLMGW_KEY_SNAPSHOT} && -S $s->{LLMGW_ACCOUNTD_SOCKET};
+        sleep(0.05);
+    }
+
+    return $s;
+}
+
+END {
+    local $?;
+    accountd_stop() if $own;
 }
 
 # The configuration of an accountd of its own in $dir, on the stack's
@@ -666,6 +706,15 @@ sub stop {
     $self->{running} = 0;
 }
 
+# The value of the first line of its /metrics (llm_gateway_metrics at
+# /metrics) that is $re and a number, undef if none
+sub metric {
+    my ($self, $re) = @_;
+    my $text = HTTP::Tiny->new(timeout => 30)->get($self->url('/metrics'))
+        ->{content};
+    return $text =~ /^$re (\d+)$/m ? $1 : undef;
+}
+
 sub error_log {
     my ($self) = @_;
     open(my $fh, '<', "$self->{dir}/error.log") or return '';
@@ -702,13 +751,56 @@ sub DESTROY {
     $self->stop() if $self->{running};
 }
 
+# A port for this file: from a block of its own (PORT_BLOCK ports) below
+# the kernel's ephemeral range (32768 and up), so that neither a file run
+# beside it nor an outgoing connection (while t/048 restarts PostgreSQL)
+# takes it between this check and the listen.  The blocks are handed out
+# in turn, under a lock in the stack's directory, from just above the
+# stack's own ports; one another stack holds is passed over.
+use Fcntl qw(:flock);
+
+use constant { PORT_LO => 10000, PORT_HI => 32768, PORT_BLOCK => 32 };
+
+my @ports;
+
 sub free_port {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
-                                  LocalPort => 0, ReuseAddr => 1)
-        or die "no free port: $!";
-    my $port = $s->sockport();
-    close($s);
-    return $port;
+    my $s = LLMGW::stack();
+    # PostgreSQL's is free while t/048 restarts it
+    my %taken = map { ($s->{$_} // 0) => 1 }
+                qw(LLMGW_PG_PORT LLMGW_MOCK_PORT LLMGW_ACCOUNTD_METRICS_PORT);
+
+    while (1) {
+        @ports = port_block() unless @ports;
+        my $port = shift @ports;
+        next if $taken{$port};
+        my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                      LocalPort => $port, ReuseAddr => 1)
+            or next;
+        close($l);
+        return $port;
+    }
+}
+
+sub port_block {
+    my $s = LLMGW::stack();
+    my $file = "$s->{LLMGW_DIR}/ports";
+
+    open(my $fh, '+>>', $file) or die "$file: $!";
+    flock($fh, LOCK_EX) or die "$file: $!";
+    seek($fh, 0, 0);
+    my $n = <$fh> // 0;
+    chomp($n);
+    $n = 0 unless $n =~ /^\d+$/;
+    truncate($fh, 0);
+    print $fh $n + 1, "\n";
+    close($fh);
+
+    my $blocks = int((PORT_HI - PORT_LO) / PORT_BLOCK);
+    my $first = int((($s->{LLMGW_PG_PORT} // PORT_LO) - PORT_LO)
+                    / PORT_BLOCK) + 1;
+    my $lo = PORT_LO + (($first + $n) % $blocks) * PORT_BLOCK;
+
+    return ($lo .. $lo + PORT_BLOCK - 1);
 }
 
 1;

@@ -32,6 +32,24 @@ our $ABSENT = \'absent';
 
 my @mocks;                       # for END
 
+# On the stack of make test, a port of this file's block (see LLMGW's
+# free_port); alone, any the kernel gives.
+sub free_port {
+    if ($ENV{LLMGW_TEST_DIR} && -f "$ENV{LLMGW_TEST_DIR}/stack.env") {
+        require LLMGW;
+        return LLMGW::Nginx::free_port();
+    }
+
+    my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+                                      LocalPort => 0, Proto => 'tcp',
+                                      Listen => 1)
+        or die "probe socket: $!";
+    my $p = $probe->sockport;
+    close $probe;
+
+    return $p;
+}
+
 # A mockllm with these options, once it answers /health: { pid, port, log
 # (its stderr) }.  Killed at the end if still running.
 sub start_mockllm {
@@ -39,12 +57,7 @@ sub start_mockllm {
     my (undef, $log) = tempfile('mockllm-XXXXXX', TMPDIR => 1, UNLINK => 1);
 
     for my $try (1 .. 5) {
-        my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
-                                          LocalPort => 0, Proto => 'tcp',
-                                          Listen => 1)
-            or die "probe socket: $!";
-        my $p = $probe->sockport;
-        close $probe;
+        my $p = free_port();
 
         my $child = fork // die "fork: $!";
 

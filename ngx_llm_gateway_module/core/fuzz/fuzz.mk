@@ -9,7 +9,7 @@
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
 #   make fuzz-replay   run each once over its seed corpus (t/015 does the
-#                      same on every make test)
+#                      same on every make check)
 #   make fuzz          a bounded session of each, FUZZ_TIME seconds apiece;
 #                      new inputs and crashes go to $(BUILD)/fuzz, never
 #                      into the source tree; prints executions, coverage
@@ -26,30 +26,37 @@ BUILD           ?= build
 FUZZ_CC         ?= clang-14
 FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -fno-sanitize-recover=undefined \
-                   -I$(CORE) -I/usr/include/cjson
+                   -I$(CORE) $(or $(CJSON_CFLAGS),-I/usr/include/cjson)
 FUZZ_TIME       ?= 60
 
 FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
-# what each target links besides its source
-FUZZ_LINK_sse       := $(CORE)/llm_sse.c $(CORE)/llm_settle.c -lcjson
-FUZZ_LINK_inspect   := $(CORE)/llm_inspect.c -lcjson -lm
-FUZZ_LINK_record    := $(CORE)/llm_record.c
-FUZZ_LINK_key       := $(CORE)/llm_key.c -lcrypto
-FUZZ_LINK_provider  := $(CORE)/llm_provider.c $(CORE)/llm_time.c
-FUZZ_LINK_pacer     := $(CORE)/llm_pacer.c
-FUZZ_LINK_fair      := $(CORE)/llm_fair.c
-FUZZ_LINK_breaker   := $(CORE)/llm_breaker.c
+FUZZ_OBJ        := $(BUILD)/fuzz/obj
 
 .PHONY: fuzz-build fuzz-replay fuzz fuzz-run fuzz-seeds
 
 fuzz-build: $(FUZZ_BIN)
 
-$(BUILD)/fuzz/fuzz_%: $(CORE)/fuzz/fuzz_%.c $(wildcard $(CORE)/llm_*.[ch])
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK_$*)
+# Objects in $(FUZZ_OBJ), instrumented; each target links its own and the
+# core objects it uses (the top Makefile's uses-core: by what it includes)
+$(FUZZ_OBJ)/core/%.o: $(CORE)/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(FUZZ_OBJ)/fuzz/%.o: $(CORE)/fuzz/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+define fuzz-target
+$(BUILD)/fuzz/fuzz_$(1): $(FUZZ_OBJ)/fuzz/fuzz_$(1).o \
+        $(patsubst $(CORE)/%.c,$(FUZZ_OBJ)/core/%.o,\
+                   $(call uses-core,$(CORE)/fuzz/fuzz_$(1).c))
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$^ -lcjson -lcrypto -lm
+endef
+
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz-target,$(t))))
 
 # Given files, libFuzzer runs each once and exits non-zero on a failure.
 fuzz-replay: $(FUZZ_BIN)

@@ -10,7 +10,9 @@ use Exporter qw(import);
 use Test::More;
 
 our @EXPORT = qw(accountd_stack read_env read_secret accountd_log dbi_dsn
-                 log_since);
+                 log_since wait_for usage_count);
+
+my $dbh;                        # accountd_stack's
 
 
 # The running stack the tests share: its settings (stack.env), what they
@@ -34,14 +36,15 @@ sub accountd_stack {
     # every role logs in with its password: the stack's password file
     $ENV{PGPASSFILE} = $env{LLMGW_PGPASSFILE} if $env{LLMGW_PGPASSFILE};
 
+    $dbh = DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
+                        { RaiseError => 1, PrintError => 0, AutoCommit => 1 });
+
     return {
         %env,
         accountd => "$env{LLMGW_BUILD}/accountd",
         secret => read_secret($env{LLMGW_KEY_SECRET}),
         log => accountd_log($env{LLMGW_ACCOUNTD_CONF}),
-        dbh => DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
-                            { RaiseError => 1, PrintError => 0,
-                              AutoCommit => 1 }),
+        dbh => $dbh,
     };
 }
 
@@ -151,6 +154,28 @@ sub log_since {
     close $fh;
 
     return $text;
+}
+
+
+# true once $cond->() is, within 5 s; false if not by then
+
+sub wait_for {
+    my ($cond) = @_;
+
+    for (1 .. 50) {
+        return 1 if $cond->();
+        select undef, undef, undef, 0.1;
+    }
+
+    return 0;
+}
+
+
+# the llm.usage rows of a request, through accountd_stack's connection
+
+sub usage_count {
+    return $dbh->selectrow_array(
+        'SELECT count(*) FROM llm.usage WHERE request_id = ?', undef, $_[0]);
 }
 
 
