@@ -695,6 +695,7 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
 {
     size_t                              len, size;
     int64_t                             now;
+    ngx_uint_t                          last, status;
     ngx_buf_t                          *b;
     ngx_chain_t                        *cl;
     ngx_http_llm_gateway_idem_t        *e;
@@ -772,6 +773,23 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
     }
 
     ngx_shmtx_unlock(&z->shpool->mutex);
+
+    last = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        last |= cl->buf->last_buf;
+    }
+
+    status = r->err_status ? r->err_status : r->headers_out.status;
+
+    /*
+     * A response that is not a 2xx is no result: its key is free before
+     * its last byte leaves, not once the request is freed, which another
+     * worker's retry of it may well come before.
+     */
+    if (last && (status < NGX_HTTP_OK || status >= 300)) {
+        ngx_http_llm_gateway_idem_end(ctx);
+    }
 }
 
 

@@ -12,6 +12,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use HTTP::Tiny;
+use IO::Socket::INET;
 use JSON::PP;
 use LLMGW;
 use Test::More;
@@ -37,6 +38,14 @@ my $ng = nginx(http => <<"EOF")->run();
         location = /v1/chat/completions {
             llm_gateway  zone=llm;
             proxy_pass   http://127.0.0.1:$mock->{port};
+        }
+
+        # the request is freed only once the client has closed
+        location = /linger/v1/chat/completions {
+            lingering_close    always;
+            keepalive_timeout  0;
+            llm_gateway        zone=llm;
+            proxy_pass         http://127.0.0.1:$mock->{port}/v1/chat/completions;
         }
     }
 EOF
@@ -127,6 +136,37 @@ $r = ask('k3', $body);
 is($r->{status}, 200, 'its key again: it runs');
 ok(!$r->{headers}{'idempotent-replayed'}, 'not a replay of the failure');
 is(sent(), $n + 1, 'sent upstream');
+
+# The failure's client has all of it while its request lives on (here
+# nginx lingers until the client closes; elsewhere another worker takes
+# the retry first): the key is free from the failure's last byte.
+{
+    my $json = encode_json($body);
+    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+                                  PeerPort => $ng->port, Timeout => 5)
+        or die "connect: $!";
+    print $c "POST /linger/v1/chat/completions HTTP/1.1\r\n"
+             . "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             . "Authorization: Bearer $t->{key}\r\n"
+             . "Idempotency-Key: k4\r\nx-mock-status: 500\r\n"
+             . 'Content-Length: ' . length($json) . "\r\n\r\n$json";
+
+    my ($got, $buf) = ('');
+    while (sysread($c, $buf, 65536)) {
+        $got .= $buf;
+    }
+    like($got, qr{^HTTP/1.1 500 }, 'a failure, read to its end');
+
+    $n = sent();
+    $r = http_post($ng->url('/linger/v1/chat/completions'), $body,
+                   authorization => "Bearer $t->{key}", 'x-mock-tokens' => 5,
+                   'idempotency-key' => 'k4');
+    is($r->{status}, 200, 'its key again while its request lingers: it runs');
+    ok(!$r->{headers}{'idempotent-replayed'}, 'not a replay of the failure');
+    is(sent(), $n + 1, 'sent upstream');
+
+    close($c);
+}
 
 sleep(3.2);
 
