@@ -509,7 +509,8 @@ test-sanitize: deps build sdk san-build vg-build
 
 DEB_DIR     := $(BUILD)/deb
 DEB_INPUTS  := $(wildcard debian/* debian/source/*) config Makefile \
-               README.md $(MODULE_SRC) $(CORE_SRC) $(CORE_HDR) \
+               README.md $(wildcard doc/*.md) $(MODULE_SRC) \
+               $(CORE_SRC) $(CORE_HDR) \
                $(wildcard accountd/*) $(wildcard sql/*.sql)
 
 deb: deps $(DEB_DIR)/stamp

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# How far a plan can be oversold (source document 000, 7.2.9): accountd
+# How far a plan can be oversold: accountd
 # capacity reads each plan's mean utilisation from llm.usage and says how
 # many tenants of it the capacity supports by the mean and with 3 sigma.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Shared capacity by weight (issue 10): three tenants of weights 1, 1 and 2
+# Shared capacity by weight: three tenants of weights 1, 1 and 2
 # asking far more than a zone's capacity get a quarter, a quarter and a
 # half of it; the excess is refused with 429 capacity_exceeded.  Below the
 # capacity each gets what it asks, beyond its tier's tpm up to its burst

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Backpressure (issue 10): an upstream that can take 4 requests at once and
+# Backpressure: an upstream that can take 4 requests at once and
 # answers the fifth with its overloaded 503.  The gateway learns it from
 # those answers: its zone's ceiling of requests in flight (16 configured)
 # halves at once, and the gateway answers the excess itself, 503

@@ -1,4 +1,4 @@
-# The fault and bad-input suite (issue 7), included by the top Makefile.
+# The fault and bad-input suite, included by the top Makefile.
 #
 #   make chaos   the stack of `make test`, then the chaos tests in their
 #                long form (LLMGW_CHAOS_LONG=1): accountd killed every 2 s

@@ -1,6 +1,6 @@
 package Chaos;
 
-# The fault and bad-input suite's shared part (issue 7; make chaos): the
+# The fault and bad-input suite's shared part (make chaos): the
 # scenario tenants, an nginx that logs what it settled and serves its
 # metrics, wrk streams, and the invariants every scenario ends with.
 #
@@ -18,7 +18,7 @@ package Chaos;
 #       causes on purpose (it names them), no sanitizer report
 #
 # A scenario is short by default (seconds); LLMGW_CHAOS_LONG=1, which make
-# chaos sets, gives it the durations of issue 7.
+# chaos sets, gives it its long durations.
 
 use strict;
 use warnings;
