@@ -26,6 +26,11 @@
 #include <openssl/crypto.h>
 
 #include "accountd.h"
+#include "cli.h"
+#include "conf.h"
+#include "log.h"
+#include "pq.h"
+#include "snapshot.h"
 #include "llm_capacity.h"
 
 

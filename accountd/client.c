@@ -38,6 +38,12 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "client.h"
+#include "event.h"
+#include "keyset.h"
+#include "log.h"
+#include "queue.h"
+#include "stats.h"
 
 
 #define CLIENT_IN_SIZE            16384

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "accountd.h"
+#include "conf.h"
+#include "log.h"
 
 
 #define CONF_LINE_MAX             4096

@@ -8,6 +8,13 @@
 
 
 #include "accountd.h"
+#include "db.h"
+#include "dbconn.h"
+#include "event.h"
+#include "ingest.h"
+#include "keys.h"
+#include "lease.h"
+#include "queue.h"
 
 
 int

@@ -24,6 +24,13 @@
 #include <sys/epoll.h>
 
 #include "accountd.h"
+#include "conf.h"
+#include "dbconn.h"
+#include "event.h"
+#include "log.h"
+#include "pq.h"
+#include "queue.h"
+#include "stats.h"
 
 
 #define DBCONN_CONNECT_TIMEOUT    10000

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "event.h"
+#include "log.h"
 
 
 #define EVENT_MAX                 64

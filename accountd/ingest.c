@@ -20,6 +20,15 @@
 #include <string.h>
 
 #include "accountd.h"
+#include "client.h"
+#include "conf.h"
+#include "dbconn.h"
+#include "event.h"
+#include "ingest.h"
+#include "log.h"
+#include "pq.h"
+#include "queue.h"
+#include "stats.h"
 
 
 #define INGEST_PARAMS             15

@@ -15,6 +15,15 @@
 
 
 #include "accountd.h"
+#include "client.h"
+#include "conf.h"
+#include "dbconn.h"
+#include "event.h"
+#include "keys.h"
+#include "keyset.h"
+#include "listener.h"
+#include "log.h"
+#include "snapshot.h"
 
 
 #define KEYS_RETRY                5000

@@ -22,6 +22,9 @@
 #include <time.h>
 
 #include "accountd.h"
+#include "keyset.h"
+#include "log.h"
+#include "snapshot.h"
 
 
 typedef struct {

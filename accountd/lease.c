@@ -16,6 +16,14 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "client.h"
+#include "conf.h"
+#include "dbconn.h"
+#include "lease.h"
+#include "log.h"
+#include "pq.h"
+#include "queue.h"
+#include "stats.h"
 
 
 typedef struct {

@@ -21,6 +21,12 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "client.h"
+#include "conf.h"
+#include "event.h"
+#include "listener.h"
+#include "log.h"
+#include "stats.h"
 
 
 static void listener_accept(acd_event_t *ev, uint32_t events);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "log.h"
 
 
 #define LOG_LINE_MAX              4096

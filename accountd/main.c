@@ -27,6 +27,20 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "cli.h"
+#include "client.h"
+#include "conf.h"
+#include "db.h"
+#include "dbconn.h"
+#include "event.h"
+#include "keys.h"
+#include "keyset.h"
+#include "listener.h"
+#include "log.h"
+#include "metrics.h"
+#include "pq.h"
+#include "queue.h"
+#include "snapshot.h"
 
 
 #define MAIN_SHUTDOWN_WAIT        2000

@@ -32,6 +32,14 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "client.h"
+#include "conf.h"
+#include "dbconn.h"
+#include "event.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+#include "stats.h"
 
 
 #define METRICS_CONN_MAX          8

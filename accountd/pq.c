@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "accountd.h"
+#include "log.h"
+#include "pq.h"
 
 
 /* blocking: for the command line and the snapshot at start-up */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "accountd.h"
+#include "queue.h"
 
 
 static acd_item_t  *queue_items;

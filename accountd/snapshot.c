@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "log.h"
+#include "snapshot.h"
 
 
 #define SNAPSHOT_MODE             0640

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "accountd.h"
+#include "stats.h"
 
 
 acd_stats_t  acd_stats;

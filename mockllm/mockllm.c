@@ -35,6 +35,11 @@
 #include <linux/sockios.h>
 
 #include "mockllm.h"
+#include "mockllm_http.h"
+#include "mockllm_limits.h"
+#include "mockllm_llm.h"
+#include "mockllm_log.h"
+#include "mockllm_loop.h"
 
 
 #define MOCKLLM_THREADS_MAX  64

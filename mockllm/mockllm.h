@@ -1,7 +1,9 @@
 
 /*
  * mockllm: the mock LLM upstream.  The behaviour is documented at the top
- * of mockllm.c.
+ * of mockllm.c.  Each file declares what it offers the others in its own
+ * header (mockllm_buf.h for mockllm_buf.c); this one holds what they share:
+ * the limits, the codes and the connection with its parts.
  */
 
 #ifndef _MOCKLLM_H_INCLUDED_
@@ -23,23 +25,13 @@
 #define MOCKLLM_BODY_MAX        (32 * 1024 * 1024)
 #define MOCKLLM_IN_MAX          (MOCKLLM_HEADER_MAX + MOCKLLM_BODY_MAX       \
                                  + 64 * 1024)
-#define MOCKLLM_BUF_KEEP        (256 * 1024)
 
-#define MOCKLLM_TOKENS_MAX      1000000
 #define MOCKLLM_MAX_DEFAULT     64
 #define MOCKLLM_DELAY_MAX       3600000
-#define MOCKLLM_LINGER_MS       2000
-#define MOCKLLM_PUMP_SIZE       (64 * 1024)
 #define MOCKLLM_REQUEST_ID_LEN  256
-#define MOCKLLM_PAD_MAX         (16 * 1024 * 1024)
-#define MOCKLLM_REPEAT_MAX      1000
-#define MOCKLLM_RESET_POLL_MS   5
 #define MOCKLLM_LIMIT_MSG_LEN   256
 #define MOCKLLM_READ_MSG_LEN    256
 #define MOCKLLM_READ_PARAM_LEN  96
-#define MOCKLLM_N_MAX           128
-#define MOCKLLM_INT_MAX         2147483647
-#define MOCKLLM_DEPTH_MAX       1000
 
 #define MOCKLLM_NONE           -1
 
@@ -74,7 +66,6 @@ typedef struct mockllm_conn_s  mockllm_conn_t;
  * concurrency limit must never let pass.  GET /stats/NAME.
  */
 #define MOCKLLM_TENANT_LEN   64
-#define MOCKLLM_TENANTS      256
 
 typedef struct {
     char                 name[MOCKLLM_TENANT_LEN];
@@ -314,72 +305,6 @@ struct mockllm_loop_s {
     size_t               nconns;
     mockllm_conn_t      *conns;
 };
-
-
-/* mockllm_log.c */
-void mockllm_log(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-/* mockllm_timer.c */
-uint64_t mockllm_timer_now(void);
-void mockllm_timer_set(mockllm_conn_t *c, int64_t ms);
-void mockllm_timer_next(mockllm_conn_t *c, int64_t ms);
-void mockllm_timer_del(mockllm_conn_t *c);
-
-/* mockllm_tenant.c */
-mockllm_tenant_t *mockllm_tenant(const char *name, size_t len);
-void mockllm_tenant_end(mockllm_conn_t *c);
-
-/* mockllm_loop.c */
-extern volatile int  mockllm_failed;
-
-int mockllm_loop_init(mockllm_loop_t *loop, int lfd);
-void *mockllm_loop_run(void *data);
-int mockllm_loop_stop(mockllm_loop_t *loop);
-void mockllm_loop_free(mockllm_loop_t *loop);
-
-/* mockllm_buf.c */
-void mockllm_buf_reserve(mockllm_buf_t *b, size_t n);
-void mockllm_buf_add(mockllm_buf_t *b, const void *p, size_t n);
-void mockllm_buf_add_num(mockllm_buf_t *b, uint64_t v);
-void mockllm_buf_add_json(mockllm_buf_t *b, const char *s, size_t n);
-void mockllm_buf_shrink(mockllm_buf_t *b);
-void mockllm_buf_free(mockllm_buf_t *b);
-
-#define mockllm_buf_adds(b, s)  mockllm_buf_add(b, s, sizeof(s) - 1)
-#define mockllm_buf_addz(b, s)  mockllm_buf_add(b, s, strlen(s))
-
-/* mockllm_http.c */
-extern int64_t  mockllm_http_delay;
-
-int mockllm_http_parse(mockllm_conn_t *c);
-void mockllm_http_head(mockllm_conn_t *c, int status,
-    const char *content_type, int64_t content_length);
-void mockllm_http_finish(mockllm_conn_t *c);
-
-/* mockllm_limits.c */
-extern int       mockllm_limits_on;
-/* what a request used, for the correction at its end: mockllm_llm_spent */
-extern int64_t  (*mockllm_limits_spent)(mockllm_conn_t *c);
-
-int mockllm_limits_init(int64_t rpm, int64_t tpm, int64_t quota,
-    int64_t period, int64_t short_ms, int64_t inflight);
-void mockllm_limits_arrive(mockllm_conn_t *c);
-int mockllm_limits_admit(mockllm_conn_t *c, int64_t charge);
-void mockllm_limits_end(mockllm_conn_t *c);
-void mockllm_limits_head(mockllm_conn_t *c, mockllm_buf_t *b);
-void mockllm_limits_json(mockllm_buf_t *b, int reset);
-void mockllm_limits_set_inflight(int64_t n);
-size_t mockllm_limits_duration(char *buf, size_t len, uint64_t ms);
-
-/* mockllm_read.c */
-void mockllm_read(mockllm_conn_t *c, int api);
-
-/* mockllm_llm.c */
-void mockllm_llm_handle(mockllm_conn_t *c);
-void mockllm_llm_handle_bad(mockllm_conn_t *c);
-void mockllm_llm_advance(mockllm_conn_t *c);
-int64_t mockllm_llm_spent(mockllm_conn_t *c);
 
 
 #endif /* _MOCKLLM_H_INCLUDED_ */

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
 
 
-#define MOCKLLM_BUF_MIN  4096
+#define MOCKLLM_BUF_MIN   4096
+#define MOCKLLM_BUF_KEEP  (256 * 1024)
 
 
 void

@@ -8,6 +8,15 @@
 #include <strings.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
+#include "mockllm_http.h"
+#include "mockllm_limits.h"
+#include "mockllm_tenant.h"
+
+
+#define MOCKLLM_TOKENS_MAX      1000000
+#define MOCKLLM_PAD_MAX         (16 * 1024 * 1024)
+#define MOCKLLM_REPEAT_MAX      1000
 
 
 enum {

@@ -30,6 +30,10 @@
 #include <time.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
+#include "mockllm_limits.h"
+#include "mockllm_log.h"
+#include "mockllm_timer.h"
 
 
 #define MOCKLLM_WINDOW_MS    60000

@@ -11,6 +11,16 @@
 #include <cJSON.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
+#include "mockllm_http.h"
+#include "mockllm_limits.h"
+#include "mockllm_llm.h"
+#include "mockllm_read.h"
+#include "mockllm_tenant.h"
+#include "mockllm_timer.h"
+
+
+#define MOCKLLM_PUMP_SIZE       (64 * 1024)
 
 
 enum {

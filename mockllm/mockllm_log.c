@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "mockllm.h"
+#include "mockllm_log.h"
 
 
 void

@@ -25,10 +25,20 @@
 #include <linux/sockios.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
+#include "mockllm_http.h"
+#include "mockllm_limits.h"
+#include "mockllm_llm.h"
+#include "mockllm_log.h"
+#include "mockllm_loop.h"
+#include "mockllm_tenant.h"
+#include "mockllm_timer.h"
 
 
-#define MOCKLLM_EVENTS       512
-#define MOCKLLM_RECV_MIN     4096
+#define MOCKLLM_EVENTS          512
+#define MOCKLLM_RECV_MIN        4096
+#define MOCKLLM_LINGER_MS       2000
+#define MOCKLLM_RESET_POLL_MS   5
 
 
 static void mockllm_accept(mockllm_loop_t *loop);

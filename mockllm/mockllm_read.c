@@ -13,6 +13,13 @@
 #include <cJSON.h>
 
 #include "mockllm.h"
+#include "mockllm_buf.h"
+#include "mockllm_read.h"
+
+
+#define MOCKLLM_N_MAX           128
+#define MOCKLLM_INT_MAX         2147483647
+#define MOCKLLM_DEPTH_MAX       1000
 
 
 typedef struct {

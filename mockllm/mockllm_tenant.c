@@ -8,6 +8,10 @@
 #include <pthread.h>
 
 #include "mockllm.h"
+#include "mockllm_tenant.h"
+
+
+#define MOCKLLM_TENANTS      256
 
 
 static mockllm_tenant_t  mockllm_tenants[MOCKLLM_TENANTS];

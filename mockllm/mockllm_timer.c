@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "mockllm.h"
+#include "mockllm_timer.h"
 
 
 static void mockllm_timer_add(mockllm_conn_t *c, uint64_t at);

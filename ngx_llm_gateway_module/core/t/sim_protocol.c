@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "accountd.h"
+#include "queue.h"
 #include "llm_journal.h"
 #include "llm_key.h"
 #include "llm_record.h"
