@@ -16,7 +16,6 @@ use LLMGW::Accountd;
 use Test::More;
 use Digest::SHA qw(hmac_sha256_hex);
 use File::Temp qw(tempfile);
-use List::Util qw(max);
 use Time::HiRes qw(time sleep);
 
 my $st = accountd_stack();
@@ -375,7 +374,7 @@ is $@, '', 'the longest list, 1022 characters, is taken';
 # which names the configuration in LLMGW_ACCOUNTD_CONF): no -c; and with
 # LLMGW_DATABASE_URL alone, no configuration file at all
 
-my $out = `cd /tmp && env LLMGW_ACCOUNTD_CONF='$conf' sh -c '"$accountd" tenant create --name "$tag-demo" --tier pro && "$accountd" key create --tenant "$tag-demo"' 2>&1`;
+$out = `cd /tmp && env LLMGW_ACCOUNTD_CONF='$conf' sh -c '"$accountd" tenant create --name "$tag-demo" --tier pro && "$accountd" key create --tenant "$tag-demo"' 2>&1`;
 is $?, 0, 'LLMGW_ACCOUNTD_CONF, no -c: tenant create and key create'
     or diag $out;
 my ($demo_key) = $out =~ /^(llmgw_(?:live|test)_\w+)$/m;
@@ -527,8 +526,7 @@ sub snapshot_expires {
 # (under valgrind each run takes seconds)
 sub near {
     my ($got, $want, $name) = @_;
-    my $scale = ($ENV{LLMGW_TIME_SCALE} // 1) =~ /^\d+(?:\.\d+)?$/
-                ? max(1, $ENV{LLMGW_TIME_SCALE}) : 1;
+    my $scale = time_scale();
 
     ok defined $got && abs($got - $want) < 5 * $scale, $name
         or diag 'got ' . ($got // 'undef') . ', want about ' . int $want;
