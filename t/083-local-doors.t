@@ -114,7 +114,8 @@ chmod(0644, "$dir/client.pl");
 
 sub as {
     my ($user, @cmd) = @_;
-    my $cmd = join(' ', 'runuser -u', $user, '--', @cmd);
+    # from /: the checkout may be a directory only root can enter
+    my $cmd = join(' ', 'cd / && runuser -u', $user, '--', @cmd);
     my $out = `$cmd 2>&1`;
     return ($out, $? >> 8);
 }
@@ -287,9 +288,15 @@ my $ngx = nginx(http => <<'EOF')->run();
 EOF
 
 my $master = master_pid($ngx);
-my @workers = grep { ((slurp_status("/proc/$_/status") =~ /^PPid:\s+(\d+)$/m)[0]
-                      // -1) == $master }
-              map { m{^/proc/(\d+)$} ? $1 : () } glob('/proc/[0-9]*');
+# the master listens before it forks: its workers may not be there yet
+my @workers;
+for (1 .. 100 * time_scale()) {
+    @workers = grep { ((slurp_status("/proc/$_/status") =~ /^PPid:\s+(\d+)$/m)[0]
+                       // -1) == $master }
+               map { m{^/proc/(\d+)$} ? $1 : () } glob('/proc/[0-9]*');
+    last if @workers;
+    sleep(0.05);
+}
 ok(@workers, 'the nginx of the harness has workers: ' . scalar(@workers));
 # a worker just forked may not have changed its user yet
 for (1 .. 100 * time_scale()) {

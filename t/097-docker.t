@@ -440,20 +440,22 @@ SKIP: {
 
     my $dir = tempdir('/tmp/llmgw-097.XXXXXX', CLEANUP => 1);
     mkdir("$dir/$_") for qw(sql sock);
-    system("cp $top/sql/*.sql $dir/sql/ && chmod 755 $dir && chown -R postgres $dir") == 0
+    # the entrypoint too: the checkout may be a directory only root can enter
+    system("cp $top/sql/*.sql $dir/sql/ && cp $docker/postgres-entrypoint.sh $dir/"
+           . " && chmod 755 $dir && chown -R postgres $dir") == 0
         or die "$dir: could not set it up";
 
     my @versions = map { s{.*/}{}r =~ s/\.sql$//r } sort glob("$top/sql/[0-9]*.sql");
     my $port = 5432;
-    my $entry = "runuser -u postgres -- env PATH=$pgbin:/usr/bin:/bin"
+    my $entry = "cd $dir && exec runuser -u postgres -- env PATH=$pgbin:/usr/bin:/bin"
               . " TMPDIR=$dir PGDATA=$dir/data LLMGW_SQL_DIR=$dir/sql"
               . " LLMGW_PG_PORT=$port LLMGW_PG_LISTEN= LLMGW_PG_SOCKET_DIR=$dir/sock"
               . " LLMGW_PG_PASSWORD_FILE=$dir/password"
-              . " sh $docker/postgres-entrypoint.sh";
-    my $psql = "runuser -u postgres -- psql -X -h $dir/sock -p $port -U llmgw"
+              . " sh $dir/postgres-entrypoint.sh";
+    my $psql = "cd $dir && runuser -u postgres -- psql -X -h $dir/sock -p $port -U llmgw"
              . " -d llmgw -Atc";
 
-    my $out = `LLMGW_PG_NO_SERVER=1 $entry 2>&1`;
+    my $out = do { local $ENV{LLMGW_PG_NO_SERVER} = 1; `$entry 2>&1` };
     is($?, 0, 'postgres entrypoint: a new cluster, the schema') or diag($out);
     is_deeply([$out =~ /applied (\S+)/g], \@versions,
               'every migration applied, in order') or diag($out);
@@ -509,7 +511,7 @@ SKIP: {
         1;
     } or diag("the entrypoint's test died: $@");
 
-    system("runuser -u postgres -- $pgbin/pg_ctl -D $dir/data -m fast -w stop"
+    system("cd $dir && runuser -u postgres -- $pgbin/pg_ctl -D $dir/data -m fast -w stop"
            . " >/dev/null 2>&1");
     waitpid($pid, 0);
     is($? >> 8, 0, 'it stops cleanly, as the server');

@@ -88,7 +88,7 @@ sub chaos_nginx {
 
     my $chaos = <<"EOF";
     log_format  chaos  '\$request_id \$status \$llm_tenant \$llm_input_tokens '
-                       '\$http_x_chaos_seq';
+                       '\$http_x_chaos_seq \$bytes_sent';
     access_log  %%NGINX%%/settled.log chaos;
 
     server {
@@ -298,10 +298,10 @@ sub settled {
     my %logged;
     open(my $fh, '<', $ng->dir() . '/settled.log') or return {};
     while (<$fh>) {
-        my ($id, $status, $tenant, $in, $seq) = split;
+        my ($id, $status, $tenant, $in, $seq, $sent) = split;
         next unless defined $in && ($in ne '-' || $o{all});
         $logged{$id} = { status => $status, tenant => $tenant,
-                         seq => $seq };
+                         seq => $seq, sent => $sent };
     }
     close($fh);
     return \%logged;
