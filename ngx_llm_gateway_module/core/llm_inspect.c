@@ -26,8 +26,9 @@ typedef struct {
     llm_api_e           api;
     llm_request_t      *req;
     int64_t             text;        /* tokens: ceil(bytes / 4) a text */
-    int64_t             json;        /* bytes of structured parts */
+    int64_t             dense;       /* tokens of structured parts */
     int64_t             predicted;   /* bytes of a predicted output */
+    unsigned            result:1;    /* in a tool's result */
 } llm_inspect_walk_t;
 
 
@@ -84,6 +85,12 @@ static void llm_inspect_unbounded(llm_request_t *req, const char *what);
 static int64_t llm_inspect_text(const cJSON *v);
 static int64_t llm_inspect_string(const cJSON *v);
 static int64_t llm_inspect_json_bytes(const cJSON *v);
+static int64_t llm_inspect_dense(const cJSON *v);
+static int64_t llm_inspect_dense_bytes(const char *s, size_t len);
+static int64_t llm_inspect_json_tokens(const cJSON *v);
+static unsigned llm_inspect_class(unsigned c);
+static int llm_inspect_result(llm_inspect_walk_t *w, const cJSON *v,
+    const char *param);
 static int llm_inspect_is(const cJSON *v, const char *s);
 static const char *llm_inspect_max_name(const llm_request_t *req);
 
@@ -290,8 +297,15 @@ llm_inspect_estimate(llm_api_e api, const cJSON *root, size_t len,
         return -1;
     }
 
-    req->prompt_tokens = w.text + (w.json + 3) / 4
+    req->prompt_tokens = w.text + w.dense
                          + (int64_t) req->parts.images * cf->image_tokens;
+
+    /* the providers' own prompt that explains the tools to the model */
+    if (req->parts.tools) {
+        req->prompt_tokens += (api == LLM_API_ANTHROPIC)
+                              ? LLM_INSPECT_TOOLS_ANTHROPIC
+                              : LLM_INSPECT_TOOLS_OPENAI;
+    }
 
     fixed = (int64_t) len + 4 * (int64_t) req->parts.messages + 16
             + (req->parts.tools ? LLM_INSPECT_TOOLS_PROMPT : 0)
@@ -635,32 +649,32 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
         if (llm_inspect_is(v, "function_call")
             || llm_inspect_is(v, "custom_tool_call"))
         {
-            w->text += llm_inspect_text(
-                           cJSON_GetObjectItemCaseSensitive(m, "arguments"));
-            w->text += llm_inspect_text(
-                           cJSON_GetObjectItemCaseSensitive(m, "input"));
-            w->text += llm_inspect_text(
-                           cJSON_GetObjectItemCaseSensitive(m, "name"));
+            w->dense += llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(m, "arguments"))
+                        + llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(m, "input"))
+                        + llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(m, "name"))
+                        + llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(m, "call_id"));
             return 0;
         }
 
         if (llm_inspect_is(v, "function_call_output")
             || llm_inspect_is(v, "custom_tool_call_output"))
         {
-            v = cJSON_GetObjectItemCaseSensitive(m, "output");
+            w->dense += llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(m, "call_id"));
 
-            if (cJSON_IsArray(v)) {
-                return llm_inspect_content(w, v, param);
-            }
-
-            w->text += llm_inspect_text(v);
-            return 0;
+            return llm_inspect_result(w,
+                             cJSON_GetObjectItemCaseSensitive(m, "output"),
+                             param);
         }
 
         if (llm_inspect_is(v, "computer_call_output")) {
             /* a screenshot */
             req->parts.images++;
-            w->json += llm_inspect_json_bytes(m);
+            w->dense += llm_inspect_json_tokens(m);
             return 0;
         }
 
@@ -677,7 +691,7 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
             || llm_inspect_is(v, "image_generation_call")
             || llm_inspect_is(v, "code_interpreter_call"))
         {
-            w->json += llm_inspect_json_bytes(m);
+            w->dense += llm_inspect_json_tokens(m);
             return 0;
         }
 
@@ -686,6 +700,21 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
     }
 
     v = cJSON_GetObjectItemCaseSensitive(m, "content");
+
+    /* what a tool returned to Chat: a message of the role "tool" */
+    if (w->api == LLM_API_OPENAI
+        && (llm_inspect_is(cJSON_GetObjectItemCaseSensitive(m, "role"),
+                           "tool")
+            || llm_inspect_is(cJSON_GetObjectItemCaseSensitive(m, "role"),
+                              "function")))
+    {
+        w->dense += llm_inspect_dense(
+                        cJSON_GetObjectItemCaseSensitive(m, "tool_call_id"))
+                    + llm_inspect_dense(
+                        cJSON_GetObjectItemCaseSensitive(m, "name"));
+
+        return llm_inspect_result(w, v, param);
+    }
 
     if (cJSON_IsArray(v)) {
         if (llm_inspect_content(w, v, param) != 0) {
@@ -701,12 +730,12 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
 
         if (cJSON_IsArray(v)) {
             cJSON_ArrayForEach(call, v) {
-                w->json += llm_inspect_json_bytes(call);
+                w->dense += llm_inspect_json_tokens(call);
             }
         }
 
-        w->json += llm_inspect_json_bytes(
-                       cJSON_GetObjectItemCaseSensitive(m, "function_call"));
+        w->dense += llm_inspect_json_tokens(
+                        cJSON_GetObjectItemCaseSensitive(m, "function_call"));
         w->text += llm_inspect_text(
                        cJSON_GetObjectItemCaseSensitive(m, "refusal"));
 
@@ -762,8 +791,15 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
             && (llm_inspect_is(type, "input_text")
                 || llm_inspect_is(type, "output_text"))))
     {
-        w->text += llm_inspect_text(
-                       cJSON_GetObjectItemCaseSensitive(part, "text"));
+        v = cJSON_GetObjectItemCaseSensitive(part, "text");
+
+        if (w->result) {
+            w->dense += llm_inspect_dense(v);
+
+        } else {
+            w->text += llm_inspect_text(v);
+        }
+
         return 0;
     }
 
@@ -808,14 +844,13 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
         }
 
         if (llm_inspect_is(type, "tool_result")) {
-            v = cJSON_GetObjectItemCaseSensitive(part, "content");
+            w->dense += llm_inspect_dense(
+                            cJSON_GetObjectItemCaseSensitive(part,
+                                                             "tool_use_id"));
 
-            if (cJSON_IsArray(v)) {
-                return llm_inspect_content(w, v, param);
-            }
-
-            w->text += llm_inspect_text(v);
-            return 0;
+            return llm_inspect_result(w,
+                             cJSON_GetObjectItemCaseSensitive(part, "content"),
+                             param);
         }
 
         if (llm_inspect_is(type, "tool_use")
@@ -827,7 +862,7 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
             || llm_inspect_is(type, "web_fetch_tool_result")
             || llm_inspect_is(type, "code_execution_tool_result"))
         {
-            w->json += llm_inspect_json_bytes(part);
+            w->dense += llm_inspect_json_tokens(part);
             return 0;
         }
 
@@ -866,6 +901,33 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
 
 
 /*
+ * What a tool returned: a string, or parts (text, images, files), its
+ * text counted as the data it usually is, not as prose.
+ */
+
+static int
+llm_inspect_result(llm_inspect_walk_t *w, const cJSON *v, const char *param)
+{
+    int       rc;
+    unsigned  outer;
+
+    if (!cJSON_IsArray(v)) {
+        w->dense += llm_inspect_dense(v);
+        return 0;
+    }
+
+    outer = w->result;
+    w->result = 1;
+
+    rc = llm_inspect_content(w, v, param);
+
+    w->result = outer;
+
+    return rc;
+}
+
+
+/*
  * Tool definitions are prompt.  A tool the provider runs itself (search,
  * code, a remote server) adds what it found to the prompt: unbounded.
  */
@@ -894,7 +956,7 @@ llm_inspect_tools(llm_inspect_walk_t *w, const cJSON *tools,
         }
 
         req->parts.tools++;
-        w->json += llm_inspect_json_bytes(t);
+        w->dense += llm_inspect_json_tokens(t);
 
         type = cJSON_GetObjectItemCaseSensitive(t, "type");
 
@@ -1198,6 +1260,145 @@ llm_inspect_json_bytes(const cJSON *v)
 
         if (c->string != NULL) {
             n += (int64_t) strlen(c->string) + 3;
+        }
+    }
+
+    return n;
+}
+
+
+/*
+ * Tokens of text that is data rather than prose (JSON, numbers, ids, code):
+ * bytes / 4 holds for words, but such text is two or three times denser.
+ * Each run of one kind of byte is at least a token, as the tokenizers
+ * split them: letters five a token (a capital after a small letter starts
+ * a run), digits three, punctuation two, other bytes (UTF-8) two; blanks
+ * go with the next word, a run of them is one.  It stays above o200k's
+ * count of JSON data, ids and prose alike, and never above one a byte;
+ * base64 is denser still.
+ */
+
+static int64_t
+llm_inspect_dense(const cJSON *v)
+{
+    if (!cJSON_IsString(v)) {
+        return 0;
+    }
+
+    return llm_inspect_dense_bytes(v->valuestring, strlen(v->valuestring));
+}
+
+
+static int64_t
+llm_inspect_dense_bytes(const char *s, size_t len)
+{
+    int64_t               n;
+    size_t                run;
+    unsigned              k, c, prev;
+    const unsigned char  *p, *last;
+
+    static const unsigned char  per[] = { 5, 3, 2, 2 };
+
+    n = 0;
+    p = (const unsigned char *) s;
+    last = p + len;
+
+    while (p < last) {
+        k = llm_inspect_class(*p);
+        run = 1;
+        prev = *p++;
+
+        while (p < last && llm_inspect_class(*p) == k) {
+            c = *p;
+
+            if (k == 0 && c >= 'A' && c <= 'Z' && prev >= 'a' && prev <= 'z')
+            {
+                break;
+            }
+
+            prev = c;
+            p++;
+            run++;
+        }
+
+        if (k == 4) {
+            n += (run > 1);
+
+        } else {
+            n += (int64_t) ((run + per[k] - 1) / per[k]);
+        }
+    }
+
+    return n;
+}
+
+
+/* letters 0, digits 1, punctuation 2, other bytes 3, blanks 4 */
+
+static unsigned
+llm_inspect_class(unsigned c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        return 0;
+    }
+
+    if (c >= '0' && c <= '9') {
+        return 1;
+    }
+
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        return 4;
+    }
+
+    return (c < 0x80) ? 2 : 3;
+}
+
+
+/*
+ * Tokens of v as compact JSON: each name and string by the rule above,
+ * plus one for the quotes and the colon or comma next to them; an object
+ * or array one; a number its digits, or 5 with a fraction.  The tree is as
+ * deep as the scan allowed.
+ */
+
+static int64_t
+llm_inspect_json_tokens(const cJSON *v)
+{
+    int          w;
+    int64_t      n;
+    char         digits[24];
+    const cJSON *c;
+
+    if (v == NULL) {
+        return 0;
+    }
+
+    if (cJSON_IsString(v)) {
+        return llm_inspect_dense(v) + 1;
+    }
+
+    if (cJSON_IsNumber(v)) {
+        if (v->valuedouble == floor(v->valuedouble)
+            && fabs(v->valuedouble) < 1e15)
+        {
+            w = snprintf(digits, sizeof(digits), "%.0f", v->valuedouble);
+            return llm_inspect_dense_bytes(digits, (size_t) w) + 1;
+        }
+
+        return 5;
+    }
+
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) {
+        return 1;
+    }
+
+    n = 1;
+
+    for (c = v->child; c; c = c->next) {
+        n += llm_inspect_json_tokens(c);
+
+        if (c->string != NULL) {
+            n += 1 + llm_inspect_dense_bytes(c->string, strlen(c->string));
         }
     }
 

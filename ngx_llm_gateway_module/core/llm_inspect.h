@@ -13,10 +13,15 @@
  * carries (a string content, or the "text" of each text part) plus 3;
  * plus ceil(bytes / 4) of a system prompt (Anthropic "system", Responses
  * "instructions"); plus 3.  A Responses "input" string is one message.
- * Structured parts (tool definitions, tool calls' arguments, tool results)
- * add ceil(bytes / 4) of their JSON; each image adds the configured worst
- * case of one image; a prompt with parts whose tokens its bytes do not
- * bound (files, audio, stored context, server tools) is reserved as the
+ * Structured parts (tool definitions, tool calls and their arguments, what
+ * tools returned, ids) are data, not prose, and denser: each run of
+ * letters, digits or punctuation is at least a token (see
+ * llm_inspect_dense()), which keeps them above a tokenizer's count where
+ * bytes / 4 fell below it by a third; a prompt with tools adds the
+ * providers' tool prompt (Anthropic's tool-use system prompt, OpenAI's
+ * framing of the functions).  Each image adds the configured worst case of
+ * one image; a prompt with parts whose tokens its bytes do not bound
+ * (files, audio, stored context, server tools) is reserved as the
  * configured context.
  *
  * The bound: a tokenizer makes at most one token of a byte, so the prompt
@@ -47,6 +52,14 @@
 
 /* what the providers add to the prompt of a request with tools */
 #define LLM_INSPECT_TOOLS_PROMPT  1024
+
+/*
+ * What the estimate takes for it: Anthropic's largest tool-use system
+ * prompt (530 tokens, tool_choice auto); OpenAI's framing of the functions
+ * beyond their JSON, which the estimate counts above its rendering.
+ */
+#define LLM_INSPECT_TOOLS_ANTHROPIC  530
+#define LLM_INSPECT_TOOLS_OPENAI     16
 
 
 typedef struct {

@@ -147,12 +147,14 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
 
     /*
      * Every message costs at least two bytes of the body and counts 3, a
-     * text of b bytes takes at least b + 2 and counts (b + 3) / 4.
+     * text of b bytes takes at least b + 2 and counts (b + 3) / 4, data
+     * at most one a byte; tools add the providers' tool prompt.
      */
     if (req->prompt_tokens < 3
         || (uint64_t) req->prompt_tokens
            > 6 + 2 * (uint64_t) len
              + (uint64_t) req->parts.images * cf->image_tokens
+             + (req->parts.tools ? LLM_INSPECT_TOOLS_PROMPT : 0)
              + (req->unbounded ? (uint64_t) cf->context_tokens : 0))
     {
         fuzz_fail("accepted", "the prompt estimate is out of range");

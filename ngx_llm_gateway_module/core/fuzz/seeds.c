@@ -145,6 +145,35 @@ static const seed_inspect_t  seed_inspect[] = {
       "\"parameters\":{\"type\":\"object\"}}}],\"prediction\":{\"type\":"
       "\"content\",\"content\":\"abc\"}}" },
 
+    /* what tools returned, in each dialect: counted as data */
+    { "openai-tool-results", { SEED_OPENAI, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"tool_call_id\":"
+      "\"call_1\",\"content\":\"{\\\"id\\\":\\\"ord_9f2\\\",\\\"qty\\\":3,"
+      "\\\"price\\\":19.99}\"},{\"role\":\"tool\",\"tool_call_id\":\"call_2\","
+      "\"content\":[{\"type\":\"text\",\"text\":\"[1000,1001,-2.5e3]\"}]},"
+      "{\"role\":\"function\",\"name\":\"f\",\"content\":"
+      "\"caf\xc3\xa9 a1B2\"}],"
+      "\"functions\":[{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"x\":{\"type\":\"integer\",\"maximum\":1e20}}}}]}" },
+
+    { "anthropic-tool-results", { SEED_ANTHROPIC, SEED_LIMITS },
+      "{\"model\":\"m\",\"max_tokens\":50,\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\","
+      "\"content\":\"{\\\"ok\\\":true}\"},{\"type\":\"tool_result\","
+      "\"tool_use_id\":\"toolu_2\",\"is_error\":true,\"content\":[{\"type\":"
+      "\"text\",\"text\":\"  \\n\\t x\"},{\"type\":\"image\","
+      "\"source\":{}}]}]}],"
+      "\"tools\":[{\"name\":\"f\",\"description\":\"d\",\"input_schema\":"
+      "{\"type\":\"object\"}}]}" },
+
+    { "responses-tool-results", { SEED_RESPONSES, SEED_LIMITS },
+      "{\"model\":\"m\",\"input\":[{\"type\":\"function_call\",\"call_id\":"
+      "\"c\",\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"x\\\"}\"},"
+      "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":"
+      "[{\"type\":\"input_text\",\"text\":\"0xDEADbeef\"},{\"type\":"
+      "\"input_image\",\"image_url\":\"u\"}]}],\"tools\":[{\"type\":"
+      "\"function\",\"name\":\"f\",\"parameters\":{}}]}" },
+
     { "anthropic-parts", { SEED_ANTHROPIC, SEED_LIMITS },
       "{\"model\":\"m\",\"max_tokens\":50,\"system\":[{\"type\":\"text\","
       "\"text\":\"s\"}],\"messages\":[{\"role\":\"assistant\",\"content\""

@@ -5,7 +5,9 @@
  */
 
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cJSON.h>
 
@@ -387,6 +389,144 @@ test_bounds(void)
 }
 
 
+/*
+ * Tools: their definitions, calls and results are data, counted by runs of
+ * letters, digits and punctuation, each at least a token; a prompt with
+ * tools adds the provider's tool prompt.
+ */
+
+static void
+test_tools(void)
+{
+    int                  i;
+    char                *big, *p;
+    size_t               len;
+    const char          *b;
+    llm_request_t        req;
+    llm_inspect_conf_t   cf;
+
+    /*
+     * {"a":12345} is 6: {" a ": 123 45 }; bytes / 4 made it 3.  The id
+     * "c1" is 2, the message 3, the reply's priming 3.
+     */
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"tool\","
+        "\"tool_call_id\":\"c1\",\"content\":\"{\\\"a\\\":12345}\"}]}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req), 0,
+           "chat: a tool message accepted");
+    tap_is(req.prompt_tokens, 3 + 2 + 6 + 3, "chat: a tool's result as data");
+
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"tool\","
+        "\"tool_call_id\":\"c1\",\"content\":[{\"type\":\"text\","
+        "\"text\":\"{\\\"a\\\":12345}\"}]}]}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is(req.prompt_tokens, 3 + 2 + 6 + 3, "chat: and in text parts");
+
+    /*
+     * The call: { 1, "id" 2, "c1" 3, "function" 3, { 1, "name" 2, "f" 2,
+     * "arguments" 3, "{}" 2.
+     */
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":["
+        "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is(req.prompt_tokens, 3 + (1 + 2 + 3 + 3 + 1 + 2 + 2 + 3 + 2) + 3,
+           "chat: a tool call as JSON");
+
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"c1\","
+        "\"content\":\"{\\\"a\\\":12345}\"}]}]}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req), 0,
+           "anthropic: a tool_result accepted");
+    tap_is(req.prompt_tokens, 3 + 2 + 6 + 3,
+           "anthropic: a tool_result's string as data");
+
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"c1\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"{\\\"a\\\":12345}\"},"
+        "{\"type\":\"image\",\"source\":{}}]},"
+        "{\"type\":\"text\",\"text\":\"{\\\"a\\\":12345}\"}]}]}";
+    llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req);
+    tap_is(req.prompt_tokens, 3 + 2 + 6 + 1000 + 3 + 3,
+           "anthropic: its blocks as data, its image as an image, the text "
+           "after it as prose");
+
+    b = "{\"model\":\"m\",\"input\":[{\"type\":\"function_call_output\","
+        "\"call_id\":\"c1\",\"output\":\"{\\\"a\\\":12345}\"},"
+        "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\","
+        "\"arguments\":\"{}\"}]}";
+    tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req), 0,
+           "responses: a call and its output accepted");
+    tap_is(req.prompt_tokens, 3 + 2 + 6 + 3 + 2 + 1 + 1 + 3,
+           "responses: the output and the arguments as data");
+
+    /*
+     * A definition: { name f } 4, input_schema {} 6 (input _ schema is 4,
+     * its colon 1, the object 1), the object 1; the tool-use prompt.
+     */
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[],"
+        "\"tools\":[{\"name\":\"f\",\"input_schema\":{}}]}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req), 0,
+           "anthropic: a tool accepted");
+    tap_is(req.prompt_tokens, 1 + 4 + 6 + LLM_INSPECT_TOOLS_ANTHROPIC + 3,
+           "anthropic: a tool's JSON and the tool-use system prompt");
+    tap_ok(req.prompt_bound >= req.prompt_tokens
+           && req.prompt_bound >= (int64_t) strlen(b)
+                                  + LLM_INSPECT_TOOLS_PROMPT,
+           "  within the bound");
+
+    b = "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[],"
+        "\"functions\":[{\"name\":\"f\",\"parameters\":{}}]}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is(req.prompt_tokens, 1 + 4 + 4 + LLM_INSPECT_TOOLS_OPENAI + 3,
+           "chat: legacy functions, and OpenAI's framing");
+
+    /*
+     * 5 kB of numbers, [1000,1001,...,0]: 100 0 , is 3 a number as in o200k,
+     * where bytes / 4 made it 1251 in all.
+     */
+    cf = conf;
+    cf.max_string = 1 << 20;
+
+    big = malloc(8192);
+    if (big == NULL) {
+        tap_ok(0, "memory");
+        return;
+    }
+
+    p = big + sprintf(big, "{\"model\":\"m\",\"max_tokens\":1,"
+                      "\"messages\":[{\"role\":\"tool\",\"content\":\"[");
+
+    for (i = 0; i < 1000; i++) {
+        p += sprintf(p, "%d,", 1000 + i);
+    }
+
+    p += sprintf(p, "0]\"}]}");
+    len = p - big;
+
+    tap_is(llm_inspect(LLM_API_OPENAI, big, len, &cf, &req), 0,
+           "chat: a 5 kB tool result accepted");
+    tap_is(req.prompt_tokens, 3 + 1 + 1000 * 3 + 2 + 3,
+           "chat: its 1000 numbers 3 each (%lld)",
+           (long long) req.prompt_tokens);
+
+    /* never more than one a byte: a1a1... is a run a byte */
+    p = big + sprintf(big, "{\"model\":\"m\",\"max_tokens\":1,"
+                      "\"messages\":[{\"role\":\"tool\",\"content\":\"");
+
+    for (i = 0; i < 1000; i++) {
+        p += sprintf(p, "a1");
+    }
+
+    p += sprintf(p, "\"}]}");
+    len = p - big;
+
+    llm_inspect(LLM_API_OPENAI, big, len, &cf, &req);
+    tap_is(req.prompt_tokens, 3 + 2000 + 3, "one token a byte at most");
+
+    free(big);
+}
+
+
 static void
 test_rewrite(void)
 {
@@ -543,6 +683,7 @@ main(void)
     test_refusals();
     test_estimate();
     test_bounds();
+    test_tools();
     test_rewrite();
 
     return tap_done();
