@@ -55,6 +55,9 @@ static void ngx_http_llm_gateway_downgrade_undo(
 static void ngx_http_llm_gateway_budget_refuse(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc, int64_t now,
     int64_t until);
+static void ngx_http_llm_gateway_admit_headroom(
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_node_t *node,
+    int64_t now);
 static void ngx_http_llm_gateway_soft_limits(ngx_http_llm_gateway_tier_t *tier,
     llm_limits_t *limits);
 static llm_fair_rc_e ngx_http_llm_gateway_fair(ngx_http_llm_gateway_ctx_t *ctx,
@@ -721,6 +724,9 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     ngx_http_llm_gateway_zone_name_node(node, ctx->key);
 
+    /* what a refusal before the buckets reports: they as they are */
+    ngx_http_llm_gateway_admit_headroom(ctx, node, now);
+
     rc = ngx_http_llm_gateway_admit_budget(r, ctx, node);
 
     if (rc == NGX_ERROR) {
@@ -742,14 +748,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
-    ctx->remaining = llm_bucket_available(&node->state.tpm);
-    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
-
-    if (tier->limits.rpm.rate) {
-        ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
-        ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
-                                                    &ctx->limits.rpm);
-    }
+    ngx_http_llm_gateway_admit_headroom(ctx, node, now);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
@@ -1173,11 +1172,7 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
                              &wait);
 
     ctx->zone = zone;
-    ctx->remaining = llm_bucket_available(&node->state.tpm);
-    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &ctx->limits.tpm);
-    ctx->remaining_requests = llm_bucket_available(&node->state.rpm);
-    ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm,
-                                                &ctx->limits.rpm);
+    ngx_http_llm_gateway_admit_headroom(ctx, node, now);
 
     ngx_shmtx_unlock(&zone->shpool->mutex);
 
@@ -1199,6 +1194,40 @@ ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
                                       "requests",
                                       "rate_limit_exceeded", NULL, (char *) p);
     ctx->rejected_by = ngx_http_llm_gateway_by_requests;
+}
+
+
+/*
+ * What the x-ratelimit-* headers report, under the zone's lock: each of the
+ * tenant's buckets refilled to now, at the rate this gateway has of the
+ * tier's limits, so that remaining is at most the capacity (the limit the
+ * headers give) and the reset is 0 only when the bucket is full.
+ */
+
+static void
+ngx_http_llm_gateway_admit_headroom(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_http_llm_gateway_node_t *node, int64_t now)
+{
+    llm_limits_t  l;
+
+    ngx_http_llm_gateway_budget_share_limits(node, &ctx->tier->limits, &l);
+
+    llm_bucket_refill(&node->state.tpm, &l.tpm, now);
+
+    ctx->remaining = ngx_min(llm_bucket_available(&node->state.tpm),
+                             l.tpm.burst);
+    ctx->reset_ms = llm_bucket_full_in(&node->state.tpm, &l.tpm);
+
+    if (l.rpm.rate) {
+        llm_bucket_refill(&node->state.rpm, &l.rpm, now);
+
+        ctx->remaining_requests = ngx_min(
+                                  llm_bucket_available(&node->state.rpm),
+                                  l.rpm.burst);
+        ctx->reset_requests_ms = llm_bucket_full_in(&node->state.rpm, &l.rpm);
+    }
+
+    ctx->headroom = 1;
 }
 
 

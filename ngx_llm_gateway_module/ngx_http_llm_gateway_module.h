@@ -411,6 +411,7 @@ typedef struct {
     int64_t                      reset_ms;
     int64_t                      remaining_requests;
     int64_t                      reset_requests_ms;
+    unsigned                     headroom:1;      /* the four are read */
 
     /* the upstream side (route.c, pace.c, failover.c) */
     ngx_http_llm_gateway_role_t *role;

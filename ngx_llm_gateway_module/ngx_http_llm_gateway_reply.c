@@ -368,7 +368,13 @@ ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
 }
 
 
-/* x-ratelimit-* as OpenAI sends them, on refusals and admitted requests */
+/*
+ * x-ratelimit-* as OpenAI sends them, on refusals and admitted requests,
+ * of the buckets as admission left them: the limit is a bucket's capacity
+ * (the tier's burst, its rpm), what remains is in that bucket, the reset
+ * is when it is full again.  A refusal before the tenant's buckets were
+ * read (no place in the journal or the zone) has none.
+ */
 
 ngx_int_t
 ngx_http_llm_gateway_reply_ratelimit_headers(ngx_http_request_t *r,
@@ -386,12 +392,12 @@ ngx_http_llm_gateway_reply_ratelimit_headers(ngx_http_request_t *r,
         ngx_string("x-ratelimit-reset-requests")
     };
 
-    if (ctx->tier == NULL || ctx->zone == NULL) {
+    if (ctx->tier == NULL || ctx->zone == NULL || !ctx->headroom) {
         return NGX_OK;
     }
 
     if (ngx_http_llm_gateway_limit_headers(r, tokens,
-                                           ctx->tier->limits.tpm.rate,
+                                           ctx->tier->limits.tpm.burst,
                                            ctx->remaining, ctx->reset_ms)
         != NGX_OK)
     {
@@ -404,7 +410,7 @@ ngx_http_llm_gateway_reply_ratelimit_headers(ngx_http_request_t *r,
     }
 
     return ngx_http_llm_gateway_limit_headers(r, requests,
-                                              ctx->tier->limits.rpm.rate,
+                                              ctx->tier->limits.rpm.burst,
                                               ctx->remaining_requests,
                                               ctx->reset_requests_ms);
 }

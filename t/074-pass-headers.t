@@ -201,8 +201,8 @@ is(seen($r), 'org=[org-set-here] proj=[proj-of-the-client] mock=[] team=[a] '
 $r = http_post($ng->url('/v1/limits'), body(),
                authorization => "Bearer $t->{key}");
 is($r->{status}, 200, 'mockllm -r -T: 200');
-is($r->{headers}{'x-ratelimit-limit-tokens'}, 600000,
-   "one x-ratelimit-limit-tokens, the gateway's");
+is($r->{headers}{'x-ratelimit-limit-tokens'}, 900000,
+   "one x-ratelimit-limit-tokens, the gateway's (the tier's burst)");
 ok(!exists $r->{headers}{'x-ratelimit-limit-requests'},
    "no x-ratelimit-limit-requests: the tier has no rpm, the mock's is "
    . 'hidden');
