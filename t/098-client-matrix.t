@@ -69,8 +69,9 @@ db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
            VALUES (?, '2000-01-01', 20000, 0, 0)}, undef, $embedding);
 
 # What each library is: the API its calls reach, the model it calls, what
-# it raises for a 401 and a 429, and whether it exposes the request id
-# (x-request-id) itself.
+# it raises for a 401 and a 429 (LangChain: the SDK's error, with its own
+# code added), and whether it exposes the request id (x-request-id)
+# itself.
 my %lib = (
     'openai' => { api => 'openai', model => $gpt, id => 1,
                   401 => 'AuthenticationError', 429 => 'RateLimitError' },
@@ -84,11 +85,12 @@ my %lib = (
                   401 => 'APICallError', 429 => 'APICallError' },
     'aisdk-anthropic' => { api => 'anthropic', model => $claude, id => 1,
                   401 => 'APICallError', 429 => 'APICallError' },
-    'langchain-openai' => { api => 'openai', model => $gpt,
+    'langchain-openai' => { api => 'openai', model => $gpt, lc => 1,
                   401 => 'AuthenticationError', 429 => 'RateLimitError' },
     'langchain-openai-responses' => { api => 'responses', model => $gpt,
+                  lc => 1,
                   401 => 'AuthenticationError', 429 => 'RateLimitError' },
-    'langchain-anthropic' => { api => 'anthropic', model => $claude,
+    'langchain-anthropic' => { api => 'anthropic', model => $claude, lc => 1,
                   401 => 'AuthenticationError', 429 => 'RateLimitError',
                   # its stream's usage_metadata adds message_start's
                   # output_tokens (1, as Anthropic sends it) to
@@ -144,8 +146,8 @@ case(name => 'openai-models-retrieve-other', lib => 'openai', op => 'retrieve',
      model => $claude, tenant => $one);
 
 # embeddings, in each library that has them
-case(name => 'openai-embed', lib => 'openai', op => 'embed', model => $embedding,
-     tenant => $plenty);
+case(name => 'openai-embed', lib => 'openai', op => 'embed',
+     model => $embedding, tenant => $plenty);
 case(name => 'aisdk-embed', lib => 'aisdk-openai-chat', op => 'embed',
      model => $embedding, tenant => $plenty);
 case(name => 'langchain-embed', lib => 'langchain-openai', op => 'embed',
@@ -196,8 +198,9 @@ for my $d ([ 'aisdk-anthropic', $sonnet, 64000 ],
 my %lower_tier = map { $_ => 1 } grep { /-default-lowered$/ } map { $_->{name} }
                  @cases;
 
-# the tier that lowers: the output-limit part's option, only once its
-# cases run (nginx -t refuses an option it does not know)
+# the tier that lowers: the output-limit part's option (and its response
+# header, x-llm-max-tokens-lowered), only once its cases run (nginx -t
+# refuses an option it does not know)
 my $lowering = %lower_tier ? 'above_max=lower' : '';
 
 my $ng = nginx(http => <<"EOF")->run();
@@ -285,6 +288,10 @@ sub refused {
     is_deeply([ map { $_->{status} } @$w ], [ $status ],
               "$name: one exchange, $status: no retry");
     ok($w->[0]{x_request_id}, "$name: with an x-request-id");
+    my %lc = (401 => 'MODEL_AUTHENTICATION', 429 => 'MODEL_RATE_LIMIT',
+              404 => 'MODEL_NOT_FOUND');
+    is($e->{lc_error_code}, $lc{$status}, "$name: LangChain's $lc{$status}")
+        if $lib{ $c->{lib} }{lc} && $lc{$status};
     push(@refused, $w->[0]{x_request_id}) if $w->[0]{x_request_id};
 
     return ($e, $w->[0] // {});
@@ -319,18 +326,22 @@ for my $c (@cases) {
         refused($n, $r, $c, 404, 'NotFoundError');
 
     } elsif ($n =~ /-embed$/) {
-        my $w = $r->{wire}[0] // {};
+        # LangChain's embedQuery hides the usage: the body's, then
+        my $w = $r->{wire} // [];
+        my $id = $w->[0]{x_request_id} // '';
+        my $input = $r->{input} // $w->[0]{usage}{prompt_tokens};
         ok(!$r->{error} && ($r->{vector} // 0) > 0 && $r->{numbers},
            "$n: a vector of " . ($r->{vector} // 0) . ' numbers')
             or diag(encode_json($r));
-        my $input = $r->{input} // $w->{usage}{prompt_tokens};
-        my $u = usage_row($w->{x_request_id} // '') // {};
+        is_deeply([ map { $_->{status} } @$w ], [ 200 ],
+                  "$n: one exchange, 200");
+        my $u = usage_row($id) // {};
         is_deeply([ @$u{qw(tenant_id model api input_tokens)} ],
                   [ $plenty->{id}, $embedding, 'embeddings', $input ],
-                  "$n: its ledger row, $input tokens in");
+                  "$n: its ledger row, " . ($input // 'no') . ' tokens in');
         ok(($u->{cost_pusd} // 0) > 0, "$n: priced: "
            . ($u->{cost_pusd} // 'no') . ' p$');
-        push(@{ $served{ $plenty->{id} } }, $w->{x_request_id});
+        push(@{ $served{ $plenty->{id} } }, $id) if $id;
 
     } elsif ($n eq 'anthropic-count') {
         my $plain = $got{'anthropic-plain'} // {};
@@ -351,7 +362,8 @@ for my $c (@cases) {
         my ($e, $w) = refused($n, $r, $c, 404, 'NotFoundError');
         like($w->{content_type} // '', qr{^application/json}, "$n: JSON");
         if ($1 eq 'anthropic') {
-            is_deeply([ $w->{type}, $e->{type} ], [ 'error', 'not_found_error' ],
+            is_deeply([ $w->{type}, $e->{type} ],
+                      [ 'error', 'not_found_error' ],
                       "$n: Anthropic's error, not_found_error");
             is($e->{request_id}, $w->{x_request_id},
                "$n: its request-id is the x-request-id");
@@ -377,7 +389,7 @@ for my $c (@cases) {
 
     } elsif ($n =~ /^anthropic-request-id/) {
         my ($w, $u) = served($n, $r, $c, id => 1,
-                             stream => $n =~ /stream/);
+                             stream => scalar($n =~ /stream/));
         is($u->{request_id}, $r->{id}, "$n: _request_id is the ledger's");
 
     } elsif ($n eq 'anthropic-badkey-native') {
@@ -392,6 +404,8 @@ for my $c (@cases) {
            "$n: the library sent its default, $c->{sent}");
         like($w->{mock_read} // '', qr/ max=4096 /,
              "$n: the upstream got the tier's maximum");
+        is($w->{lowered}, $c->{sent}, "$n: x-llm-max-tokens-lowered says "
+           . 'what was asked');
         ok(($u->{reserved_tokens} // 1e9) < $c->{sent},
            "$n: reserved as lowered: " . ($u->{reserved_tokens} // 'none'));
 
@@ -401,7 +415,8 @@ for my $c (@cases) {
                                                     : 'BadRequestError');
         is($w->{sent}{max_tokens}, $c->{sent},
            "$n: the library sent its default, $c->{sent}");
-        like($e->{message} // '', qr/\bmax_tokens\b.*\b4096\b|\b4096\b.*\bmax_tokens\b/,
+        like($e->{message} // '',
+             qr/\bmax_tokens\b.*\b4096\b|\b4096\b.*\bmax_tokens\b/,
              "$n: the message names max_tokens and the maximum, 4096");
 
     } else {

@@ -9,8 +9,9 @@
 // library returned (text, usage as it reports it, the request id where it
 // exposes one) or threw (its class, status, type, message), and what went
 // over the wire (each HTTP exchange: method, path, status, x-request-id,
-// request-id, x-mock-read, the limits the body sent), for t/098 to check
-// against the ledger.
+// request-id, x-mock-read, x-llm-max-tokens-lowered, the limits the body
+// sent, the usage or error of a JSON body), for t/098 to check against
+// the ledger.
 
 import { readFileSync } from 'node:fs';
 
@@ -55,6 +56,7 @@ globalThis.fetch = async (input, init = {}) => {
     ex.x_request_id = res.headers.get('x-request-id');
     ex.request_id = res.headers.get('request-id');
     ex.mock_read = res.headers.get('x-mock-read');
+    ex.lowered = res.headers.get('x-llm-max-tokens-lowered');
     ex.content_type = res.headers.get('content-type');
 
     // the usage in a whole JSON body, for the libraries that hide it
@@ -116,16 +118,18 @@ const libs = {
         },
 
         async stream(c) {
-            const stream = await openaiClient(c).chat.completions.create({
-                model: c.model, messages, max_tokens: c.limit, stream: true,
-                stream_options: { include_usage: true } });
+            const { data: stream, request_id } = await openaiClient(c).chat
+                .completions.create({
+                    model: c.model, messages, max_tokens: c.limit,
+                    stream: true, stream_options: { include_usage: true } })
+                .withResponse();
             let text = '', usage = null;
             for await (const chunk of stream) {
                 text += chunk.choices[0]?.delta?.content ?? '';
                 usage = chunk.usage ?? usage;
             }
             return { text, input: usage.prompt_tokens,
-                     output: usage.completion_tokens };
+                     output: usage.completion_tokens, id: request_id };
         },
 
         async models(c) {
@@ -162,16 +166,18 @@ const libs = {
         },
 
         async stream(c) {
-            const stream = await openaiClient(c).responses.create({
-                model: c.model, input: prompt, max_output_tokens: c.limit,
-                stream: true });
+            const { data: stream, request_id } = await openaiClient(c)
+                .responses.create({
+                    model: c.model, input: prompt, max_output_tokens: c.limit,
+                    stream: true })
+                .withResponse();
             let text = '', usage = null;
             for await (const ev of stream) {
                 if (ev.type === 'response.output_text.delta') text += ev.delta;
                 if (ev.type === 'response.completed') usage = ev.response.usage;
             }
             return { text, input: usage.input_tokens,
-                     output: usage.output_tokens };
+                     output: usage.output_tokens, id: request_id };
         },
     },
 
@@ -192,7 +198,7 @@ const libs = {
             stream.on('text', (t) => { text += t; });
             const m = await stream.finalMessage();
             return { text, input: m.usage.input_tokens,
-                     output: m.usage.output_tokens, id: m._request_id };
+                     output: m.usage.output_tokens, id: stream.request_id };
         },
 
         async models(c) {
