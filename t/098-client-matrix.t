@@ -50,6 +50,8 @@ my $matrix = "$s->{LLMGW_BUILD}/sdk/matrix.mjs";
 
 plan(skip_all => 'node is not installed: the client matrix needs it')
     unless grep { -x "$_/node" } split(/:/, $ENV{PATH} // '');
+die "$matrix is not there: make sdk installs the libraries and it\n"
+    unless -f $matrix;
 
 # LangChain reports to LangSmith only when told: never from here
 delete @ENV{grep { /^(LANGSMITH|LANGCHAIN)_/ } keys %ENV};
