@@ -40,6 +40,7 @@ my @not_yet = qw(
     aisdk-anthropic-badkey-message aisdk-anthropic-ratelimit-message
     aisdk-anthropic-cap-message
     anthropic-request-id anthropic-request-id-stream anthropic-badkey-native
+    anthropic-ratelimit-native
     aisdk-anthropic-default-lowered aisdk-anthropic-default-refused
     langchain-anthropic-default-lowered langchain-anthropic-default-refused
 );
@@ -105,7 +106,8 @@ my @libs = sort keys %lib;
 # the tiers: plenty; one request a minute; a list of models; a maximum
 # output limit that refuses what is above it, and one that lowers it
 my $plenty = new_tenant(tier => 'mxplenty');
-my %rpm = map { $_ => new_tenant(tier => 'mxonerpm') } @libs, 'count', 'aisdk';
+my %rpm = map { $_ => new_tenant(tier => 'mxonerpm') }
+          @libs, 'count', 'aisdk', 'native';
 my $listed = new_tenant(tier => 'mxlisted');
 my $one = new_tenant(tier => 'mxlisted', args => [ '--models', $gpt ]);
 my $capped = new_tenant(tier => 'mxplenty');
@@ -185,6 +187,9 @@ case(name => 'anthropic-request-id-stream', lib => 'anthropic', op => 'stream',
      model => $claude, limit => 20, tenant => $plenty, %mock);
 case(name => 'anthropic-badkey-native', lib => 'anthropic', op => 'chat',
      model => $claude, limit => 20, key => $forged);
+case(name => 'anthropic-ratelimit-native', lib => 'anthropic',
+     steps => [ 'chat', 'chat' ], retries => 0, model => $claude, limit => 20,
+     tenant => $rpm{native}, %mock);
 
 # the libraries' default output limits (no limit given): lowered to the
 # tier's maximum on one tier, refused with it on the other
@@ -394,11 +399,23 @@ for my $c (@cases) {
                              stream => scalar($n =~ /stream/));
         is($u->{request_id}, $r->{id}, "$n: _request_id is the ledger's");
 
-    } elsif ($n eq 'anthropic-badkey-native') {
-        my ($e, $w) = refused($n, $r, $c, 401, 'AuthenticationError');
+    } elsif ($n =~ /^anthropic-(badkey|ratelimit)-native$/) {
+        # the SDK reads Anthropic's error: its type, its message, request-id
+        my ($status, $class, $type) = $1 eq 'badkey'
+            ? (401, 'AuthenticationError', 'authentication_error')
+            : (429, 'RateLimitError', 'rate_limit_error');
+        if ($1 eq 'ratelimit') {
+            my ($first, $second) = @{ $r->{steps} // [] };
+            served("$n, the first", $first // {}, $c, id => 1);
+            $r = $second // {};
+        }
+        my ($e, $w) = refused($n, $r, $c, $status, $class);
         is_deeply([ $e->{type}, $e->{request_id} ],
-                  [ 'authentication_error', $w->{x_request_id} ],
-                  "$n: authentication_error, the request-id");
+                  [ $type, $w->{x_request_id} ], "$n: $type, the request-id");
+        ok(length($e->{api_message} // '')
+           && $e->{api_message} eq ($w->{error}{message} // ''),
+           "$n: the SDK's apiMessage, the gateway's: "
+           . ($e->{api_message} // 'none'));
 
     } elsif ($n =~ /-default-lowered$/) {
         my ($w, $u) = served($n, $r, $c);
