@@ -196,7 +196,7 @@ $(eval $(call programs,$(OBJ),$(BUILD),$$(CC) $$(CFLAGS)))
                     $(BUILD)/fuzz/obj/*/*.d)
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
-sdk: $(BUILD)/sdk/clients.mjs
+sdk: $(BUILD)/sdk/clients.mjs $(BUILD)/sdk/models.mjs
 
 $(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs \
                           t/sdk/package.json t/sdk/package-lock.json
@@ -206,6 +206,10 @@ $(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs \
 	    || { cat npm.log; exit 1; }
 	cp t/sdk/estimate.mjs $(BUILD)/sdk/
 	cp t/sdk/clients.mjs $@
+
+# t/092-models.t's clients, beside the installed SDKs
+$(BUILD)/sdk/models.mjs: t/sdk/models.mjs $(BUILD)/sdk/clients.mjs
+	cp t/sdk/models.mjs $@
 
 run: deps build
 	scripts/stack start $(RUN_DIR)
