@@ -58,8 +58,8 @@ static ngx_int_t ngx_http_llm_gateway_models_reply(ngx_http_request_t *r,
 
 
 /* the time the configuration was read: the "created" of every model */
-static time_t   ngx_http_llm_gateway_models_loaded;
-static u_char   ngx_http_llm_gateway_models_date[sizeof("2026-01-01T00:00:00Z")];
+static time_t  ngx_http_llm_gateway_models_loaded;
+static u_char  ngx_http_llm_gateway_models_date[sizeof("1970-01-01T00:00:00Z")];
 
 
 void
@@ -238,9 +238,10 @@ ngx_http_llm_gateway_models_send(ngx_http_request_t *r,
     len = sizeof("{\"object\":\"list\",\"data\":[],\"has_more\":false,"
                  "\"first_id\":\"\",\"last_id\":\"\"}\n");
 
+    /* each id twice in its object, and maybe as first_id and last_id */
     for (i = 0; i < page.n; i++) {
         len += NGX_HTTP_LLM_GATEWAY_MODEL_LEN
-               + 2 * (page.ids[i].len + ngx_escape_json(NULL, page.ids[i].data,
+               + 4 * (page.ids[i].len + ngx_escape_json(NULL, page.ids[i].data,
                                                         page.ids[i].len));
     }
 
