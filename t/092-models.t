@@ -25,6 +25,21 @@ use Test::More;
 my $s = stack();
 my $sdk = "$s->{LLMGW_BUILD}/sdk/models.mjs";
 
+# keys: one model; any; a tier of two; a role by name; an alias by name;
+# one its tier does not allow
+my $one = new_tenant(tier => 'open', args => [ '--models', 'mock-gpt-4o' ]);
+my $any = new_tenant(tier => 'open');
+my $two = new_tenant(tier => 'two');
+my $role = new_tenant(tier => 'open', args => [ '--models', 'fast' ]);
+my $alias = new_tenant(tier => 'open', args => [ '--models', 'cheap' ]);
+my $none = new_tenant(tier => 'two',
+                      args => [ '--models', 'mock-claude-3-5-haiku' ]);
+
+# rpm=3: one for counts, one for lists
+my $slow = new_tenant(tier => 'slow');
+my $slower = new_tenant(tier => 'slow');
+
+# the keys are in the snapshot the gateway starts with
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     %%UPSTREAM%%
@@ -49,16 +64,6 @@ my $ng = nginx(http => <<'EOF')->run();
         %%APIS%%
     }
 EOF
-
-# keys: one model; any; a tier of two; a role by name; an alias by name;
-# one its tier does not allow
-my $one = new_tenant(tier => 'open', args => [ '--models', 'mock-gpt-4o' ]);
-my $any = new_tenant(tier => 'open');
-my $two = new_tenant(tier => 'two');
-my $role = new_tenant(tier => 'open', args => [ '--models', 'fast' ]);
-my $alias = new_tenant(tier => 'open', args => [ '--models', 'cheap' ]);
-my $none = new_tenant(tier => 'two',
-                      args => [ '--models', 'mock-claude-3-5-haiku' ]);
 
 my $http = HTTP::Tiny->new(timeout => 30, keep_alive => 0);
 
@@ -249,8 +254,6 @@ $r = http_post($ng->url('/v1/messages/count_tokens'),
 is($r->{status}, 401, 'a bad key: 401');
 
 # rpm=3: three counts, then a 429; the models list takes its requests too
-my $slow = new_tenant(tier => 'slow');
-
 my @st = map { count($slow, { model => 'm', messages => $msg })->{status} }
     1 .. 3;
 is_deeply(\@st, [ 200, 200, 200 ], 'rpm=3: three counts');
@@ -262,7 +265,6 @@ like(json($r)->{error}{code} // json($r)->{error}{type} // '', qr/^rate_limit/,
 is($r->{headers}{'x-ratelimit-limit-requests'}, 3,
    '  x-ratelimit-limit-requests: 3');
 
-my $slower = new_tenant(tier => 'slow');
 @st = map { get('/v1/models', $slower->{key})->{status} } 1 .. 4;
 is_deeply(\@st, [ 200, 200, 200, 429 ], 'rpm=3: three lists, then 429');
 
@@ -298,6 +300,28 @@ ok(json($r), '  JSON');
 like($r->{headers}{'x-request-id'} // '', qr/^[0-9a-f]{32}$/,
      '  with x-request-id');
 
+# Anthropic's shape is reply.c's, built beside this: until both are in,
+# these are to do (the merger removes the TODO once they pass)
+{
+    local $TODO = "Anthropic's error shape comes with the dialects of reply.c";
+
+    is_deeply([ json($r)->{type}, json($r)->{error}{type} ],
+              [ 'error', 'not_found_error' ], "  Anthropic's not_found_error");
+    is($r->{headers}{'request-id'}, $r->{headers}{'x-request-id'},
+       '  request-id, as x-request-id');
+
+    my $m = get('/v1/models/no-such-model', $any->{key},
+                'anthropic-version' => '2023-06-01');
+    is_deeply([ $m->{status}, json($m)->{error}{type} ],
+              [ 404, 'not_found_error' ],
+              'an unknown model, Anthropic: not_found_error');
+
+    my $c = count($slow, { model => 'm', messages => $msg });
+    is_deeply([ $c->{status}, json($c)->{error}{type} ],
+              [ 429, 'rate_limit_error' ],
+              "count_tokens over rpm: Anthropic's rate_limit_error");
+}
+
 # quotes, a backslash, control bytes, bytes not UTF-8, 10 kB of it
 my $hostile = '/v1/a%22b%5Cc%01d%1b[31m%0d%0aSet-Cookie:%20x=1%ff'
               . ('z' x 10000);
@@ -306,7 +330,7 @@ is($r->{status}, 404, 'a hostile 10 kB path: 404');
 my $j = json($r);
 ok($j, '  the body is JSON');
 my $m = $j ? $j->{error}{message} : '';
-like($m, qr{^Unknown request URL: GET /v1/a\\x22b\\x5cc\\x01d\\x1b\[31m\\x0d\\x0aSet-Cookie: x=1\\xffz+\.\.\. Please},
+like($m, qr{^Unknown request URL: GET /v1/a\\x22b\\x5cc\\x01d\\x1b\[31m\\x0d\\x0aSet-Cookie: x=1\\xffz+\.\.\.\. Please},
      '  the path escaped, then cut');
 ok(length($r->{content}) < 1024, '  bounded: ' . length($r->{content})
                                  . ' bytes');
@@ -314,7 +338,7 @@ ok($m !~ /[\x00-\x1f\x7f-\xff"]/, '  no raw control byte, quote or non-ASCII');
 ok(!exists $r->{headers}{'set-cookie'}, '  no header from the path');
 
 SKIP: {
-    skip 'the SDKs are not installed (make sdk)', 4 unless -f $sdk;
+    skip 'the SDKs are not installed (make sdk)', 6 unless -f $sdk;
 
     my $o = sdk('openai-unknown', $any->{key});
     is_deeply([ $o->{status}, $o->{error}{code} ], [ 404, 'unknown_url' ],
@@ -325,10 +349,11 @@ SKIP: {
     is($a->{status}, 404, 'anthropic SDK, an unknown path: NotFoundError');
     ok(ref $a->{error} eq 'HASH', '  a JSON error');
 
-    # after the merge of the dialects (reply.c): Anthropic's shape
-    # is_deeply([ $a->{error}{type}, $a->{error}{error}{type} ],
-    #           [ 'error', 'not_found_error' ], "  Anthropic's not_found");
-    # is($a->{request_id}, $a->{x_request_id}, '  request-id');
+    local $TODO = "Anthropic's error shape comes with the dialects of reply.c";
+
+    is_deeply([ $a->{error}{type}, $a->{error}{error}{type} ],
+              [ 'error', 'not_found_error' ], "  Anthropic's not_found_error");
+    is($a->{request_id}, $a->{x_request_id}, '  _request_id, as x-request-id');
 }
 
 # --- mockllm's own ---------------------------------------------------------
