@@ -21,6 +21,7 @@ use HTTP::Tiny;
 use JSON::PP;
 use LLMGW;
 use Test::More;
+use Time::HiRes qw(sleep time);
 
 my $s = stack();
 my $sdk = "$s->{LLMGW_BUILD}/sdk/models.mjs";
@@ -38,6 +39,9 @@ my $none = new_tenant(tier => 'two',
 # rpm=3: one for counts, one for lists
 my $slow = new_tenant(tier => 'slow');
 my $slower = new_tenant(tier => 'slow');
+
+# to be revoked while nginx runs
+my $revoked = new_tenant(tier => 'open');
 
 # the keys are in the snapshot the gateway starts with
 my $ng = nginx(http => <<'EOF')->run();
@@ -57,6 +61,8 @@ my $ng = nginx(http => <<'EOF')->run();
 
         # a 10 kB path reaches the gateway, not nginx's 414
         large_client_header_buffers  4 16k;
+
+        llm_gateway_max_body  4k;
 
         proxy_http_version  1.1;
         proxy_set_header    Connection "";
@@ -252,6 +258,23 @@ $r = http_post($ng->url('/v1/messages/count_tokens'),
                { model => 'm', messages => $msg },
                'x-api-key' => 'llmgw_live_not-a-key');
 is($r->{status}, 401, 'a bad key: 401');
+
+$r = count($any, { model => 'm', messages => [ { role => 'user',
+                                                content => 'x' x 5000 } ] });
+is($r->{status}, 413, 'a body above llm_gateway_max_body: 413');
+
+# revoked: refused once accountd's key set says so, on every worker
+is(count($revoked, { model => 'm', messages => $msg })->{status}, 200,
+   'a key to revoke counts');
+accountd('key', 'revoke', $revoked->{key_id});
+my $deadline = time() + 10 * LLMGW::time_scale();
+my $refused = 0;
+while ($refused < 8 && time() < $deadline) {
+    my $st = count($revoked, { model => 'm', messages => $msg })->{status};
+    $refused = $st == 401 ? $refused + 1 : 0;
+    sleep(0.1) unless $refused;
+}
+is($refused, 8, 'revoked: count_tokens refused 401, every time');
 
 # rpm=3: three counts, then a 429; the models list takes its requests too
 my @st = map { count($slow, { model => 'm', messages => $msg })->{status} }
