@@ -42,6 +42,8 @@
 #define MOCKLLM_API_OPENAI      0
 #define MOCKLLM_API_ANTHROPIC   1
 #define MOCKLLM_API_RESPONSES   2
+/* Messages' count_tokens: an Anthropic body without its output limit */
+#define MOCKLLM_API_COUNT_TOKENS  5
 
 /* what refused a request: the limits, checked in this order */
 #define MOCKLLM_LIMIT_OK        0
@@ -121,6 +123,7 @@ typedef struct {
     unsigned             no_usage:1;
     unsigned             malformed:1;
     unsigned             usage_given:1;
+    unsigned             anthropic_version:1;  /* Anthropic's models list */
 
     size_t               request_id_len;
     char                 request_id[MOCKLLM_REQUEST_ID_LEN];
@@ -198,6 +201,8 @@ typedef struct {
     int                  kind;
     int                  api;
     mockllm_tenant_t    *stats;          /* GET /stats: which tenant */
+    int64_t              model;          /* GET /v1/models/{id}: which;
+                                            MOCKLLM_NONE: the list */
     int                  phase;
     int                  status;
     const char          *err_type;

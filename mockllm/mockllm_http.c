@@ -59,7 +59,8 @@ enum {
     MOCKLLM_H_USAGE,
     MOCKLLM_H_USAGE_REPEAT,
     MOCKLLM_H_PAD_BYTES,
-    MOCKLLM_H_STATUS
+    MOCKLLM_H_STATUS,
+    MOCKLLM_H_ANTHROPIC_VERSION
 };
 
 
@@ -96,7 +97,8 @@ static const mockllm_http_header_t  mockllm_http_headers[] = {
     mockllm_http_h("x-mock-usage", MOCKLLM_H_USAGE),
     mockllm_http_h("x-mock-usage-repeat", MOCKLLM_H_USAGE_REPEAT),
     mockllm_http_h("x-mock-pad-bytes", MOCKLLM_H_PAD_BYTES),
-    mockllm_http_h("x-mock-status", MOCKLLM_H_STATUS)
+    mockllm_http_h("x-mock-status", MOCKLLM_H_STATUS),
+    mockllm_http_h("anthropic-version", MOCKLLM_H_ANTHROPIC_VERSION)
 };
 
 #define MOCKLLM_HTTP_NHEADERS                                                 \
@@ -510,6 +512,10 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
             r->bad_header = mockllm_http_headers[id].name;
         }
 
+        return MOCKLLM_OK;
+
+    case MOCKLLM_H_ANTHROPIC_VERSION:
+        r->anthropic_version = 1;
         return MOCKLLM_OK;
 
     case MOCKLLM_H_USAGE:

@@ -29,7 +29,9 @@ enum {
     MOCKLLM_R_ERROR,
     MOCKLLM_R_COMPLETION,
     MOCKLLM_R_LIMITS,
-    MOCKLLM_R_LIMITS_RESET
+    MOCKLLM_R_LIMITS_RESET,
+    MOCKLLM_R_COUNT_TOKENS,
+    MOCKLLM_R_MODELS
 };
 
 
@@ -129,11 +131,37 @@ static void mockllm_llm_stream_error(mockllm_conn_t *c);
 static void mockllm_llm_event(mockllm_conn_t *c);
 static void mockllm_llm_event_n(mockllm_conn_t *c, int64_t n);
 static void mockllm_llm_done(mockllm_conn_t *c);
+static void mockllm_llm_models_route(mockllm_conn_t *c, const char *path,
+    size_t n);
+static void mockllm_llm_models_body(mockllm_conn_t *c);
+static void mockllm_llm_model_object(mockllm_conn_t *c, mockllm_buf_t *b,
+    size_t i);
 static void mockllm_llm_die(mockllm_conn_t *c);
 
 
 /* shared by all the threads: ids are unique per process */
 static uint64_t  mockllm_requests;
+
+
+/* the models it lists, newest first, and when each was "released" */
+static const struct {
+    const char          *id;
+    const char          *name;
+    int64_t              created;
+    const char          *created_at;
+} mockllm_llm_models[] = {
+    { "mock-claude-sonnet-4", "Mock Claude Sonnet 4", 1747872000,
+      "2025-05-22T00:00:00Z" },
+    { "mock-claude-3-5-haiku", "Mock Claude Haiku 3.5", 1729555200,
+      "2024-10-22T00:00:00Z" },
+    { "mock-gpt-4o-mini", "Mock GPT-4o mini", 1721172741,
+      "2024-07-16T23:32:21Z" },
+    { "mock-gpt-4o", "Mock GPT-4o", 1715367049,
+      "2024-05-10T18:50:49Z" }
+};
+
+#define MOCKLLM_NMODELS                                                       \
+    (sizeof(mockllm_llm_models) / sizeof(mockllm_llm_models[0]))
 
 
 void
@@ -165,7 +193,8 @@ mockllm_llm_handle(mockllm_conn_t *c)
         mockllm_limits_arrive(c);
     }
 
-    if (r->kind == MOCKLLM_R_COMPLETION) {
+    if (r->kind == MOCKLLM_R_COMPLETION || r->kind == MOCKLLM_R_COUNT_TOKENS)
+    {
         /* read first, for x-mock-read; the headers' errors come before */
         mockllm_llm_parse(c);
 
@@ -309,6 +338,12 @@ mockllm_llm_route(mockllm_conn_t *c)
             return;
         }
 
+        if (mockllm_str_eq(path, n, "/v1/messages/count_tokens")) {
+            r->kind = MOCKLLM_R_COUNT_TOKENS;
+            r->api = MOCKLLM_API_ANTHROPIC;
+            return;
+        }
+
         if (mockllm_limits_on && mockllm_str_eq(path, n, "/limits/reset")) {
             r->kind = MOCKLLM_R_LIMITS_RESET;
             return;
@@ -329,6 +364,13 @@ mockllm_llm_route(mockllm_conn_t *c)
                 return;
             }
         }
+
+    } else if (q->method == MOCKLLM_METHOD_GET
+               && n >= sizeof("/v1/models") - 1
+               && memcmp(path, "/v1/models", sizeof("/v1/models") - 1) == 0)
+    {
+        mockllm_llm_models_route(c, path, n);
+        return;
 
     } else if (q->method == MOCKLLM_METHOD_GET
                && mockllm_str_eq(path, n, "/health"))
@@ -438,7 +480,8 @@ mockllm_llm_parse(mockllm_conn_t *c)
     r = &c->resp;
     rd = &c->rd;
 
-    mockllm_read(c, r->api);
+    mockllm_read(c, r->kind == MOCKLLM_R_COUNT_TOKENS
+                    ? MOCKLLM_API_COUNT_TOKENS : r->api);
 
     r->read = rd->object;
 
@@ -658,6 +701,24 @@ mockllm_llm_respond(mockllm_conn_t *c)
     case MOCKLLM_R_LIMITS_RESET:
         c->tmp.len = 0;
         mockllm_limits_json(&c->tmp, r->kind == MOCKLLM_R_LIMITS_RESET);
+        mockllm_http_head(c, 200, "application/json", c->tmp.len);
+        mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
+        mockllm_llm_done(c);
+        return;
+
+    case MOCKLLM_R_COUNT_TOKENS:
+        /* the prompt as /v1/messages would bill it, cached or not */
+        c->tmp.len = 0;
+        mockllm_buf_adds(&c->tmp, "{\"input_tokens\":");
+        mockllm_buf_add_num(&c->tmp, r->prompt);
+        mockllm_buf_adds(&c->tmp, "}");
+        mockllm_http_head(c, 200, "application/json", c->tmp.len);
+        mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
+        mockllm_llm_done(c);
+        return;
+
+    case MOCKLLM_R_MODELS:
+        mockllm_llm_models_body(c);
         mockllm_http_head(c, 200, "application/json", c->tmp.len);
         mockllm_buf_add(&c->out, c->tmp.data, c->tmp.len);
         mockllm_llm_done(c);
@@ -1808,4 +1869,130 @@ mockllm_llm_die(mockllm_conn_t *c)
     c->done = 1;
     c->close = 1;
     c->reset = (c->req.die_how == MOCKLLM_DIE_RESET);
+}
+
+
+/*
+ * GET /v1/models, /v1/models/{id}: its own models, in Anthropic's shape
+ * when the request says anthropic-version, else OpenAI's; an id it does
+ * not have is the 404 each gives.
+ */
+
+static void
+mockllm_llm_models_route(mockllm_conn_t *c, const char *path, size_t n)
+{
+    size_t           i, k;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    k = sizeof("/v1/models") - 1;
+
+    r->api = c->req.anthropic_version ? MOCKLLM_API_ANTHROPIC
+                                      : MOCKLLM_API_OPENAI;
+
+    if (n == k) {
+        r->kind = MOCKLLM_R_MODELS;
+        r->model = MOCKLLM_NONE;
+        return;
+    }
+
+    if (path[k] == '/' && n > k + 1) {
+        for (i = 0; i < MOCKLLM_NMODELS; i++) {
+            if (strlen(mockllm_llm_models[i].id) == n - k - 1
+                && memcmp(path + k + 1, mockllm_llm_models[i].id, n - k - 1)
+                   == 0)
+            {
+                r->kind = MOCKLLM_R_MODELS;
+                r->model = (int64_t) i;
+                return;
+            }
+        }
+
+        /* the id quoted, bounded: the error body escapes it */
+        n -= k + 1;
+        n = n < 128 ? n : 128;
+
+        if (r->api == MOCKLLM_API_ANTHROPIC) {
+            snprintf(c->rd.msg, sizeof(c->rd.msg), "model: %.*s", (int) n,
+                     path + k + 1);
+            mockllm_llm_error(c, 404, "not_found_error", NULL, c->rd.msg);
+
+        } else {
+            snprintf(c->rd.msg, sizeof(c->rd.msg),
+                     "The model '%.*s' does not exist", (int) n,
+                     path + k + 1);
+            mockllm_llm_error(c, 404, "invalid_request_error",
+                              "model_not_found", c->rd.msg);
+            r->param = 1;
+            r->err_param = "model";
+        }
+
+        return;
+    }
+
+    mockllm_llm_error(c, 404, "invalid_request_error", "unknown_url",
+                      "unknown endpoint");
+}
+
+
+static void
+mockllm_llm_models_body(mockllm_conn_t *c)
+{
+    size_t           i;
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    b->len = 0;
+
+    if (r->model != MOCKLLM_NONE) {
+        mockllm_llm_model_object(c, b, (size_t) r->model);
+        return;
+    }
+
+    mockllm_buf_addz(b, r->api == MOCKLLM_API_ANTHROPIC
+                        ? "{\"data\":[" : "{\"object\":\"list\",\"data\":[");
+
+    for (i = 0; i < MOCKLLM_NMODELS; i++) {
+        if (i) {
+            mockllm_buf_adds(b, ",");
+        }
+
+        mockllm_llm_model_object(c, b, i);
+    }
+
+    if (r->api != MOCKLLM_API_ANTHROPIC) {
+        mockllm_buf_adds(b, "]}");
+        return;
+    }
+
+    mockllm_buf_adds(b, "],\"has_more\":false,\"first_id\":\"");
+    mockllm_buf_addz(b, mockllm_llm_models[0].id);
+    mockllm_buf_adds(b, "\",\"last_id\":\"");
+    mockllm_buf_addz(b, mockllm_llm_models[MOCKLLM_NMODELS - 1].id);
+    mockllm_buf_adds(b, "\"}");
+}
+
+
+static void
+mockllm_llm_model_object(mockllm_conn_t *c, mockllm_buf_t *b, size_t i)
+{
+    if (c->resp.api == MOCKLLM_API_ANTHROPIC) {
+        mockllm_buf_adds(b, "{\"type\":\"model\",\"id\":\"");
+        mockllm_buf_addz(b, mockllm_llm_models[i].id);
+        mockllm_buf_adds(b, "\",\"display_name\":\"");
+        mockllm_buf_addz(b, mockllm_llm_models[i].name);
+        mockllm_buf_adds(b, "\",\"created_at\":\"");
+        mockllm_buf_addz(b, mockllm_llm_models[i].created_at);
+        mockllm_buf_adds(b, "\"}");
+        return;
+    }
+
+    mockllm_buf_adds(b, "{\"id\":\"");
+    mockllm_buf_addz(b, mockllm_llm_models[i].id);
+    mockllm_buf_adds(b, "\",\"object\":\"model\",\"created\":");
+    mockllm_buf_add_num(b, mockllm_llm_models[i].created);
+    mockllm_buf_adds(b, ",\"owned_by\":\"mockllm\"}");
 }

@@ -41,7 +41,8 @@ static int mockllm_json_literal(mockllm_json_t *j, const char *s, size_t n);
 static void mockllm_json_ws(mockllm_json_t *j);
 
 static void mockllm_read_chat(mockllm_conn_t *c, cJSON *root);
-static void mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root);
+static void mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root,
+    int count);
 static void mockllm_read_responses(mockllm_conn_t *c, cJSON *root);
 static void mockllm_read_foreign(mockllm_read_t *rd, int api, cJSON *root,
     const char **names);
@@ -83,6 +84,12 @@ static const char  *mockllm_read_not_anthropic[] = {
     "previous_response_id", "functions", NULL
 };
 
+/* what a Messages request has and a count of its tokens does not */
+static const char  *mockllm_read_not_count[] = {
+    "max_tokens", "stream", "stop_sequences", "temperature", "top_k",
+    "top_p", "metadata", "service_tier", NULL
+};
+
 static const char  *mockllm_read_not_responses[] = {
     "max_tokens", "max_completion_tokens", "max_tokens_to_sample", "n",
     "messages", "system", "stop_sequences", "top_k", "functions", NULL
@@ -92,7 +99,7 @@ static const char  *mockllm_read_not_responses[] = {
 void
 mockllm_read(mockllm_conn_t *c, int api)
 {
-    int              valid;
+    int              valid, count;
     cJSON           *root, *model;
     mockllm_json_t   j;
     mockllm_read_t  *rd;
@@ -103,6 +110,13 @@ mockllm_read(mockllm_conn_t *c, int api)
 
     rd->max = MOCKLLM_MAX_DEFAULT;
     rd->n = 1;
+
+    /* a count is read as Messages, refused in its words */
+    count = (api == MOCKLLM_API_COUNT_TOKENS);
+
+    if (count) {
+        api = MOCKLLM_API_ANTHROPIC;
+    }
 
     c->model.len = 0;
     c->instr.len = 0;
@@ -166,7 +180,7 @@ mockllm_read(mockllm_conn_t *c, int api)
         break;
 
     case MOCKLLM_API_ANTHROPIC:
-        mockllm_read_anthropic(c, root);
+        mockllm_read_anthropic(c, root, count);
         break;
 
     default:
@@ -300,7 +314,7 @@ mockllm_read_chat(mockllm_conn_t *c, cJSON *root)
 
 
 static void
-mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root)
+mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root, int count)
 {
     char             where[MOCKLLM_READ_PARAM_LEN];
     int              i;
@@ -315,7 +329,13 @@ mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root)
     mockllm_read_foreign(rd, MOCKLLM_API_ANTHROPIC, root,
                          mockllm_read_not_anthropic);
 
-    if (mockllm_read_get(root, "max_tokens") == NULL) {
+    if (count) {
+        /* nothing is generated: no limit, none to hold a budget to */
+        mockllm_read_foreign(rd, MOCKLLM_API_ANTHROPIC, root,
+                             mockllm_read_not_count);
+        rd->max = MOCKLLM_NONE;
+
+    } else if (mockllm_read_get(root, "max_tokens") == NULL) {
         mockllm_read_missing(rd, MOCKLLM_API_ANTHROPIC, "max_tokens");
         rd->max = MOCKLLM_NONE;
 
@@ -325,7 +345,9 @@ mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root)
         rd->max_given = 1;
     }
 
-    mockllm_read_stream(rd, MOCKLLM_API_ANTHROPIC, root);
+    if (!count) {
+        mockllm_read_stream(rd, MOCKLLM_API_ANTHROPIC, root);
+    }
 
     rd->prompt = 3;
 

@@ -17,6 +17,7 @@
 #include "ngx_http_llm_gateway_idem.h"
 #include "ngx_http_llm_gateway_journal.h"
 #include "ngx_http_llm_gateway_json.h"
+#include "ngx_http_llm_gateway_models.h"
 #include "ngx_http_llm_gateway_pace.h"
 #include "ngx_http_llm_gateway_reply.h"
 #include "ngx_http_llm_gateway_request.h"
@@ -44,7 +45,13 @@ static ngx_int_t ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
 static void ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_bucket_rc_e brc, llm_admit_t *adm,
     int64_t cost);
-static void ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
+static void ngx_http_llm_gateway_admit_request(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_admit_method(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *id);
+static ngx_int_t ngx_http_llm_gateway_admit_models(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *id);
+static void ngx_http_llm_gateway_admit_count(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx);
@@ -75,6 +82,7 @@ ngx_int_t
 ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
 {
     ngx_int_t                          rc;
+    ngx_str_t                          id;
     ngx_http_variable_value_t         *vv;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
@@ -108,11 +116,8 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
         ctx->request_id.data = vv->data;
         ctx->request_id.len = vv->len;
 
-        if (r->method != NGX_HTTP_POST) {
-            ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
-                                              "invalid_request_error",
-                                              "method_not_allowed", NULL,
-                                              "Only POST is served here.");
+        if (ngx_http_llm_gateway_admit_method(r, ctx, &id) != NGX_OK) {
+            /* refused: no key is looked at for a path or a method */
 
         } else if (ngx_http_llm_gateway_auth(r, ctx) == NGX_OK) {
 
@@ -125,6 +130,15 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
                                                   "tier_not_allowed", NULL,
                                                   "This API key's tier is not "
                                                   "served at this endpoint.");
+            }
+        }
+
+        if (ctx->err_status == 0 && llcf->api == LLM_API_MODELS) {
+            rc = ngx_http_llm_gateway_admit_models(r, ctx, &id);
+
+            if (rc != NGX_DECLINED) {
+                ngx_http_finalize_request(r, rc);
+                return NGX_DONE;
             }
         }
 
@@ -675,11 +689,17 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
         return;
     }
 
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->api == LLM_API_COUNT_TOKENS) {
+        ngx_http_llm_gateway_admit_count(r, ctx);
+        return;
+    }
+
     if (ngx_http_llm_gateway_admit_idem(r, ctx) != NGX_OK) {
         return;
     }
 
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
     tier = ctx->tier;
     body = ctx->body;
 
@@ -820,7 +840,7 @@ ngx_http_llm_gateway_admit_idem(ngx_http_request_t *r,
 
     case NGX_DONE:
         /* served from the store: a request, if not tokens */
-        ngx_http_llm_gateway_admit_replay(r, ctx);
+        ngx_http_llm_gateway_admit_request(r, ctx);
         return NGX_DONE;
 
     default: /* NGX_DECLINED: refused */
@@ -1116,13 +1136,14 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
 
 
 /*
- * A request served from the Idempotency-Key store (idem.c) is neither sent
- * upstream nor billed, and takes no tokens; but it is a request, and takes
- * one from the tenant's requests a minute as any other does.
+ * A request that costs no tokens: served from the Idempotency-Key store
+ * (idem.c), a token count, the list of models.  It is neither reserved
+ * for nor billed; but it is a request, and takes one from the tenant's
+ * requests a minute as any other does.
  */
 
 static void
-ngx_http_llm_gateway_admit_replay(ngx_http_request_t *r,
+ngx_http_llm_gateway_admit_request(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char                           *p;
@@ -1359,3 +1380,102 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
 }
 
 
+
+
+/*
+ * The method and the path, before any key is looked at: a path no API
+ * has is a 404 whatever the key, as the providers answer it.  *id: the
+ * model a models location is asked about (empty: the list).
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_method(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *id)
+{
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (llcf->api == LLM_API_NONE
+        || (llcf->api == LLM_API_MODELS
+            && ngx_http_llm_gateway_models_path(r, id) != NGX_OK))
+    {
+        ngx_http_llm_gateway_models_unknown(r, ctx);
+        return NGX_DECLINED;
+    }
+
+    if (llcf->api == LLM_API_MODELS) {
+        if (r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD)) {
+            return NGX_OK;
+        }
+
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
+                                          "invalid_request_error",
+                                          "method_not_allowed", NULL,
+                                          "Only GET is served here.");
+        return NGX_DECLINED;
+    }
+
+    if (r->method != NGX_HTTP_POST) {
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
+                                          "invalid_request_error",
+                                          "method_not_allowed", NULL,
+                                          "Only POST is served here.");
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The models the key may call, answered here: a request of the tenant's
+ * requests a minute, nothing upstream, nothing billed.  NGX_DECLINED:
+ * refused, ctx says why; else what the request finalizes with.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_models(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *id)
+{
+    ngx_http_llm_gateway_admit_request(r, ctx);
+
+    if (ctx->err_status) {
+        return NGX_DECLINED;
+    }
+
+    return ngx_http_llm_gateway_models_send(r, ctx, id);
+}
+
+
+/*
+ * Messages' count_tokens, passed to the backend: it generates nothing and
+ * costs nothing, so it takes a request from the requests a minute and no
+ * tokens, no spend cap, no place in the journal: no record is written.
+ * Its body was inspected as a Messages body (the model allowed, the
+ * sizes); an alias or a role is resolved in it.
+ */
+
+static void
+ngx_http_llm_gateway_admit_count(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_str_t  body;
+
+    ngx_http_llm_gateway_admit_request(r, ctx);
+
+    if (ctx->err_status) {
+        return;
+    }
+
+    body = ctx->body;
+
+    if ((llm_inspect_needs_rewrite(&ctx->req)
+         && ngx_http_llm_gateway_request_rewrite_body(r, ctx, &body) != NGX_OK)
+        || ngx_http_llm_gateway_request_identity(r) != NGX_OK)
+    {
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL, "Internal error.");
+    }
+}

@@ -18,6 +18,7 @@
 #include "ngx_http_llm_gateway_json.h"
 #include "ngx_http_llm_gateway_keys.h"
 #include "ngx_http_llm_gateway_metrics.h"
+#include "ngx_http_llm_gateway_models.h"
 #include "ngx_http_llm_gateway_reply.h"
 #include "ngx_http_llm_gateway_settle.h"
 #include "ngx_http_llm_gateway_zone.h"
@@ -1074,6 +1075,23 @@ ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         if (ngx_strcmp(value[i].data, "api=responses") == 0) {
             llcf->api = LLM_API_RESPONSES;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=count_tokens") == 0) {
+            llcf->api = LLM_API_COUNT_TOKENS;
+            continue;
+        }
+
+        /* answered by the gateway: the key's models, or a 404 */
+        if (ngx_strcmp(value[i].data, "api=models") == 0) {
+            llcf->api = LLM_API_MODELS;
+            ngx_http_llm_gateway_models_init();
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=none") == 0) {
+            llcf->api = LLM_API_NONE;
             continue;
         }
 

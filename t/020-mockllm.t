@@ -427,7 +427,7 @@ my @cases = (
     {
         name => 'unknown endpoint -> 404',
         method => 'GET',
-        path => '/v1/models',
+        path => '/v1/files',
         status => 404,
         json => { error => { type => 'invalid_request_error' } },
     },

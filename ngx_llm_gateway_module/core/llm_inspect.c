@@ -107,6 +107,11 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
     req->api = api;
     req->n = 1;
 
+    /* a Messages body without its output limit: it generates nothing */
+    if (api == LLM_API_COUNT_TOKENS) {
+        api = LLM_API_ANTHROPIC;
+    }
+
     if (llm_inspect_scan(body, len, cf->max_depth, cf->max_string, &name)
         != 0)
     {
@@ -130,7 +135,8 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
 
     if (llm_inspect_members(api, root, req) != 0
         || llm_inspect_model(root, req) != 0
-        || llm_inspect_limit(api, root, cf, req) != 0
+        || (req->api != LLM_API_COUNT_TOKENS
+            && llm_inspect_limit(api, root, cf, req) != 0)
         || (api == LLM_API_OPENAI && llm_inspect_n(root, req) != 0)
         || llm_inspect_options(api, root, req) != 0
         || llm_inspect_estimate(api, root, len, cf, req) != 0
@@ -256,7 +262,7 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
     }
 
     /* thinking is part of max_tokens: Anthropic refuses a budget above it */
-    if (api == LLM_API_ANTHROPIC) {
+    if (api == LLM_API_ANTHROPIC && req->api != LLM_API_COUNT_TOKENS) {
         v = cJSON_GetObjectItemCaseSensitive(root, "thinking");
         v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
 

@@ -81,7 +81,12 @@ typedef enum {
 typedef enum {
     LLM_API_OPENAI = 1,          /* Chat Completions */
     LLM_API_ANTHROPIC = 2,       /* Messages */
-    LLM_API_RESPONSES = 3        /* OpenAI Responses */
+    LLM_API_RESPONSES = 3,       /* OpenAI Responses */
+
+    /* never in a record: not billed, or answered by the gateway itself */
+    LLM_API_COUNT_TOKENS = 5,    /* Messages' count_tokens, passed on */
+    LLM_API_MODELS = 6,          /* the key's models, from the config */
+    LLM_API_NONE = 7             /* any other path: a 404 */
 } llm_api_e;
 
 

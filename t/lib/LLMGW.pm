@@ -502,7 +502,9 @@ my $instances = 0;
 #   %%APIS%%      in a server: a location to it for each API, with
 #                 llm_gateway zone=llm api=...: /v1/chat/completions
 #                 (openai), /v1/messages (anthropic), /v1/responses
-#                 (responses)
+#                 (responses), /v1/messages/count_tokens (count_tokens),
+#                 /v1/models (models, the list and /v1/models/ID) and
+#                 /v1/ (none: a 404 for any other path)
 #
 # pass_mock => 0 leaves out the llm_gateway_pass_headers x-mock-* that
 # every other test has; diagnostics => 0 the llm_gateway_diagnostics on
@@ -552,6 +554,19 @@ EOF
         location = /v1/responses {
             llm_gateway  zone=llm api=responses;
             proxy_pass   http://mock;
+        }
+
+        location = /v1/messages/count_tokens {
+            llm_gateway  zone=llm api=count_tokens;
+            proxy_pass   http://mock;
+        }
+
+        location /v1/models {
+            llm_gateway  zone=llm api=models;
+        }
+
+        location /v1/ {
+            llm_gateway  zone=llm api=none;
         }
 EOF
 

@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 
 static const llm_api_e  fuzz_apis[] = {
-    LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES, LLM_API_OPENAI
+    LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES, LLM_API_COUNT_TOKENS
 };
 
 static const int64_t  fuzz_limits[] = {
@@ -135,7 +135,16 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
         fuzz_fail("accepted", "the model is empty, too long or unterminated");
     }
 
-    if (req->max_tokens < 1 || req->max_tokens > cf->max_tokens_limit) {
+    /* a count generates nothing: no limit read, none written in */
+    if (req->api == LLM_API_COUNT_TOKENS) {
+        if (req->max_tokens != 0 || req->max_tokens_missing
+            || req->output_bound != 0)
+        {
+            fuzz_fail("accepted", "a token count with an output limit");
+        }
+
+    } else if (req->max_tokens < 1 || req->max_tokens > cf->max_tokens_limit)
+    {
         fuzz_fail("accepted", "max_tokens is beyond the tier's limit");
     }
 

@@ -31,6 +31,7 @@
 #define SEED_OPENAI        0x2c
 #define SEED_ANTHROPIC     0x2d
 #define SEED_RESPONSES     0x2e
+#define SEED_COUNT         0x2f
 #define SEED_ALIAS         0x80
 #define SEED_LIMITS        0x2d
 
@@ -46,6 +47,15 @@ typedef struct {
 
 
 static const seed_inspect_t  seed_inspect[] = {
+
+    { "count-tokens", { SEED_COUNT, SEED_LIMITS },
+      "{\"model\":\"claude\",\"system\":\"Be brief.\",\"thinking\":"
+      "{\"type\":\"enabled\",\"budget_tokens\":9000},\"tools\":[{\"name\":"
+      "\"t\",\"input_schema\":{}}],\"messages\":[{\"role\":\"user\","
+      "\"content\":\"Say hello.\"}]}" },
+
+    { "count-tokens-alias", { SEED_COUNT | SEED_ALIAS, SEED_LIMITS },
+      "{\"model\":\"fast\",\"max_tokens\":null,\"messages\":[]}" },
 
     { "openai-max", { SEED_OPENAI, SEED_LIMITS },
       "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","

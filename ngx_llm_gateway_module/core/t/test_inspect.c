@@ -286,6 +286,28 @@ test_estimate(void)
     llm_inspect(LLM_API_RESPONSES, b, strlen(b), &conf, &req);
     tap_is(req.prompt_tokens, 2 + 3 + 2 + 3 + 2 + 3,
            "responses: input items and instructions");
+
+    /* count_tokens: a Messages body without max_tokens, nothing written */
+    b = "{\"model\":\"claude\",\"system\":\"12345678\","
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":5000},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+
+    tap_is(llm_inspect(LLM_API_COUNT_TOKENS, b, strlen(b), &conf, &req), 0,
+           "count_tokens accepted without max_tokens, whatever the budget");
+    tap_is(req.prompt_tokens, 2 + 1 + 3 + 3, "count_tokens: as Messages");
+    tap_ok(req.max_tokens == 0 && req.output_bound == 0
+           && !llm_inspect_needs_rewrite(&req),
+           "count_tokens: no output, no limit written in");
+    tap_ok(req.api == LLM_API_COUNT_TOKENS, "count_tokens: its own api");
+
+    b = "{\"model\":\"claude\",\"n\":2,\"messages\":[]}";
+    tap_is(llm_inspect(LLM_API_COUNT_TOKENS, b, strlen(b), &conf, &req), -1,
+           "count_tokens: a member of another API is refused");
+    tap_is_str(req.param ? req.param : "", "n", "  param names \"n\"");
+
+    b = "{\"messages\":[]}";
+    tap_is(llm_inspect(LLM_API_COUNT_TOKENS, b, strlen(b), &conf, &req), -1,
+           "count_tokens: model required");
 }
 
 
