@@ -31,7 +31,8 @@ static ngx_uint_t  ngx_http_llm_gateway_backend_tag;
 
 /*
  * llm_gateway_backend name [upstream=name] [rpm=n] [tpm=n] [queue=n]
- *     [max_wait=time] [failures=n] [fail_timeout=time];
+ *     [max_wait=time] [failures=n] [fail_timeout=time]
+ *     [limit_param=max_completion_tokens|max_tokens];
  */
 
 char *
@@ -92,6 +93,19 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
                 goto invalid;
             }
 
+            continue;
+        }
+
+        /*
+         * The name Chat's default output limit goes under: OpenAI's
+         * reasoning models refuse max_tokens, some compatible servers
+         * know only max_tokens.
+         */
+        if (ngx_strcmp(value[i].data, "limit_param=max_tokens") == 0
+            || ngx_strcmp(value[i].data,
+                          "limit_param=max_completion_tokens") == 0)
+        {
+            b->chat_max_tokens = (value[i].len == 22);
             continue;
         }
 
