@@ -22,6 +22,8 @@
 
 static char *ngx_http_llm_gateway_backend_zone(ngx_conf_t *cf,
     ngx_http_llm_gateway_backend_t *b);
+static ngx_int_t ngx_http_llm_gateway_backend_limit_param(
+    ngx_http_llm_gateway_backend_t *b, ngx_str_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
 
@@ -96,16 +98,8 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             continue;
         }
 
-        /*
-         * The name Chat's default output limit goes under: OpenAI's
-         * reasoning models refuse max_tokens, some compatible servers
-         * know only max_tokens.
-         */
-        if (ngx_strcmp(value[i].data, "limit_param=max_tokens") == 0
-            || ngx_strcmp(value[i].data,
-                          "limit_param=max_completion_tokens") == 0)
+        if (ngx_http_llm_gateway_backend_limit_param(b, &value[i]) == NGX_OK)
         {
-            b->chat_max_tokens = (value[i].len == 22);
             continue;
         }
 
@@ -188,6 +182,29 @@ invalid:
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"",
                        &value[i]);
     return NGX_CONF_ERROR;
+}
+
+
+/*
+ * limit_param=: the name Chat's default output limit goes under.  OpenAI's
+ * reasoning models refuse max_tokens; some compatible servers know only it.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_backend_limit_param(ngx_http_llm_gateway_backend_t *b,
+    ngx_str_t *v)
+{
+    if (ngx_strcmp(v->data, "limit_param=max_tokens") == 0) {
+        b->chat_max_tokens = 1;
+        return NGX_OK;
+    }
+
+    if (ngx_strcmp(v->data, "limit_param=max_completion_tokens") == 0) {
+        b->chat_max_tokens = 0;
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
 }
 
 
