@@ -297,6 +297,47 @@ for my $api ('anthropic', 'responses') {
     is(read_max($r), $DEFAULT, "... the upstream read the default $DEFAULT");
 }
 
+# --- mockllm on its own, as strict as OpenAI ---------------------------------
+
+{
+    my $mock = 'http://127.0.0.1:' . stack()->{LLMGW_MOCK_PORT}
+               . '/v1/chat/completions';
+
+    # [ model, members, status, code, message ]
+    my @strict = (
+        [ 'mock-o3-mini', '"max_tokens":100', 400, 'unsupported_parameter',
+          "Unsupported parameter: 'max_tokens' is not supported with this "
+          . "model. Use 'max_completion_tokens' instead." ],
+        [ 'mock-o1', '"max_tokens":100', 400, 'unsupported_parameter' ],
+        [ 'mock-o3-mini', '"max_completion_tokens":100', 200 ],
+        [ 'mock-o3-mini', '"max_tokens":null', 200 ],
+        [ 'mock-omni', '"max_tokens":100', 200 ],
+        [ 'm', '"max_tokens":100', 200 ],
+        [ 'm', '"max_completion_tokens":100', 200 ],
+        [ 'm', '"max_completion_tokens":100,"max_tokens":100', 400,
+          'invalid_parameter_combination',
+          "Setting 'max_tokens' and 'max_completion_tokens' at the same time "
+          . "is not supported." ],
+    );
+
+    for my $c (@strict) {
+        my ($model, $members, $status, $code, $message) = @$c;
+        my $r = http_post($mock, qq({"model":"$model",$MSGS,$members}),
+                          'x-mock-tokens' => 1);
+        my $e = (eval { decode_json($r->{content}) } // {})->{error} // {};
+
+        subtest "mockllm: $model, $members: $status" => sub {
+            is($r->{status}, $status, 'status');
+            return if $status == 200;
+            is($e->{param}, 'max_tokens', 'param max_tokens');
+            is($e->{code}, $code, "code $code");
+            is($e->{type}, 'invalid_request_error', 'invalid_request_error');
+            is($e->{message}, $message, 'OpenAI\'s message')
+                if defined $message;
+        };
+    }
+}
+
 # --- the configuration --------------------------------------------------------
 
 for my $c ([ 'above_max=maybe', 'llm_gateway_tier x tpm=1 above_max=maybe;',
