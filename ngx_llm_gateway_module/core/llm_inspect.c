@@ -254,6 +254,15 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
         v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
 
         if (cJSON_IsNumber(v) && v->valuedouble >= (double) req->max_tokens) {
+
+            if (req->max_tokens_lowered) {
+                snprintf(req->text, sizeof(req->text),
+                         "thinking.budget_tokens must be below max_tokens, "
+                         "which this tier lowers to %lld.",
+                         (long long) req->max_tokens);
+                return llm_inspect_fail(req, "thinking", req->text);
+            }
+
             return llm_inspect_fail(req, "thinking", "thinking.budget_tokens "
                                     "must be below max_tokens");
         }

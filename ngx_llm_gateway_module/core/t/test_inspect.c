@@ -584,6 +584,15 @@ test_limit_lowered(void)
                "\"max_tokens\":4096}", "  max_tokens lowered");
     cJSON_free(s);
 
+    /* a thinking budget that fitted what was asked, not the maximum */
+    b = "{\"model\":\"m\",\"max_tokens\":64000,\"messages\":[],"
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":10000}}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &low, &req), -1,
+           "lower: a thinking budget above the lowered limit refused");
+    tap_is_str(req.message ? req.message : "", "thinking.budget_tokens must "
+               "be below max_tokens, which this tier lowers to 4096.",
+               "  saying why");
+
     b = "{\"model\":\"m\",\"input\":\"a\",\"max_output_tokens\":1e6}";
     tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &low, &req), 0,
            "lower: responses, 1e6");
