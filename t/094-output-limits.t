@@ -143,7 +143,7 @@ for my $d (@defaults) {
     my $r = ask($api, $ref, body($api, $m => $v));
 
     subtest "refused: $who: $m $v" => sub {
-        is($r->{status}, 400, '400');
+        is($r->{status}, 400, 'status 400');
         my $e = $r->{json}{error} // {};
         is($e->{message}, "$m is $v; this tier allows at most $MAX.",
            'the message has the member as sent, its value and the maximum');
@@ -197,7 +197,7 @@ for my $c (@tricks) {
     my $r = ask('openai', $low, $body);
 
     subtest "lowering tier, $what: refused" => sub {
-        is($r->{status}, 400, '400');
+        is($r->{status}, 400, 'status 400');
         is($r->{json}{error}{param}, $param, "param: $param");
         is($r->{json}{error}{message}, $message, 'OpenAI\'s message')
             if defined $message;
