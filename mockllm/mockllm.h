@@ -193,6 +193,7 @@ typedef struct {
 
     char                 msg[MOCKLLM_READ_MSG_LEN];
     char                 param[MOCKLLM_READ_PARAM_LEN];  /* "": null */
+    const char          *code;           /* OpenAI's "code"; NULL: null */
 } mockllm_read_t;
 
 

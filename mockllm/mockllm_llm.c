@@ -486,7 +486,7 @@ mockllm_llm_parse(mockllm_conn_t *c)
     r->read = rd->object;
 
     if (rd->status) {
-        mockllm_llm_error(c, rd->status, "invalid_request_error", NULL,
+        mockllm_llm_error(c, rd->status, "invalid_request_error", rd->code,
                           rd->msg);
         r->param = 1;
         r->err_param = rd->param[0] ? rd->param : NULL;

@@ -41,6 +41,8 @@ static int mockllm_json_literal(mockllm_json_t *j, const char *s, size_t n);
 static void mockllm_json_ws(mockllm_json_t *j);
 
 static void mockllm_read_chat(mockllm_conn_t *c, cJSON *root);
+static void mockllm_read_chat_limit(mockllm_read_t *rd, cJSON *root);
+static int mockllm_read_reasoning(cJSON *model);
 static void mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root,
     int count);
 static void mockllm_read_responses(mockllm_conn_t *c, cJSON *root);
@@ -198,7 +200,7 @@ mockllm_read_chat(mockllm_conn_t *c, cJSON *root)
 {
     char             where[MOCKLLM_READ_PARAM_LEN];
     int              i, k;
-    cJSON           *mct, *mt, *msgs, *msg, *content, *part, *list;
+    cJSON           *msgs, *msg, *content, *part, *list;
     const char      *type;
     mockllm_read_t  *rd;
 
@@ -207,32 +209,12 @@ mockllm_read_chat(mockllm_conn_t *c, cJSON *root)
     mockllm_read_foreign(rd, MOCKLLM_API_OPENAI, root,
                          mockllm_read_not_chat);
 
-    mct = mockllm_read_get(root, "max_completion_tokens");
-    mt = mockllm_read_get(root, "max_tokens");
-
-    if (mct && mt) {
-        mockllm_read_refuse(rd, "max_tokens", "Invalid request: "
-                            "'max_tokens' and 'max_completion_tokens' "
-                            "cannot both be set; use only "
-                            "'max_completion_tokens'.");
-        rd->max = MOCKLLM_NONE;
-
-    } else if (mct) {
-        rd->max = mockllm_read_limit(rd, MOCKLLM_API_OPENAI, root,
-                                     "max_completion_tokens",
-                                     MOCKLLM_INT_MAX);
-
-    } else if (mt) {
-        rd->max = mockllm_read_limit(rd, MOCKLLM_API_OPENAI, root,
-                                     "max_tokens", MOCKLLM_INT_MAX);
-    }
+    mockllm_read_chat_limit(rd, root);
 
     if (mockllm_read_get(root, "n")) {
         rd->n = mockllm_read_limit(rd, MOCKLLM_API_OPENAI, root, "n",
                                    MOCKLLM_N_MAX);
     }
-
-    rd->max_given = (mct || mt);
 
     mockllm_read_stream(rd, MOCKLLM_API_OPENAI, root);
 
@@ -310,6 +292,67 @@ mockllm_read_chat(mockllm_conn_t *c, cJSON *root)
     rd->tools = mockllm_read_count(rd, MOCKLLM_API_OPENAI, root, "tools")
                 + mockllm_read_count(rd, MOCKLLM_API_OPENAI, root,
                                      "functions");
+}
+
+
+/*
+ * Chat's output limit, as OpenAI reads it: both names at once refused,
+ * max_tokens refused by the reasoning models, with OpenAI's messages.
+ */
+
+static void
+mockllm_read_chat_limit(mockllm_read_t *rd, cJSON *root)
+{
+    int     first;
+    cJSON  *mct, *mt;
+
+    mct = mockllm_read_get(root, "max_completion_tokens");
+    mt = mockllm_read_get(root, "max_tokens");
+
+    rd->max_given = (mct || mt);
+    first = (rd->status == 0);
+
+    if (mct && mt) {
+        mockllm_read_refuse(rd, "max_tokens", "Setting 'max_tokens' and "
+                            "'max_completion_tokens' at the same time is "
+                            "not supported.");
+        rd->code = first ? "invalid_parameter_combination" : rd->code;
+        rd->max = MOCKLLM_NONE;
+
+    } else if (mct) {
+        rd->max = mockllm_read_limit(rd, MOCKLLM_API_OPENAI, root,
+                                     "max_completion_tokens",
+                                     MOCKLLM_INT_MAX);
+
+    } else if (mt && mockllm_read_reasoning(mockllm_read_get(root, "model")))
+    {
+        mockllm_read_refuse(rd, "max_tokens", "Unsupported parameter: "
+                            "'max_tokens' is not supported with this model. "
+                            "Use 'max_completion_tokens' instead.");
+        rd->code = first ? "unsupported_parameter" : rd->code;
+        rd->max = MOCKLLM_NONE;
+
+    } else if (mt) {
+        rd->max = mockllm_read_limit(rd, MOCKLLM_API_OPENAI, root,
+                                     "max_tokens", MOCKLLM_INT_MAX);
+    }
+}
+
+
+/* the mock's reasoning models: "mock-o" and a digit, as mock-o3-mini */
+
+static int
+mockllm_read_reasoning(cJSON *model)
+{
+    const char  *s;
+
+    if (!cJSON_IsString(model)) {
+        return 0;
+    }
+
+    s = model->valuestring;
+
+    return strncmp(s, "mock-o", 6) == 0 && s[6] >= '0' && s[6] <= '9';
 }
 
 

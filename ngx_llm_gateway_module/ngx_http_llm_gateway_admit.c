@@ -575,6 +575,7 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     icf.max_string = llcf->max_string;
     icf.image_tokens = tier->image_tokens;
     icf.context_tokens = tier->context;
+    icf.lower = tier->above_max_lower;
 
     ngx_http_llm_gateway_json_pool(r->pool);
 
@@ -1064,24 +1065,27 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
     int64_t cost)
 {
     u_char                       *p;
+    const char                   *name;
     ngx_http_llm_gateway_tier_t  *tier;
 
     tier = ctx->tier;
 
     if (brc == LLM_BUCKET_NEVER) {
+        name = ngx_http_llm_gateway_request_limit_name(ctx);
+
         p = ngx_pnalloc(r->pool, 256);
         if (p != NULL) {
             ngx_sprintf(p, "Request too large: %L tokens (prompt about %L + "
-                        "output up to %L, n %L x max_tokens %L) exceed this "
+                        "output up to %L, n %L x %s %L) exceed this "
                         "tier's capacity of %L tokens.%Z", cost,
                         ctx->req.prompt_tokens, ctx->req.output_bound,
-                        ctx->req.n, ctx->req.max_tokens,
+                        ctx->req.n, name, ctx->req.max_tokens,
                         tier->limits.tpm.burst);
         }
 
         ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                           "tokens",
-                                          "request_too_large", "max_tokens",
+                                          "request_too_large", name,
                                           (char *) p);
         ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
         ctx->never = 1;

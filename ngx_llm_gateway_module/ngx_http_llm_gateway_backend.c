@@ -22,6 +22,8 @@
 
 static char *ngx_http_llm_gateway_backend_zone(ngx_conf_t *cf,
     ngx_http_llm_gateway_backend_t *b);
+static ngx_int_t ngx_http_llm_gateway_backend_limit_param(
+    ngx_http_llm_gateway_backend_t *b, ngx_str_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
 
@@ -31,7 +33,8 @@ static ngx_uint_t  ngx_http_llm_gateway_backend_tag;
 
 /*
  * llm_gateway_backend name [upstream=name] [rpm=n] [tpm=n] [queue=n]
- *     [max_wait=time] [failures=n] [fail_timeout=time];
+ *     [max_wait=time] [failures=n] [fail_timeout=time]
+ *     [limit_param=max_completion_tokens|max_tokens];
  */
 
 char *
@@ -92,6 +95,11 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
                 goto invalid;
             }
 
+            continue;
+        }
+
+        if (ngx_http_llm_gateway_backend_limit_param(b, &value[i]) == NGX_OK)
+        {
             continue;
         }
 
@@ -174,6 +182,29 @@ invalid:
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"",
                        &value[i]);
     return NGX_CONF_ERROR;
+}
+
+
+/*
+ * limit_param=: the name Chat's default output limit goes under.  OpenAI's
+ * reasoning models refuse max_tokens; some compatible servers know only it.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_backend_limit_param(ngx_http_llm_gateway_backend_t *b,
+    ngx_str_t *v)
+{
+    if (ngx_strcmp(v->data, "limit_param=max_tokens") == 0) {
+        b->chat_max_tokens = 1;
+        return NGX_OK;
+    }
+
+    if (ngx_strcmp(v->data, "limit_param=max_completion_tokens") == 0) {
+        b->chat_max_tokens = 0;
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
 }
 
 

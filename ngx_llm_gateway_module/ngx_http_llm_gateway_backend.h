@@ -45,6 +45,9 @@ struct ngx_http_llm_gateway_backend_s {
     ngx_uint_t                   failures;     /* in a row open it; 0: no */
     ngx_msec_t                   fail_timeout;
     llm_breaker_conf_t           breaker;
+    ngx_uint_t                   chat_max_tokens;  /* limit_param=max_tokens:
+                                                  Chat's default output
+                                                  limit under that name */
     ngx_shm_zone_t              *shm_zone;
     ngx_slab_pool_t             *shpool;
     ngx_http_llm_gateway_backend_sh_t  *sh;

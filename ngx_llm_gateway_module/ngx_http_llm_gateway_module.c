@@ -1241,6 +1241,14 @@ ngx_http_llm_gateway_tier_param(ngx_http_llm_gateway_tier_t *tier,
         return NGX_OK;
     }
 
+    /* an output limit above max_tokens: refused, or lowered to it */
+    if (ngx_strcmp(v->data, "above_max=refuse") == 0
+        || ngx_strcmp(v->data, "above_max=lower") == 0)
+    {
+        tier->above_max_lower = (v->data[10] == 'l');
+        return NGX_OK;
+    }
+
     /* a model without a price: served (allow) or refused */
     if (ngx_strcmp(v->data, "unpriced=refuse") == 0
         || ngx_strcmp(v->data, "unpriced=allow") == 0)

@@ -48,6 +48,9 @@ typedef struct {
     ngx_uint_t                   unbounded_refuse; /* such a prompt is
                                                refused under a cap */
     unsigned                     unpriced_refuse:1;
+    unsigned                     above_max_lower:1; /* an output limit
+                                               above max_tokens is lowered
+                                               to it, not refused */
 } ngx_http_llm_gateway_tier_t;
 
 

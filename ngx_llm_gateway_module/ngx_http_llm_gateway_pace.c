@@ -363,9 +363,11 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
 {
     u_char                          *p;
     ngx_str_t                        name;
+    const char                      *limit;
     ngx_http_llm_gateway_backend_t  *b;
 
     b = ctx->backend;
+    limit = ngx_http_llm_gateway_request_limit_name(ctx);
 
     /* the backend's name is the operator's: said where diagnostics are on */
     ngx_str_null(&name);
@@ -386,9 +388,8 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
                     &name, name.len ? "\"" : "");
 
         ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
-                                          "tokens",
-                                          "request_too_large", "max_tokens",
-                                          (char *) p);
+                                          "tokens", "request_too_large",
+                                          limit, (char *) p);
         ctx->never = 1;
         return;
     }

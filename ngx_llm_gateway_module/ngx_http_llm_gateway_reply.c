@@ -456,8 +456,10 @@ ngx_http_llm_gateway_limit_headers(ngx_http_request_t *r, ngx_str_t *names,
 
 
 /*
- * A model with a sunset date: "Deprecation: @<unix time>" (RFC 9745) and
- * "Sunset: <HTTP-date>" (RFC 8594) on every response for it.
+ * What the gateway changed of the request (x-llm-downgraded-from,
+ * x-llm-max-tokens-lowered), and for a model with a sunset date:
+ * "Deprecation: @<unix time>" (RFC 9745) and "Sunset: <HTTP-date>"
+ * (RFC 8594) on every response for it.
  */
 
 ngx_int_t
@@ -477,6 +479,25 @@ ngx_http_llm_gateway_reply_sunset_headers(ngx_http_request_t *r,
            != NGX_OK)
     {
         return NGX_ERROR;
+    }
+
+    /* the output limit asked for, when the tier lowered it to its maximum */
+    if (ctx->req.max_tokens_lowered) {
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v.data = p;
+        v.len = ngx_sprintf(p, "%L", ctx->req.max_tokens_asked) - p;
+
+        if (ngx_http_llm_gateway_reply_add_header(r,
+                                                  "x-llm-max-tokens-lowered",
+                                                  &v)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);

@@ -9,6 +9,7 @@
 
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_request.h"
+#include "ngx_http_llm_gateway_backend.h"
 #include "ngx_http_llm_gateway_json.h"
 #include "ngx_http_llm_gateway_reply.h"
 
@@ -98,9 +99,25 @@ ngx_http_llm_gateway_request_body(ngx_http_request_t *r,
 
 
 /*
- * The upstream gets what the gateway needs: usage in every stream and a
- * max_tokens that bounds the reservation.  The proxy module sends
- * r->request_body->bufs with headers_in.content_length_n as its length.
+ * The member the output limit goes upstream in: the client's, or for the
+ * default the one this attempt's backend wants (Chat: limit_param=).
+ */
+
+const char *
+ngx_http_llm_gateway_request_limit_name(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ctx->req.chat_max_tokens = (ctx->backend != NULL
+                                && ctx->backend->chat_max_tokens);
+
+    return llm_inspect_max_name(&ctx->req);
+}
+
+
+/*
+ * The upstream gets what the gateway needs: usage in every stream and an
+ * output limit that bounds the reservation, lowered where the tier lowers.
+ * The proxy module sends r->request_body->bufs with
+ * headers_in.content_length_n as its length.
  */
 
 ngx_int_t
@@ -111,6 +128,8 @@ ngx_http_llm_gateway_request_rewrite_body(ngx_http_request_t *r,
     size_t        len;
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
+
+    (void) ngx_http_llm_gateway_request_limit_name(ctx);
 
     if (ctx->req.rebuild) {
         ngx_http_llm_gateway_json_pool(r->pool);

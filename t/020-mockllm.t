@@ -564,12 +564,19 @@ my @reads = (
     [ $OAI, qq({"model":"m",$msgs,"max\\u005ftokens":8e0}), 200,
       rd(max => 8) ],
     [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":1,
-                "max_tokens":9000}), 400, rd(max => '?'), 'max_tokens' ],
+                "max_tokens":9000}), 400, rd(max => '?'), 'max_tokens',
+      'invalid_parameter_combination' ],
     [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":null,
                 "max_tokens":9000}), 200, rd(max => 9000) ],
     [ $OAI, qq({"model":"m",$msgs,"max_completion_tokens":1,
                 "max\\u005ftokens":9000}), 400, rd(max => '?'),
-      'max_tokens' ],
+      'max_tokens', 'invalid_parameter_combination' ],
+    # a reasoning model takes max_completion_tokens only, as OpenAI's
+    [ $OAI, qq({"model":"mock-o3-mini",$msgs,"max_tokens":9}), 400,
+      rd(model => 'mock-o3-mini', max => '?'), 'max_tokens',
+      'unsupported_parameter' ],
+    [ $OAI, qq({"model":"mock-o3-mini",$msgs,"max_completion_tokens":9}),
+      200, rd(model => 'mock-o3-mini', max => 9) ],
     (map { [ $OAI, qq({"model":"m",$msgs,"max_tokens":$_}), 400,
              rd(max => '?'), 'max_tokens' ] }
          '"8"', '2.5', '0', '-1', '1e20', 'true', '[8]'),
@@ -735,7 +742,7 @@ my @reads = (
 );
 
 for my $c (@reads) {
-    my ($path, $body, $status, $read, $err) = @$c;
+    my ($path, $body, $status, $read, $err, $code) = @$c;
     my $s = connect_mockllm($m);
 
     send_request($s, 'POST', $path, { 'x-mock-tokens' => 1 }, $body);
@@ -762,7 +769,7 @@ for my $c (@reads) {
             match(decode($res->{body}),
                   { error => { type => 'invalid_request_error',
                                message => qr/./, param => $err,
-                               code => undef } }, 'OpenAI error');
+                               code => $code } }, 'OpenAI error');
         }
     };
 }

@@ -92,7 +92,7 @@ static unsigned llm_inspect_class(unsigned c);
 static int llm_inspect_result(llm_inspect_walk_t *w, const cJSON *v,
     const char *param);
 static int llm_inspect_is(const cJSON *v, const char *s);
-static const char *llm_inspect_max_name(const llm_request_t *req);
+static int llm_inspect_rebuild_limit(cJSON *root, const llm_request_t *req);
 
 
 int
@@ -267,6 +267,15 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
         v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
 
         if (cJSON_IsNumber(v) && v->valuedouble >= (double) req->max_tokens) {
+
+            if (req->max_tokens_lowered) {
+                snprintf(req->text, sizeof(req->text),
+                         "thinking.budget_tokens must be below max_tokens, "
+                         "which this tier lowers to %lld.",
+                         (long long) req->max_tokens);
+                return llm_inspect_fail(req, "thinking", req->text);
+            }
+
             return llm_inspect_fail(req, "thinking", "thinking.budget_tokens "
                                     "must be below max_tokens");
         }
@@ -386,7 +395,9 @@ llm_inspect_fail(llm_request_t *req, const char *param, const char *message)
 /*
  * The output limit, under the one name the dialect has.  Chat has two for
  * one limit: a body that names both could be read by one name here and
- * by the other upstream, so it is refused.
+ * by the other upstream, so it is refused, as OpenAI refuses it.  Above
+ * the tier's maximum it is refused, or lowered to it where the tier says
+ * so; what is not an exact positive integer is refused either way.
  */
 
 static int
@@ -405,6 +416,7 @@ llm_inspect_limit(llm_api_e api, const cJSON *root,
     }
 
     v = cJSON_GetObjectItemCaseSensitive(root, name);
+    other = NULL;
 
     if (api == LLM_API_OPENAI) {
         other = cJSON_GetObjectItemCaseSensitive(root,
@@ -413,13 +425,14 @@ llm_inspect_limit(llm_api_e api, const cJSON *root,
         if (other != NULL && !cJSON_IsNull(other)) {
             if (v != NULL && !cJSON_IsNull(v)) {
                 return llm_inspect_fail(req, "max_tokens",
-                                        "max_tokens and max_completion_tokens "
-                                        "name the same limit: send one of "
-                                        "them");
+                                        "Setting 'max_tokens' and "
+                                        "'max_completion_tokens' at the "
+                                        "same time is not supported.");
             }
 
             name = "max_completion_tokens";
             v = other;
+            other = NULL;
         }
     }
 
@@ -427,12 +440,15 @@ llm_inspect_limit(llm_api_e api, const cJSON *root,
         req->max_tokens = cf->default_max_tokens;
         req->max_tokens_missing = 1;
 
-        /* a "max_tokens": null must be replaced, not followed by another */
-        req->rebuild = (cJSON_GetObjectItemCaseSensitive(root,
-                                                 llm_inspect_max_name(req))
-                        != NULL);
+        /*
+         * A null limit must be replaced, not followed by another; Chat's
+         * default may go under either name, so either null is removed.
+         */
+        req->rebuild = (v != NULL || other != NULL);
         return 0;
     }
+
+    req->max_name = name;
 
     if (!cJSON_IsNumber(v)) {
         return llm_inspect_fail(req, name, "the output limit must be an "
@@ -445,8 +461,21 @@ llm_inspect_limit(llm_api_e api, const cJSON *root,
     }
 
     if (d > (double) cf->max_tokens_limit) {
-        return llm_inspect_fail(req, name, "the output limit is above this "
-                                "tier's maximum");
+
+        /* 2^53 may stand for a larger integer: what was asked is unknown */
+        if (!cf->lower || d >= LLM_INSPECT_INT_MAX) {
+            snprintf(req->text, sizeof(req->text),
+                     "%s is %.0f; this tier allows at most %lld.", name, d,
+                     (long long) cf->max_tokens_limit);
+            return llm_inspect_fail(req, name, req->text);
+        }
+
+        /* the upstream gets the maximum, under the member the client sent */
+        req->max_tokens_asked = (int64_t) d;
+        req->max_tokens = cf->max_tokens_limit;
+        req->max_tokens_lowered = 1;
+        req->rebuild = 1;
+        return 0;
     }
 
     req->max_tokens = (int64_t) d;
@@ -1419,12 +1448,25 @@ llm_inspect_is(const cJSON *v, const char *s)
 }
 
 
-/* the member the upstream reads the output limit from */
-static const char *
+const char *
 llm_inspect_max_name(const llm_request_t *req)
 {
-    return (req->api == LLM_API_RESPONSES) ? "max_output_tokens"
-                                           : "max_tokens";
+    if (req->max_name != NULL) {
+        return req->max_name;
+    }
+
+    /* OpenAI's reasoning models refuse max_tokens in Chat */
+    switch (req->api) {
+
+    case LLM_API_OPENAI:
+        return req->chat_max_tokens ? "max_tokens" : "max_completion_tokens";
+
+    case LLM_API_RESPONSES:
+        return "max_output_tokens";
+
+    default:
+        return "max_tokens";
+    }
 }
 
 
@@ -1532,16 +1574,10 @@ llm_inspect_rebuild(const char *body, size_t len, const llm_request_t *req)
         }
     }
 
-    if (req->max_tokens_missing) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root,
-                                                llm_inspect_max_name(req));
-
-        if (cJSON_AddNumberToObject(root, llm_inspect_max_name(req),
-                                    (double) req->max_tokens)
-            == NULL)
-        {
-            goto done;
-        }
+    if ((req->max_tokens_missing || req->max_tokens_lowered)
+        && llm_inspect_rebuild_limit(root, req) != 0)
+    {
+        goto done;
     }
 
     s = cJSON_PrintUnformatted(root);
@@ -1551,4 +1587,37 @@ done:
     cJSON_Delete(root);
 
     return s;
+}
+
+
+/* the limit the upstream obeys, under its one name: no null beside it */
+
+static int
+llm_inspect_rebuild_limit(cJSON *root, const llm_request_t *req)
+{
+    cJSON        *v;
+    const char   *name;
+    const char  **p;
+
+    static const char  *names[] = {
+        "max_tokens", "max_completion_tokens", "max_output_tokens", NULL
+    };
+
+    name = llm_inspect_max_name(req);
+
+    for (p = names; *p; p++) {
+        v = cJSON_GetObjectItemCaseSensitive(root, *p);
+
+        if (v != NULL && (strcmp(*p, name) == 0 || cJSON_IsNull(v))) {
+            cJSON_DeleteItemFromObjectCaseSensitive(root, *p);
+        }
+    }
+
+    if (cJSON_AddNumberToObject(root, name, (double) req->max_tokens)
+        == NULL)
+    {
+        return -1;
+    }
+
+    return 0;
 }

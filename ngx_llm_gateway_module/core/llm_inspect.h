@@ -5,8 +5,13 @@
  * output limit, n, stream, the prompt's parts), a prompt-token estimate
  * and an upper bound of what the request can cost, the 400s for bodies it
  * must refuse, and the splice that adds what the upstream request needs
- * (stream_options.include_usage, a default max_tokens, or
- * max_output_tokens for the Responses API).
+ * (stream_options.include_usage, a default output limit under the name
+ * the upstream's API wants: max_completion_tokens or max_tokens for Chat,
+ * max_tokens for Anthropic, max_output_tokens for Responses).
+ *
+ * An output limit above the tier's maximum is refused, or where the tier
+ * says so lowered to it: the upstream then gets the maximum under the
+ * member the client named.
  * Plain C with cJSON, no nginx types; cJSON allocates through its hooks.
  *
  * The prompt estimate: for every message, ceil(bytes / 4) of each text it
@@ -43,6 +48,9 @@
 /* the most a splice adds to a body */
 #define LLM_INSPECT_SPLICE_MAX    96
 
+/* the most of a refusal's message that carries figures */
+#define LLM_INSPECT_TEXT_MAX      128
+
 
 /* the most of a member's name a refusal gives back */
 #define LLM_INSPECT_NAME_MAX      64
@@ -69,6 +77,8 @@ typedef struct {
     size_t     max_string;           /* bytes of one string, as sent */
     int64_t    image_tokens;         /* the most one image costs */
     int64_t    context_tokens;       /* the most a prompt can hold */
+    int        lower;                /* a limit above max_tokens_limit is
+                                        lowered to it, not refused */
 } llm_inspect_conf_t;
 
 
@@ -90,6 +100,7 @@ typedef struct {
     size_t     model_len;
 
     int64_t    max_tokens;           /* the output limit of a choice */
+    int64_t    max_tokens_asked;     /* lowered: what the client asked */
     int64_t    n;                    /* choices: 1 but in Chat */
     int64_t    output_bound;         /* the most it can produce */
     int64_t    prompt_tokens;        /* the estimate */
@@ -102,6 +113,10 @@ typedef struct {
 
     unsigned   stream:1;
     unsigned   max_tokens_missing:1; /* the default must be written in */
+    unsigned   max_tokens_lowered:1; /* above the maximum, lowered to it */
+    unsigned   chat_max_tokens:1;    /* Chat: the default goes under
+                                        max_tokens, not max_completion_tokens
+                                        (the caller's, per upstream) */
     unsigned   add_include_usage:1;  /* stream_options.include_usage must
                                         be written in */
     unsigned   rebuild:1;            /* a member to write is there already
@@ -110,9 +125,13 @@ typedef struct {
     unsigned   model_changed:1;      /* model was an alias, now resolved:
                                         the upstream gets req->model */
 
+    /* the member the client sent the output limit in, or NULL */
+    const char *max_name;
+
     /* on refusal: the offending field and a message */
     const char *param;
     const char *message;
+    char        text[LLM_INSPECT_TEXT_MAX];  /* a message with figures */
     char        name[LLM_INSPECT_NAME_MAX];  /* a repeated member's, for
                                                 param: printable ASCII */
 } llm_request_t;
@@ -139,6 +158,12 @@ int llm_inspect_scan(const char *body, size_t len, size_t max_depth,
 int llm_inspect(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req);
 
+/*
+ * The member the upstream reads the output limit from: the client's, or
+ * the one the default is written under.
+ */
+const char *llm_inspect_max_name(const llm_request_t *req);
+
 /* 1 if the upstream body must differ from the client's */
 #define llm_inspect_needs_rewrite(req)                                        \
     ((req)->max_tokens_missing || (req)->add_include_usage || (req)->rebuild)
@@ -158,8 +183,8 @@ size_t llm_inspect_splice(const char *body, size_t len,
     const llm_request_t *req, char *out, size_t cap);
 
 /*
- * For req->rebuild: parses the body again, replaces stream_options,
- * max_tokens and model as the flags say, and prints it.  The string comes
+ * For req->rebuild: parses the body again, replaces stream_options, the
+ * output limit and model as the flags say, and prints it.  The string comes
  * from cJSON's allocator (free it with cJSON_free); NULL on failure.
  */
 char *llm_inspect_rebuild(const char *body, size_t len,

@@ -80,6 +80,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cf.image_tokens = 1000;
     cf.context_tokens = 50000;
 
+    /* shares its bit with the alias: both are tried with and without */
+    cf.lower = (data[1] >> 7) & 1;
+
     /* as nginx -t insists */
     if (cf.default_max_tokens > cf.max_tokens_limit) {
         cf.default_max_tokens = cf.max_tokens_limit;
@@ -111,6 +114,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (data[0] & 0x80) {
         fuzz_alias(&req, data[1] >> 6);
     }
+
+    /* Chat's second entry: a backend that wants max_tokens for the default */
+    req.chat_max_tokens = ((data[0] & 0x03) == 3);
 
     fuzz_rewrite(&cf, body, len, &req);
 
@@ -146,6 +152,14 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
     } else if (req->max_tokens < 1 || req->max_tokens > cf->max_tokens_limit)
     {
         fuzz_fail("accepted", "max_tokens is beyond the tier's limit");
+    }
+
+    if (req->max_tokens_lowered
+        && (!cf->lower || !req->rebuild
+            || req->max_tokens != cf->max_tokens_limit
+            || req->max_tokens_asked <= cf->max_tokens_limit))
+    {
+        fuzz_fail("accepted", "lowered, but not to the tier's limit");
     }
 
     if (req->max_tokens_missing

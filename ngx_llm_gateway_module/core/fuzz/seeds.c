@@ -33,6 +33,8 @@
 #define SEED_RESPONSES     0x2e
 #define SEED_COUNT         0x2f
 #define SEED_ALIAS         0x80
+#define SEED_OPENAI_MT     0x2f      /* a backend's limit_param=max_tokens */
+#define SEED_LOWER         0x80      /* above_max=lower */
 #define SEED_LIMITS        0x2d
 
 #define SEED_HASH                                                             \
@@ -126,6 +128,23 @@ static const seed_inspect_t  seed_inspect[] = {
 
     { "openai-over-limit", { SEED_OPENAI, SEED_LIMITS },
       "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4097}" },
+
+    /* above the limit, lowered to it under the member sent */
+    { "openai-lowered", { SEED_OPENAI, SEED_LIMITS | SEED_LOWER },
+      "{\"model\":\"m\",\"messages\":[],\"max_tokens\":null,"
+      "\"max_completion_tokens\":64000,\"stream\":true}" },
+
+    { "openai-lowered-max-tokens", { SEED_OPENAI_MT, SEED_LIMITS | SEED_LOWER },
+      "{\"model\":\"m\",\"messages\":[],\"max_tokens\":8192,\"n\":2}" },
+
+    { "openai-default-max-tokens", { SEED_OPENAI_MT, SEED_LIMITS },
+      "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":null}" },
+
+    { "anthropic-lowered", { SEED_ANTHROPIC, SEED_LIMITS | SEED_LOWER },
+      "{\"model\":\"claude\",\"max_tokens\":64000,\"messages\":[]}" },
+
+    { "responses-lowered", { SEED_RESPONSES, SEED_LIMITS | SEED_LOWER },
+      "{\"model\":\"m\",\"input\":\"a\",\"max_output_tokens\":1e15}" },
 
     { "openai-repeated", { SEED_OPENAI, SEED_LIMITS },
       "{\"model\":\"cheap\",\"messages\":[],\"model\":\"dear\"}" },

@@ -15,8 +15,9 @@
 #include "tap.h"
 
 
-/* default 256, at most 4096, depth 8, strings of 64, images 1000 */
-static const llm_inspect_conf_t  conf = { 256, 4096, 8, 64, 1000, 100000 };
+/* default 256, at most 4096 (refused above), depth 8, strings of 64 */
+static const llm_inspect_conf_t  conf = { 256, 4096, 8, 64, 1000, 100000,
+                                          0 };
 
 
 static const struct {
@@ -567,8 +568,9 @@ test_rewrite(void)
     n = llm_inspect_splice(b, strlen(b), &req, out, sizeof(out));
     out[n] = '\0';
     tap_is_str(out, " {\"stream_options\":{\"include_usage\":true},"
-               "\"max_tokens\":256,\"model\":\"m\",\"messages\":[],"
-               "\"stream\":true}", "spliced body");
+               "\"max_completion_tokens\":256,\"model\":\"m\","
+               "\"messages\":[],\"stream\":true}",
+               "spliced body: Chat's default as max_completion_tokens");
 
     j = cJSON_Parse(out);
     tap_ok(j != NULL, "spliced body is JSON");
@@ -603,7 +605,8 @@ test_rewrite(void)
     s = llm_inspect_rebuild(b, strlen(b), &req);
     tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],\"stream\":true,"
                "\"stream_options\":{\"include_usage\":true},"
-               "\"max_tokens\":256}", "nulls replaced once each");
+               "\"max_completion_tokens\":256}",
+               "nulls replaced once each, the limit by its Chat name");
     cJSON_free(s);
 
     /* an alias resolved to its pinned model */
@@ -639,6 +642,206 @@ test_rewrite(void)
     tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
                "\"max_tokens\":256}", "anthropic: only max_tokens rewritten");
     cJSON_free(s);
+}
+
+
+/* above the maximum: the field as sent, its value and the maximum */
+
+static void
+test_limit_refused(void)
+{
+    size_t          i;
+    llm_request_t   req;
+
+    static const struct {
+        llm_api_e     api;
+        const char   *body;
+        const char   *param;
+        const char   *message;
+    } above[] = {
+        { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                          "\"max_completion_tokens\":64000}",
+          "max_completion_tokens",
+          "max_completion_tokens is 64000; this tier allows at most 4096." },
+        { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                          "\"max_tokens\":4097}",
+          "max_tokens", "max_tokens is 4097; this tier allows at most 4096." },
+        { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"messages\":[],"
+                             "\"max_tokens\":8192}",
+          "max_tokens", "max_tokens is 8192; this tier allows at most 4096." },
+        { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                             "\"max_output_tokens\":9007199254740992}",
+          "max_output_tokens", "max_output_tokens is 9007199254740992; "
+          "this tier allows at most 4096." },
+
+        /* OpenAI's own refusal of the two names at once */
+        { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                          "\"max_completion_tokens\":5,\"max_tokens\":5}",
+          "max_tokens", "Setting 'max_tokens' and 'max_completion_tokens' "
+          "at the same time is not supported." },
+    };
+
+    for (i = 0; i < sizeof(above) / sizeof(above[0]); i++) {
+        tap_is(llm_inspect(above[i].api, above[i].body, strlen(above[i].body),
+                           &conf, &req), -1, "refused: %s", above[i].body);
+        tap_is_str(req.param ? req.param : "", above[i].param,
+                   "  param %s", above[i].param);
+        tap_is_str(req.message ? req.message : "", above[i].message,
+                   "  message");
+    }
+}
+
+
+/* a tier that lowers: the maximum, under the member the client sent */
+
+static void
+test_limit_lowered(void)
+{
+    char                *s, body[128];
+    size_t               i;
+    const char          *b;
+    llm_request_t        req;
+    llm_inspect_conf_t   low;
+
+    static const char  *bad[] = {
+        "64000.5", "-64000", "\"64000\"", "9007199254740993", "1e400",
+        "true", "[64000]", "0"
+    };
+
+    low = conf;
+    low.lower = 1;
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":64000,"
+        "\"n\":2}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &low, &req), 0,
+           "lower: 64000 accepted");
+    tap_ok(req.max_tokens_lowered && req.rebuild, "  lowered, rebuilt");
+    tap_is(req.max_tokens, 4096, "  to the maximum");
+    tap_is(req.max_tokens_asked, 64000, "  what was asked is kept");
+    tap_is(req.output_bound, 2 * 4096, "  the bound: n x the lowered limit");
+    tap_is_str(llm_inspect_max_name(&req), "max_completion_tokens",
+               "  under the client's name");
+
+    /* a backend that wants max_tokens changes only the default's name */
+    req.chat_max_tokens = 1;
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],\"n\":2,"
+               "\"max_completion_tokens\":4096}", "  the upstream's body");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"max_tokens\":64000,\"messages\":[],"
+        "\"max_completion_tokens\":null}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &low, &req), 0,
+           "lower: max_tokens beside a null max_completion_tokens");
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
+               "\"max_tokens\":4096}", "  one limit, the client's name");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"max_tokens\":8192,\"messages\":[]}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &low, &req), 0,
+           "lower: anthropic");
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
+               "\"max_tokens\":4096}", "  max_tokens lowered");
+    cJSON_free(s);
+
+    /* a thinking budget that fitted what was asked, not the maximum */
+    b = "{\"model\":\"m\",\"max_tokens\":64000,\"messages\":[],"
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":10000}}";
+    tap_is(llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &low, &req), -1,
+           "lower: a thinking budget above the lowered limit refused");
+    tap_is_str(req.message ? req.message : "", "thinking.budget_tokens must "
+               "be below max_tokens, which this tier lowers to 4096.",
+               "  saying why");
+
+    b = "{\"model\":\"m\",\"input\":\"a\",\"max_output_tokens\":1e6}";
+    tap_is(llm_inspect(LLM_API_RESPONSES, b, strlen(b), &low, &req), 0,
+           "lower: responses, 1e6");
+    tap_is(req.max_tokens_asked, 1000000, "  asked 1000000");
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"input\":\"a\","
+               "\"max_output_tokens\":4096}", "  max_output_tokens lowered");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_tokens\":4096}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &low, &req), 0,
+           "lower: the maximum itself");
+    tap_ok(!req.max_tokens_lowered && !llm_inspect_needs_rewrite(&req),
+           "  is not lowered, the body passes as sent");
+
+    /* what is not a positive integer is refused, lowering or not */
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"messages\":[],"
+                 "\"max_completion_tokens\":%s}", bad[i]);
+        tap_is(llm_inspect(LLM_API_OPENAI, body, strlen(body), &low, &req),
+               -1, "lower: %s refused", bad[i]);
+        tap_is_str(req.param ? req.param : "", "max_completion_tokens",
+                   "  param as sent");
+    }
+
+    /* a member twice: refused before its value is read */
+    b = "{\"model\":\"m\",\"messages\":[],\"max_tokens\":5,"
+        "\"max_tokens\":64000}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &low, &req), -1,
+           "lower: max_tokens twice refused");
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_tokens\":64000,"
+        "\"max_completion_tokens\":64000}";
+    tap_is(llm_inspect(LLM_API_OPENAI, b, strlen(b), &low, &req), -1,
+           "lower: both names refused");
+}
+
+
+/* the default's name: the one the upstream's API wants */
+
+static void
+test_limit_name(void)
+{
+    char           *s, out[256];
+    size_t          n;
+    const char     *b;
+    llm_request_t   req;
+
+    b = "{\"model\":\"m\",\"messages\":[]}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_is_str(llm_inspect_max_name(&req), "max_completion_tokens",
+               "chat default: max_completion_tokens");
+
+    req.chat_max_tokens = 1;
+    n = llm_inspect_splice(b, strlen(b), &req, out, sizeof(out));
+    out[n] = '\0';
+    tap_is_str(out, "{\"max_tokens\":256,\"model\":\"m\",\"messages\":[]}",
+               "chat default for a backend that wants max_tokens");
+
+    /* a null under either name goes: one limit, under the one name */
+    b = "{\"model\":\"m\",\"messages\":[],\"max_tokens\":null}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    tap_ok(req.rebuild && req.max_tokens_missing, "a null max_tokens: rebuild");
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
+               "\"max_completion_tokens\":256}", "  replaced by the default");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":null,"
+        "\"max_tokens\":null}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    req.chat_max_tokens = 1;
+    s = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_is_str(s ? s : "", "{\"model\":\"m\",\"messages\":[],"
+               "\"max_tokens\":256}", "  both nulls: one max_tokens");
+    cJSON_free(s);
+
+    b = "{\"model\":\"m\",\"messages\":[]}";
+    llm_inspect(LLM_API_ANTHROPIC, b, strlen(b), &conf, &req);
+    tap_is_str(llm_inspect_max_name(&req), "max_tokens",
+               "anthropic default: max_tokens");
+
+    b = "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":7}";
+    llm_inspect(LLM_API_OPENAI, b, strlen(b), &conf, &req);
+    req.chat_max_tokens = 1;
+    tap_is_str(llm_inspect_max_name(&req), "max_completion_tokens",
+               "a limit sent keeps its name");
 }
 
 
@@ -707,6 +910,9 @@ main(void)
     test_bounds();
     test_tools();
     test_rewrite();
+    test_limit_refused();
+    test_limit_lowered();
+    test_limit_name();
 
     return tap_done();
 }
