@@ -105,6 +105,9 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
         ctx->request_id.data = vv->data;
         ctx->request_id.len = vv->len;
 
+        /* the endpoint's error format, kept past an internal redirect */
+        (void) ngx_http_llm_gateway_reply_dialect(r, ctx);
+
         if (r->method != NGX_HTTP_POST) {
             ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_NOT_ALLOWED,
                                               "invalid_request_error",
