@@ -408,8 +408,12 @@ for my $c ([ 'anthropic', '/ids/v1/messages', $api[1] ],
 
 # --- a stream cut short: the dialect's in-band error event --------------------
 
-for my $c ([ $api[1], qr/\n\nevent: error\ndata: (\{"type":"error","error":\{"type":"api_error","message":"[^"]*"\}\})\n\n\z/ ],
-           [ $api[0], qr/\n\ndata: (\{"error":\{[^\n]*"code":"upstream_error"\}\})\n\n\z/ ])
+my $ant_event = qr/\n\nevent:[ ]error\ndata:[ ]\{"type":"error","error":
+                  \{"type":"api_error","message":"[^"]*"\}\}\n\n\z/x;
+my $oai_event = qr/\n\ndata:[ ]\{"error":\{[^\n]*"code":"upstream_error"\}\}
+                  \n\n\z/x;
+
+for my $c ([ $api[1], $ant_event ], [ $api[0], $oai_event ])
 {
     my ($a, $want) = @$c;
     my ($f, $path, $model, $body) = @$a;
@@ -456,7 +460,7 @@ SKIP: {
                 'request_too_large' ],
               'the SDK, a rate limit: RateLimitError, rate_limit_error');
     like($e->{message} // '',
-         qr/^429 \{"type":"error","error":\{"type":"rate_limit_error",
+         qr/^429[ ]\{"type":"error","error":\{"type":"rate_limit_error",
              "message":"[^"]+"/x,
          'the SDK, a rate limit: with the gateway\'s message');
 
