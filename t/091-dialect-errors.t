@@ -312,6 +312,15 @@ for my $a (@api) {
 
 close($hold);
 
+# where the location says the dialect, a client's header does not change it
+for my $a (@api[0, 2]) {
+    my ($f, $path, $model, $body) = @$a;
+    $r = request('POST', $path, $body->($model, 5),
+                 'anthropic-version' => '2023-06-01');
+    refusal("$f, no key, with anthropic-version", $f, $r, 401,
+            'invalid_request_error', 'invalid_api_key');
+}
+
 # The retry_after_ms the body says is Retry-After's, in details
 $r = request('POST', '/v1/messages', $api[1][3]->('mock-claude-3-5-haiku', 50),
              bearer($slow));
