@@ -116,6 +116,9 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
         ctx->request_id.data = vv->data;
         ctx->request_id.len = vv->len;
 
+        /* the endpoint's error format, kept past an internal redirect */
+        (void) ngx_http_llm_gateway_reply_dialect(r, ctx);
+
         if (ngx_http_llm_gateway_admit_method(r, ctx, &id) != NGX_OK) {
             /* refused: no key is looked at for a path or a method */
 

@@ -89,7 +89,6 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 {
     ngx_int_t                         rc;
     ngx_str_t                        *type;
-    ngx_table_elt_t                  *h;
     ngx_http_llm_gateway_ctx_t       *ctx;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
@@ -128,16 +127,8 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 
     ngx_http_llm_gateway_rename_upstream_id(r);
 
-    h = ngx_list_push(&r->headers_out.headers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-
-    h->hash = 1;
-    ngx_str_set(&h->key, "x-request-id");
-    h->value = ctx->request_id;
-
-    if (ngx_http_llm_gateway_reply_ratelimit_headers(r, ctx) != NGX_OK
+    if (ngx_http_llm_gateway_reply_id_headers(r, ctx) != NGX_OK
+        || ngx_http_llm_gateway_reply_ratelimit_headers(r, ctx) != NGX_OK
         || ngx_http_llm_gateway_reply_sunset_headers(r, ctx) != NGX_OK)
     {
         return NGX_ERROR;
@@ -724,8 +715,10 @@ ngx_http_llm_gateway_grow(void *data, char *old, size_t len, size_t size)
 
 
 /*
- * The client sees one x-request-id, the gateway's, which names its ledger
- * row; the provider's own id stays visible for support cases.
+ * The client sees one x-request-id (and on an Anthropic endpoint one
+ * request-id), the gateway's, which names its ledger row; the provider's
+ * own id, OpenAI's x-request-id or Anthropic's request-id, stays visible
+ * as x-upstream-request-id for support cases.
  */
 
 static void
@@ -754,10 +747,14 @@ ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r)
             continue;
         }
 
-        if (h[i].key.len == sizeof("x-request-id") - 1
-            && ngx_strncasecmp(h[i].key.data, (u_char *) "x-request-id",
-                               sizeof("x-request-id") - 1)
-               == 0)
+        if ((h[i].key.len == sizeof("x-request-id") - 1
+             && ngx_strncasecmp(h[i].key.data, (u_char *) "x-request-id",
+                                sizeof("x-request-id") - 1)
+                == 0)
+            || (h[i].key.len == sizeof("request-id") - 1
+                && ngx_strncasecmp(h[i].key.data, (u_char *) "request-id",
+                                   sizeof("request-id") - 1)
+                   == 0))
         {
             ngx_str_set(&h[i].key, "x-upstream-request-id");
             continue;

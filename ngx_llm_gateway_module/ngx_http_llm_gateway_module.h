@@ -408,6 +408,8 @@ typedef struct {
     int64_t                      retry_after;     /* seconds, rounded up */
     int64_t                      retry_after_ms;
     ngx_http_llm_gateway_by_e    rejected_by;     /* a 429's reason */
+    unsigned                     dialect:2;       /* its error format,
+                                                     once decided */
 
     /* for the x-ratelimit-* headers, read under the zone lock */
     int64_t                      remaining;

@@ -1,7 +1,8 @@
 
 /*
  * What the gateway answers itself: every refusal and error body, in the
- * OpenAI format, and the headers that explain a limit (x-ratelimit-*,
+ * format of the endpoint's API (OpenAI's or Anthropic's), the ids that
+ * name a response, and the headers that explain a limit (x-ratelimit-*,
  * retry-after, the sunset of a deprecated model).  Every gate refuses
  * through here, so that the refusals read alike.
  */
@@ -12,6 +13,13 @@
 #include "ngx_http_llm_gateway_ctx.h"
 
 
+static ngx_uint_t ngx_http_llm_gateway_anthropic_version(
+    ngx_http_request_t *r);
+static const char *ngx_http_llm_gateway_anthropic_type(ngx_uint_t status);
+static u_char *ngx_http_llm_gateway_openai_error(u_char *p,
+    ngx_http_llm_gateway_ctx_t *ctx, size_t mlen);
+static u_char *ngx_http_llm_gateway_anthropic_error(u_char *p,
+    ngx_http_llm_gateway_ctx_t *ctx, size_t mlen);
 static ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_bare_ctx(
     ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_gateway_retry_headers(ngx_http_request_t *r,
@@ -51,7 +59,130 @@ ngx_http_llm_gateway_reply_refuse(ngx_http_llm_gateway_ctx_t *ctx,
 
 
 /*
- * The refusal's JSON body, OpenAI's error object, with the headers that
+ * The error format of the request's endpoint: Anthropic's on the Messages
+ * API, OpenAI's on OpenAI's APIs.  Where the location does not say (one
+ * that serves both, or none: nginx's own refusal of a request it could
+ * not take), the anthropic-version header, which Anthropic's clients
+ * send with every request.  Decided once for the request: a refusal
+ * after an internal redirect keeps the format of its endpoint.
+ */
+
+ngx_uint_t
+ngx_http_llm_gateway_reply_dialect(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_uint_t                        dialect;
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    if (ctx != NULL && ctx->dialect) {
+        return ctx->dialect;
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    switch (llcf->enable ? llcf->api : 0) {
+
+    case LLM_API_COUNT_TOKENS:
+    case LLM_API_ANTHROPIC:
+        dialect = NGX_HTTP_LLM_GATEWAY_ANTHROPIC;
+        break;
+
+    case LLM_API_MODELS:
+    case LLM_API_NONE:
+    case 0:
+        dialect = ngx_http_llm_gateway_anthropic_version(r)
+                  ? NGX_HTTP_LLM_GATEWAY_ANTHROPIC
+                  : NGX_HTTP_LLM_GATEWAY_OPENAI;
+        break;
+
+    default:
+        dialect = NGX_HTTP_LLM_GATEWAY_OPENAI;
+    }
+
+    if (ctx != NULL) {
+        ctx->dialect = dialect;
+    }
+
+    return dialect;
+}
+
+
+static ngx_uint_t
+ngx_http_llm_gateway_anthropic_version(ngx_http_request_t *r)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    /* a request line nginx could not read leaves the list empty, zeroed */
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                return 0;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len == sizeof("anthropic-version") - 1
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "anthropic-version",
+                               sizeof("anthropic-version") - 1)
+               == 0)
+        {
+            return 1;
+        }
+    }
+}
+
+
+/*
+ * Anthropic's error type for a status, as its API documents them; other
+ * 4xx are invalid_request_error there, other 5xx api_error.
+ */
+
+static const char *
+ngx_http_llm_gateway_anthropic_type(ngx_uint_t status)
+{
+    switch (status) {
+
+    case NGX_HTTP_UNAUTHORIZED:
+        return "authentication_error";
+
+    case 402:
+        return "billing_error";
+
+    case NGX_HTTP_FORBIDDEN:
+        return "permission_error";
+
+    case NGX_HTTP_NOT_FOUND:
+        return "not_found_error";
+
+    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+        return "request_too_large";
+
+    case NGX_HTTP_TOO_MANY_REQUESTS:
+        return "rate_limit_error";
+
+    case NGX_HTTP_SERVICE_UNAVAILABLE:
+    case 529:
+        return "overloaded_error";
+
+    case NGX_HTTP_GATEWAY_TIME_OUT:
+        return "timeout_error";
+    }
+
+    return status < 500 ? "invalid_request_error" : "api_error";
+}
+
+
+/*
+ * The refusal's JSON body in the endpoint's format, with the headers that
  * say what it is.
  */
 
@@ -62,21 +193,52 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
     u_char     *p;
     size_t      len, mlen;
     ngx_buf_t  *b;
+    ngx_uint_t  anthropic;
+
+    anthropic = (ngx_http_llm_gateway_reply_dialect(r, ctx)
+                 == NGX_HTTP_LLM_GATEWAY_ANTHROPIC);
 
     mlen = ngx_strlen(ctx->err_message);
 
-    len = sizeof("{\"error\":{\"message\":\"\",\"type\":\"\",\"param\":\"\","
-                 "\"code\":\"\",\"retry_after_ms\":}}\n") - 1 + NGX_INT64_LEN
+    /* each member either format may write, the longer frame's */
+    len = sizeof("{\"type\":\"error\",\"error\":{\"type\":\"\",\"message\":"
+                 "\"\",\"details\":{\"error_code\":\"\",\"limit\":\"\","
+                 "\"param\":\"\",\"retry_after_ms\":}},\"request_id\":\"\"}\n")
+          - 1 + NGX_INT64_LEN + sizeof("invalid_request_error") - 1
           + mlen + ngx_escape_json(NULL, ctx->err_message, mlen)
           + ngx_strlen(ctx->err_type) + ngx_strlen(ctx->err_code)
-          + (ctx->err_param ? ngx_strlen(ctx->err_param) : 4);
+          + (ctx->err_param ? ngx_strlen(ctx->err_param) : 4)
+          + ctx->request_id.len;
 
     b = ngx_create_temp_buf(r->pool, len);
     if (b == NULL) {
         return NULL;
     }
 
-    p = ngx_cpymem(b->last, "{\"error\":{\"message\":\"",
+    p = anthropic ? ngx_http_llm_gateway_anthropic_error(b->last, ctx, mlen)
+                  : ngx_http_llm_gateway_openai_error(b->last, ctx, mlen);
+
+    b->last = p;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    r->headers_out.status = ctx->err_status;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    return b;
+}
+
+
+/* OpenAI's error object: {"error":{"message","type","param","code"}} */
+
+static u_char *
+ngx_http_llm_gateway_openai_error(u_char *p, ngx_http_llm_gateway_ctx_t *ctx,
+    size_t mlen)
+{
+    p = ngx_cpymem(p, "{\"error\":{\"message\":\"",
                    sizeof("{\"error\":{\"message\":\"") - 1);
     p = (u_char *) ngx_escape_json(p, ctx->err_message, mlen);
     p = ngx_sprintf(p, "\",\"type\":\"%s\",\"param\":", ctx->err_type);
@@ -95,19 +257,80 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
         p = ngx_sprintf(p, ",\"retry_after_ms\":%L", ctx->retry_after_ms);
     }
 
-    p = ngx_cpymem(p, "}}\n", 3);
+    return ngx_cpymem(p, "}}\n", 3);
+}
 
-    b->last = p;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
 
-    r->headers_out.status = ctx->err_status;
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
+/*
+ * Anthropic's: {"type":"error","error":{"type","message"},"request_id"}.
+ * The gateway's code, and what else OpenAI's object says, go in
+ * error.details, where Anthropic puts its error_code (the SDKs read it as
+ * errorCode, and give a code they do not know the plain type's class).
+ */
 
-    return b;
+static u_char *
+ngx_http_llm_gateway_anthropic_error(u_char *p,
+    ngx_http_llm_gateway_ctx_t *ctx, size_t mlen)
+{
+    p = ngx_sprintf(p, "{\"type\":\"error\",\"error\":{\"type\":\"%s\","
+                    "\"message\":\"",
+                    ngx_http_llm_gateway_anthropic_type(ctx->err_status));
+    p = (u_char *) ngx_escape_json(p, ctx->err_message, mlen);
+    p = ngx_sprintf(p, "\",\"details\":{\"error_code\":\"%s\"",
+                    ctx->err_code);
+
+    /* OpenAI's type of a 429 names the limit, Anthropic's does not */
+    if (ctx->err_status == NGX_HTTP_TOO_MANY_REQUESTS
+        && (ngx_strcmp(ctx->err_type, "tokens") == 0
+            || ngx_strcmp(ctx->err_type, "requests") == 0))
+    {
+        p = ngx_sprintf(p, ",\"limit\":\"%s\"", ctx->err_type);
+    }
+
+    if (ctx->err_param) {
+        p = ngx_sprintf(p, ",\"param\":\"%s\"", ctx->err_param);
+    }
+
+    if (ctx->retry_after) {
+        p = ngx_sprintf(p, ",\"retry_after_ms\":%L", ctx->retry_after_ms);
+    }
+
+    if (ctx->request_id.len == 0) {
+        return ngx_cpymem(p, "}},\"request_id\":null}\n",
+                          sizeof("}},\"request_id\":null}\n") - 1);
+    }
+
+    return ngx_sprintf(p, "}},\"request_id\":\"%V\"}\n", &ctx->request_id);
+}
+
+
+/*
+ * x-request-id on every response of a gateway location, the request_id
+ * of its ledger row; on an Anthropic endpoint the same id in request-id
+ * too, which Anthropic's SDKs read (a response's _request_id, an error's
+ * requestID).  An upstream's own headers of either name are renamed
+ * before (filter.c).
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_reply_id_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    if (ngx_http_llm_gateway_reply_add_header(r, "x-request-id",
+                                              &ctx->request_id)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (ngx_http_llm_gateway_reply_dialect(r, ctx)
+        != NGX_HTTP_LLM_GATEWAY_ANTHROPIC)
+    {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_gateway_reply_add_header(r, "request-id",
+                                                 &ctx->request_id);
 }
 
 

@@ -6,6 +6,11 @@
 #include "ngx_http_llm_gateway_module.h"
 
 
+/* the error formats, what ngx_http_llm_gateway_reply_dialect() returns */
+#define NGX_HTTP_LLM_GATEWAY_OPENAI     1
+#define NGX_HTTP_LLM_GATEWAY_ANTHROPIC  2
+
+
 void ngx_http_llm_gateway_reply_too_large(ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_reply_unavailable(ngx_http_llm_gateway_ctx_t *ctx,
     const char *code, const char *message, int64_t seconds);
@@ -28,6 +33,10 @@ ngx_int_t ngx_http_llm_gateway_reply_sunset_headers(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_gateway_reply_add_header(ngx_http_request_t *r,
     char *name, ngx_str_t *value);
 ngx_int_t ngx_http_llm_gateway_reply_error_headers(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_gateway_reply_dialect(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+ngx_int_t ngx_http_llm_gateway_reply_id_headers(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 
 

@@ -4,8 +4,9 @@
 # Anthropic Messages, OpenAI Responses): every bad output limit, bodies
 # that are not one JSON object, models and prompts of the wrong type,
 # repeated members, nesting, encodings, sizes by Content-Length and
-# chunked, methods.  Each refusal has its status and an OpenAI-format
-# error, {"error":{"message","type","param","code"}}, and no ledger row;
+# chunked, methods.  Each refusal has its status and the API's error,
+# OpenAI's {"error":{"message","type","param","code"}} or Anthropic's
+# (its code and param in error.details, t/091), and no ledger row;
 # what passes has one row.  Then the invariants of t/lib/Chaos.pm: no slot
 # left held by any of it, no alert.  t/040 has the first cases of each
 # kind (a cut body, max_tokens "10" and 1.5, no messages, a repeated
@@ -103,7 +104,11 @@ sub outcome {
         return [ 200, scalar(@$rows), $rows->[0]{reserved_tokens} ];
     }
 
-    my $e = (eval { decode_json($r->{body}) } // {})->{error} // {};
+    my $j = eval { decode_json($r->{body}) } // {};
+    my $e = $j->{error} // {};
+    # Anthropic's has the gateway's code and param in its details
+    my $d = $e->{details};
+    $e = { %$e, code => $d->{error_code}, param => $d->{param} } if $d;
     return [ $r->{status}, @$e{qw(type code param)},
              (length($e->{message} // '') ? 'message' : 'no message'),
              (($r->{headers}{'content-type'} // '') =~ m{^application/json}

@@ -199,7 +199,9 @@ sub flood {
             my $i = $c;
             while (time() < $until) {
                 my $r = send_one($t, @{ $t[$i++ % @t] }, $via);
-                my $code = eval { decode_json($r->{content})->{error}{code} };
+                my $e = eval { decode_json($r->{content})->{error} };
+                my $code = ref $e eq 'HASH'
+                           && ($e->{code} // $e->{details}{error_code});
                 $seen{ $r->{status} . ($code ? " $code" : '') }++;
                 sleep(0.05) if $r->{status} == 429;
             }
@@ -302,6 +304,8 @@ for my $c (@unbounded) {
     # under a cap, the tier refuses what it cannot bound
     my $r = send_one($strict, $path, $body, {});
     my $e = eval { decode_json($r->{content})->{error} } // {};
+    $e = $e->{details} ? { code => $e->{details}{error_code},
+                           param => $e->{details}{param} } : $e;
     is_deeply([ $r->{status}, $e->{code}, $e->{param} ],
               [ 400, 'unbounded_prompt', $part ],
               "$part under a cap, unbounded=refuse: 400 naming it");

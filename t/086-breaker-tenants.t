@@ -245,8 +245,10 @@ for my $case ([ 'provider 500s', '/d500', 'm', 'd500',
                        'x-api-key' => $ta->{key},
                        'anthropic-version' => '2023-06-01', @fail);
         is($r->{status}, 429, "$what: and on the Messages API: 429");
-        is((json_body($r) // {})->{error}{code}, 'too_many_failures',
-           'too_many_failures');
+        my $ae = (json_body($r) // {})->{error} // {};
+        is_deeply([ $ae->{type}, ($ae->{details} // {})->{error_code} ],
+                  [ 'rate_limit_error', 'too_many_failures' ],
+                  'in Anthropic\'s shape: rate_limit_error, too_many_failures');
     }
 
     # as above: the limit may have ended meanwhile (a busy machine), the

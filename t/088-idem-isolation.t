@@ -348,10 +348,10 @@ for my $api (['/v1/chat/completions', qr/\n\ndata: \{"error":\{[^\n]*"code":"ups
                    authorization => "Bearer $t->{key}", 'idempotency-key' => $key,
                    %$h);
     is($r->{status}, 409, 'a retry while it runs, past max_size: 409');
-    is(json_body($r)->{error}{code} // '', 'idempotency_key_in_use',
-       'idempotency_key_in_use');
-    like(json_body($r)->{error}{message} // '', qr/still runs/,
-         'while it still runs');
+    my $e = json_body($r)->{error} // {};
+    is($e->{code} // ($e->{details} // {})->{error_code} // '',
+       'idempotency_key_in_use', 'idempotency_key_in_use, in either shape');
+    like($e->{message} // '', qr/still runs/, 'while it still runs');
 
     $p = read_until($own);
     ok($p->{complete} && $p->{body} =~ /tok300 /, 'the first got all of it');

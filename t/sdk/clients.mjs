@@ -61,6 +61,37 @@ const scenarios = {
                  output };
     },
 
+    // A whole message: the SDK's _request_id is its request-id header.
+    async 'anthropic-json'() {
+        const { data, response } = await anthropic.messages.create({
+            model: 'mock-claude-3-5-haiku', messages, max_tokens: 20,
+        }).withResponse();
+
+        return { id: response.headers.get('x-request-id'),
+                 request_id: data._request_id ?? null,
+                 text: data.content[0].text,
+                 input: data.usage.input_tokens,
+                 output: data.usage.output_tokens };
+    },
+
+    // A refusal as the Anthropic SDK reads it.
+    async 'anthropic-error'() {
+        try {
+            await anthropic.messages.create({
+                model: 'mock-claude-3-5-haiku', messages,
+                max_tokens: Number(process.env.MAX_TOKENS ?? 20),
+            });
+            return { error: null };
+        } catch (e) {
+            return { status: e.status, type: e.type ?? null,
+                     error_code: e.errorCode ?? null,
+                     request_id: e.requestID ?? null,
+                     id: e.headers?.get('x-request-id') ?? null,
+                     message: String(e.message),
+                     name: e.constructor.name };
+        }
+    },
+
     async 'responses-json'() {
         const { data, response } = await openai.responses.create({
             model: 'mock-gpt-4o-mini', input: 'Say hello.',
