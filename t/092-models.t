@@ -323,10 +323,8 @@ ok(json($r), '  JSON');
 like($r->{headers}{'x-request-id'} // '', qr/^[0-9a-f]{32}$/,
      '  with x-request-id');
 
-# Anthropic's shape is reply.c's, built beside this: until both are in,
-# these are to do (the merger removes the TODO once they pass)
+# Anthropic's shape
 {
-    local $TODO = "Anthropic's error shape comes with the dialects of reply.c";
 
     is_deeply([ json($r)->{type}, json($r)->{error}{type} ],
               [ 'error', 'not_found_error' ], "  Anthropic's not_found_error");
@@ -371,8 +369,6 @@ SKIP: {
     my $a = sdk('anthropic-unknown', $any->{key});
     is($a->{status}, 404, 'anthropic SDK, an unknown path: NotFoundError');
     ok(ref $a->{error} eq 'HASH', '  a JSON error');
-
-    local $TODO = "Anthropic's error shape comes with the dialects of reply.c";
 
     is_deeply([ $a->{error}{type}, $a->{error}{error}{type} ],
               [ 'error', 'not_found_error' ], "  Anthropic's not_found_error");
