@@ -42,6 +42,7 @@
 #define MOCKLLM_API_OPENAI      0
 #define MOCKLLM_API_ANTHROPIC   1
 #define MOCKLLM_API_RESPONSES   2
+#define MOCKLLM_API_EMBEDDINGS  3
 
 /* what refused a request: the limits, checked in this order */
 #define MOCKLLM_LIMIT_OK        0

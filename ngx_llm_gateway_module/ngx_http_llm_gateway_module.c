@@ -1077,6 +1077,11 @@ ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strcmp(value[i].data, "api=embeddings") == 0) {
+            llcf->api = LLM_API_EMBEDDINGS;
+            continue;
+        }
+
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\"", &value[i]);
         return NGX_CONF_ERROR;

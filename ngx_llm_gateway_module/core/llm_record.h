@@ -81,7 +81,8 @@ typedef enum {
 typedef enum {
     LLM_API_OPENAI = 1,          /* Chat Completions */
     LLM_API_ANTHROPIC = 2,       /* Messages */
-    LLM_API_RESPONSES = 3        /* OpenAI Responses */
+    LLM_API_RESPONSES = 3,       /* OpenAI Responses */
+    LLM_API_EMBEDDINGS = 4       /* OpenAI Embeddings */
 } llm_api_e;
 
 

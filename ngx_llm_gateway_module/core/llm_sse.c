@@ -102,6 +102,7 @@ static void llm_sse_anthropic(llm_sse_t *p);
 static void llm_sse_responses(llm_sse_t *p);
 static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u,
     unsigned *usage_only);
+static void llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u);
 static void llm_sse_responses_json(const cJSON *resp, llm_usage_t *u);
 static void llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
     llm_usage_t *u);
@@ -540,6 +541,12 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         llm_sse_responses_json(root, u);
         keys = llm_sse_responses_text;
         break;
+
+    case LLM_API_EMBEDDINGS:
+        llm_sse_embeddings_json(root, u);
+
+        /* no text: the vectors are not billed as output */
+        goto done;
 
     case LLM_API_ANTHROPIC:
         item = cJSON_GetObjectItemCaseSensitive(root, "type");
@@ -999,6 +1006,36 @@ llm_sse_openai_json(const cJSON *root, llm_usage_t *u, unsigned *usage_only)
     item = cJSON_GetArrayItem(choices, 0);
     item = cJSON_GetObjectItemCaseSensitive(item, "finish_reason");
     llm_sse_finish_reason(item, u);
+}
+
+
+/*
+ * An embeddings list: the prompt is all it bills.  A usage without
+ * prompt_tokens is no usage: the estimate stands for it, flagged.
+ */
+
+static void
+llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u)
+{
+    uint64_t      in;
+    const cJSON  *item, *usage;
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "error");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        u->error = 1;
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    item = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+
+    if (!cJSON_IsObject(usage) || item == NULL || cJSON_IsNull(item)) {
+        return;
+    }
+
+    in = llm_sse_tokens(usage, "prompt_tokens", 0, u);
+
+    llm_sse_final(u, in, 0, 0, 0);
 }
 
 

@@ -502,7 +502,7 @@ my $instances = 0;
 #   %%APIS%%      in a server: a location to it for each API, with
 #                 llm_gateway zone=llm api=...: /v1/chat/completions
 #                 (openai), /v1/messages (anthropic), /v1/responses
-#                 (responses)
+#                 (responses), /v1/embeddings (embeddings)
 #
 # pass_mock => 0 leaves out the llm_gateway_pass_headers x-mock-* that
 # every other test has; diagnostics => 0 the llm_gateway_diagnostics on
@@ -551,6 +551,11 @@ EOF
 
         location = /v1/responses {
             llm_gateway  zone=llm api=responses;
+            proxy_pass   http://mock;
+        }
+
+        location = /v1/embeddings {
+            llm_gateway  zone=llm api=embeddings;
             proxy_pass   http://mock;
         }
 EOF
