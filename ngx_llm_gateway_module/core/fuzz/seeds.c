@@ -31,6 +31,7 @@
 #define SEED_OPENAI        0x2c
 #define SEED_ANTHROPIC     0x2d
 #define SEED_RESPONSES     0x2e
+#define SEED_EMBEDDINGS    0x2f
 #define SEED_ALIAS         0x80
 #define SEED_LIMITS        0x2d
 
@@ -207,6 +208,27 @@ static const seed_inspect_t  seed_inspect[] = {
     { "responses-stream-null", { SEED_RESPONSES, SEED_LIMITS },
       "{\"model\":\"o4-mini\",\"input\":[],\"stream\":true,"
       "\"max_output_tokens\":null,\"reasoning\":{\"effort\":\"low\"}}" },
+
+    { "embeddings-string", { SEED_EMBEDDINGS, SEED_LIMITS },
+      "{\"model\":\"text-embedding-3-small\",\"input\":\"The food was "
+      "delicious.\",\"encoding_format\":\"float\"}" },
+
+    { "embeddings-strings", { SEED_EMBEDDINGS, SEED_LIMITS },
+      "{\"input\":[\"caf\\u00e9\",\"b\"],\"model\":\"m\","
+      "\"dimensions\":256,\"user\":\"u\"}" },
+
+    { "embeddings-tokens", { SEED_EMBEDDINGS, SEED_LIMITS },
+      "{\"model\":\"m\",\"input\":[15339,1917,0,2147483647],"
+      "\"encoding_format\":\"base64\"}" },
+
+    { "embeddings-token-arrays", { SEED_EMBEDDINGS | SEED_ALIAS, SEED_LIMITS },
+      "{\"model\":\"embed\",\"input\":[[1,2],[3.0],[4,5,6]]}" },
+
+    { "embeddings-foreign", { SEED_EMBEDDINGS, SEED_LIMITS },
+      "{\"model\":\"m\",\"input\":\"x\",\"max_tokens\":5}" },
+
+    { "embeddings-mixed", { SEED_EMBEDDINGS, SEED_LIMITS },
+      "{\"model\":\"m\",\"input\":[[1],\"a\",[]]}" },
 
     { "not-object", { SEED_OPENAI, SEED_LIMITS }, "[1,2]" },
 

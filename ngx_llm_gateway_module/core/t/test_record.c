@@ -437,7 +437,7 @@ test_corruption(void)
 
     memcpy(copy, buf, n);
     copy[5] = LLM_REC_ACK;
-    copy[TEST_OFF_API] = 4;
+    copy[TEST_OFF_API] = 5;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "an ack with an unknown api is rejected");
 
