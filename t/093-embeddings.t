@@ -71,6 +71,14 @@ my $ng = nginx(http => <<'EOF')->run();
             proxy_pass        http://mock/v1/embeddings;
             proxy_set_header  x-mock-tenant $llm_tenant;
         }
+
+        # a list larger than the buffer is read from its end
+        location = /big/v1/embeddings {
+            llm_gateway                  zone=llm api=embeddings;
+            llm_gateway_response_buffer  64k;
+            proxy_max_temp_file_size     0;
+            proxy_pass                   http://mock/v1/embeddings;
+        }
     }
 EOF
 
@@ -215,6 +223,31 @@ $u = usage_row($r->{headers}{'x-request-id'} // '') // {};
 is_deeply([ @$u{qw(input_tokens output_tokens estimated cost_pusd)} ],
           [ 3, 0, 1, 3 * 20_000 ],
           '  the estimate, ceil(11 / 4) = 3, flagged estimated');
+
+# a list of 10 vectors of 1536 floats, some 190 KB, past a buffer of 64 KB:
+# its usage is read from its end
+my @ten = map { "input number $_" } 1 .. 10;
+
+for my $c ([ 'its usage', {}, est(@ten), 0 ],
+           [ 'the upstream\'s 4321', { 'x-mock-prompt-tokens' => 4321 }, 4321,
+             0 ],
+           [ 'no usage: the estimate', { 'x-mock-no-usage' => 1 }, est(@ten),
+             1 ],
+           [ 'cut: the estimate', { 'x-mock-die-after' => 1 }, est(@ten), 1 ])
+{
+    my ($what, $h, $in, $estimated) = @$c;
+    my $r = http_post($ng->url('/big/v1/embeddings'),
+                      { model => 'mock-embed', input => \@ten,
+                        encoding_format => 'float' },
+                      authorization => "Bearer $pro->{key}", %$h);
+    ok(length($r->{content}) > 64 * 1024,
+       "a list larger than the buffer, $what: " . length($r->{content})
+       . ' bytes');
+    my $u = usage_row($r->{headers}{'x-request-id'} // '') // {};
+    is_deeply([ @$u{qw(input_tokens output_tokens estimated)} ],
+              [ $in, 0, $estimated ],
+              "  metered $in" . ($estimated ? ', estimated' : ''));
+}
 
 # --- bodies OpenAI refuses: 400, the member named, never upstream -------------
 

@@ -2811,6 +2811,43 @@ test_embeddings(void)
 
     rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, b, strlen(b), &u);
     tap_ok(rc == 0 && u.error, "embeddings: an error body is an error");
+
+    /* the end of a list too large to keep */
+    b = "0.25,-0.5]}],\"model\":\"text-embedding-3-small\",\"usage\":"
+        "{\"prompt_tokens\":5120,\"total_tokens\":5120}}";
+
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.have_usage && u.done && u.input_tokens == 5120
+           && u.output_tokens == 0, "embeddings tail: the usage, whole");
+
+    b = "\"AAAAPw==\"}] , \"usage\" :\r\n { \"prompt_tokens\" : 9 } } \n";
+
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 9, "embeddings tail: blanks between");
+
+    b = "0.25]}],\"usage\":{\"prompt_tokens\":5}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.done, "embeddings tail: not the end of the list");
+
+    b = "0.25]}],\"usage\":{\"prompt_tokens\":5},\"model\":\"m\"}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.done, "embeddings tail: usage not the last member");
+
+    b = "0.25]}],\"x\":{\"usage\":{\"prompt_tokens\":5}}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: a usage inside another member");
+
+    b = "5]}],\"usage\":{\"total_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: no prompt_tokens");
+
+    b = "\"usage\":{\"prompt_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: cut before the comma");
+
+    b = "5]}],\"usage\":{\"prompt_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 0, "a chat body has no tail to read");
 }
 
 
