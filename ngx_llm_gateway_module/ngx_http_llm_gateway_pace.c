@@ -387,7 +387,9 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
 
         ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                           "tokens",
-                                          "request_too_large", "max_tokens",
+                                          "request_too_large",
+                                          ctx->req.api == LLM_API_EMBEDDINGS
+                                          ? "input" : "max_tokens",
                                           (char *) p);
         ctx->never = 1;
         return;
