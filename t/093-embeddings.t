@@ -4,8 +4,8 @@
 # embeddings.create() of the official openai package with a string,
 # strings, token arrays and base64, each leaving one row priced at the
 # model's input price, api 'embeddings', no output; admitted by the
-# input's estimate (TPM, RPM, a spend cap, the tier's models) before the
-# upstream is called; bodies OpenAI refuses refused 400 naming the member;
+# input's estimate (TPM, RPM, concurrency, a spend cap, the tier's models)
+# before the upstream is called; bodies OpenAI refuses refused 400 naming the member;
 # and mockllm's vectors: deterministic, unit length, of the dimensions
 # asked for, base64 the same float32s little-endian.
 
@@ -41,6 +41,7 @@ my $bad = new_tenant(tier => 'pro');
 my $small = new_tenant(tier => 'small');
 my $rl = new_tenant(tier => 'rl');
 my $only = new_tenant(tier => 'only');
+my $one = new_tenant(tier => 'one');
 my $capped = new_tenant(tier => 'pro');
 
 # 10,000,000 p$: 500 tokens of mock-embed
@@ -57,6 +58,7 @@ my $ng = nginx(http => <<'EOF')->run();
     llm_gateway_tier  small  tpm=100  burst=100;
     llm_gateway_tier  rl     tpm=6000000  rpm=2;
     llm_gateway_tier  only   tpm=6000000  models=mock-embed;
+    llm_gateway_tier  one    tpm=6000000  concurrency=1;
 
     # the gateway reads bodies in memory: 8193 tokens are some 16 KB
     client_body_buffer_size  1m;
@@ -337,6 +339,18 @@ is((usage_row($r->{headers}{'x-request-id'} // '') // {})->{input_tokens},
 my @st = map { (post($rl, { model => 'mock-embed', input => 'hi' }))[0]
                ->{status} } 1 .. 3;
 is_deeply(\@st, [ 200, 200, 429 ], 'RPM 2: the third is refused');
+
+# one in flight at a time: of 3 sent at once, held by the mock for a
+# second, one is served and the others refused; the mock saw one at most
+my @one = burst($ng->url('/t/v1/embeddings'), 3,
+                { model => 'mock-embed', input => 'hi' },
+                { authorization => "Bearer $one->{key}",
+                  'x-mock-ttfb-ms' => 1000 });
+is_deeply([ sort map { $_->{status} } @one ], [ 200, 429, 429 ],
+          'concurrency 1: of 3 at once, one served');
+is(scalar(grep { ($_->{body} // '') =~ /concurrency_limit_exceeded/ } @one),
+   2, '  the others concurrency_limit_exceeded');
+is(mock_calls($one), 1, '  the upstream had one in flight at most');
 
 # a cap of 500 tokens' worth: 1000 tokens cannot be paid for
 ($r, $j) = post($capped, { model => 'mock-embed', input => [ (7) x 1000 ] });
