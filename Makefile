@@ -198,13 +198,14 @@ $(eval $(call programs,$(OBJ),$(BUILD),$$(CC) $$(CFLAGS)))
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
 sdk: $(BUILD)/sdk/clients.mjs $(BUILD)/sdk/matrix.mjs $(BUILD)/sdk/models.mjs
 
-$(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs \
+$(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs t/sdk/embed.mjs \
                           t/sdk/package.json t/sdk/package-lock.json
 	@mkdir -p $(BUILD)/sdk
 	cp t/sdk/package.json t/sdk/package-lock.json $(BUILD)/sdk/
 	cd $(BUILD)/sdk && npm ci --no-audit --no-fund --loglevel=error >npm.log 2>&1 \
 	    || { cat npm.log; exit 1; }
 	cp t/sdk/estimate.mjs $(BUILD)/sdk/
+	cp t/sdk/embed.mjs $(BUILD)/sdk/
 	cp t/sdk/clients.mjs $@
 
 # the client matrix (t/098): the same packages, copied without npm ci

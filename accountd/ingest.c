@@ -212,7 +212,7 @@ static const char  ingest_insert_sql[] =
 
 /* the longest of one row's 15 elements, lengths included */
 #define INGEST_ARRAY_ROW_MAX                                                  \
-    (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("responses")   \
+    (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("embeddings")  \
      + LLM_RECORD_FINISH_MAX + 9 * (4 + 8) + 2 * (4 + 4))
 
 static const uint32_t  ingest_array_oid[INGEST_PARAMS] = {
@@ -784,6 +784,9 @@ ingest_api_name(uint8_t api)
 
     case LLM_API_RESPONSES:
         return "responses";
+
+    case LLM_API_EMBEDDINGS:
+        return "embeddings";
 
     default:
         return "openai";

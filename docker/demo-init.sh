@@ -38,7 +38,8 @@ fi
 psql "$db_url" -X -q -v ON_ERROR_STOP=1 -c "INSERT INTO llm.prices (model,
         effective_from, input_per_mtok, output_per_mtok, cached_input_per_mtok)
     VALUES ('mock-gpt-4o-mini', '2000-01-01', 150000, 600000, 75000),
-           ('mock-claude-3-5-haiku', '2000-01-01', 800000, 4000000, 80000)
+           ('mock-claude-3-5-haiku', '2000-01-01', 800000, 4000000, 80000),
+           ('mock-text-embedding-3-small', '2000-01-01', 20000, 0, 20000)
     ON CONFLICT DO NOTHING"
 
 # keys of an older format (before the checksum) no longer pass: new ones

@@ -42,6 +42,7 @@
 #define MOCKLLM_API_OPENAI      0
 #define MOCKLLM_API_ANTHROPIC   1
 #define MOCKLLM_API_RESPONSES   2
+#define MOCKLLM_API_EMBEDDINGS  3
 /* Messages' count_tokens: an Anthropic body without its output limit */
 #define MOCKLLM_API_COUNT_TOKENS  5
 

@@ -12,6 +12,7 @@
 
 #include "mockllm.h"
 #include "mockllm_buf.h"
+#include "mockllm_embed.h"
 #include "mockllm_http.h"
 #include "mockllm_limits.h"
 #include "mockllm_llm.h"
@@ -109,6 +110,7 @@ static void mockllm_llm_openai_usage(mockllm_conn_t *c, mockllm_buf_t *b);
 static void mockllm_llm_anthropic_usage(mockllm_conn_t *c, mockllm_buf_t *b,
     int64_t output);
 static void mockllm_llm_responses_usage(mockllm_conn_t *c, mockllm_buf_t *b);
+static void mockllm_llm_embeddings_usage(mockllm_conn_t *c, mockllm_buf_t *b);
 static int mockllm_llm_usage_key(mockllm_conn_t *c, mockllm_buf_t *b, int key,
     int *n);
 static void mockllm_llm_usage_num(mockllm_conn_t *c, mockllm_buf_t *b,
@@ -335,6 +337,12 @@ mockllm_llm_route(mockllm_conn_t *c)
         if (mockllm_str_eq(path, n, "/v1/responses")) {
             r->kind = MOCKLLM_R_COMPLETION;
             r->api = MOCKLLM_API_RESPONSES;
+            return;
+        }
+
+        if (mockllm_str_eq(path, n, "/v1/embeddings")) {
+            r->kind = MOCKLLM_R_COMPLETION;
+            r->api = MOCKLLM_API_EMBEDDINGS;
             return;
         }
 
@@ -972,6 +980,19 @@ mockllm_llm_complete(mockllm_conn_t *c)
     } else if (r->api == MOCKLLM_API_RESPONSES) {
         cut = mockllm_llm_resp_object(c, b, 1);
 
+    } else if (r->api == MOCKLLM_API_EMBEDDINGS) {
+        mockllm_embed_data(c, b);
+
+        if (r->usage) {
+            mockllm_buf_adds(b, ",\"usage\":");
+            mockllm_llm_embeddings_usage(c, b);
+        }
+
+        mockllm_buf_adds(b, "}");
+
+        /* x-mock-die-after cuts it in the middle of the vectors */
+        cut = b->len / 2;
+
     } else {
         mockllm_buf_adds(b, "{\"id\":\"msg_mock_");
         mockllm_buf_add_num(b, r->id);
@@ -1147,6 +1168,24 @@ mockllm_llm_responses_usage(mockllm_conn_t *c, mockllm_buf_t *b)
 
     mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS, r->prompt + r->n_out,
                           &n);
+
+    mockllm_llm_usage_end(c, b, n);
+}
+
+
+/* an embeddings list's: the input is all there is */
+
+static void
+mockllm_llm_embeddings_usage(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    int  n;
+
+    n = 0;
+
+    mockllm_buf_adds(b, "{");
+
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_PROMPT_TOKENS, c->resp.prompt, &n);
+    mockllm_llm_usage_num(c, b, MOCKLLM_U_TOTAL_TOKENS, c->resp.prompt, &n);
 
     mockllm_llm_usage_end(c, b, n);
 }

@@ -14,6 +14,7 @@
 
 #include "mockllm.h"
 #include "mockllm_buf.h"
+#include "mockllm_embed.h"
 #include "mockllm_read.h"
 
 
@@ -183,6 +184,10 @@ mockllm_read(mockllm_conn_t *c, int api)
 
     case MOCKLLM_API_ANTHROPIC:
         mockllm_read_anthropic(c, root, count);
+        break;
+
+    case MOCKLLM_API_EMBEDDINGS:
+        mockllm_embed_read(c, root);
         break;
 
     default:

@@ -1073,6 +1073,23 @@ ngx_http_llm_gateway_admit_limited(ngx_http_request_t *r,
 
     tier = ctx->tier;
 
+    if (brc == LLM_BUCKET_NEVER && ctx->req.api == LLM_API_EMBEDDINGS) {
+        /* no output: the input alone is too large */
+        p = ngx_pnalloc(r->pool, 160);
+        if (p != NULL) {
+            ngx_sprintf(p, "Request too large: the input, about %L tokens, "
+                        "exceeds this tier's capacity of %L tokens.%Z",
+                        cost, tier->limits.tpm.burst);
+        }
+
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                          "tokens", "request_too_large",
+                                          "input", (char *) p);
+        ctx->rejected_by = ngx_http_llm_gateway_by_tokens;
+        ctx->never = 1;
+        return;
+    }
+
     if (brc == LLM_BUCKET_NEVER) {
         name = ngx_http_llm_gateway_request_limit_name(ctx);
 

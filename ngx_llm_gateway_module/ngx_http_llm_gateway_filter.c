@@ -52,6 +52,8 @@ static void ngx_http_llm_gateway_rename_upstream_id(ngx_http_request_t *r);
 static ngx_uint_t ngx_http_llm_gateway_hidden(ngx_str_t *key);
 static ngx_int_t ngx_http_llm_gateway_send_413(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
+static ngx_int_t ngx_http_llm_gateway_copy_tail(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len);
 static ngx_int_t ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len);
 static ngx_int_t ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
@@ -683,6 +685,17 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
         return;
     }
 
+    if (ctx->json_tail) {
+        (void) llm_sse_usage_from_tail(ctx->req.api, (char *) ctx->json,
+                                       ctx->json_len, &ctx->sse.usage);
+
+        if (!ctx->sse.usage.done) {
+            ctx->unreadable = 1;
+        }
+
+        return;
+    }
+
     if (!ctx->json_overflow && ctx->json_len) {
         (void) llm_sse_usage_from_json(ctx->req.api, (char *) ctx->json,
                                    ctx->json_len, &ctx->sse.usage);
@@ -811,6 +824,48 @@ ngx_http_llm_gateway_hidden(ngx_str_t *key)
 }
 
 
+/* the last LLM_SSE_TAIL_MAX bytes of a body too large to keep whole */
+
+static ngx_int_t
+ngx_http_llm_gateway_copy_tail(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, u_char *p, size_t len)
+{
+    u_char  *n;
+    size_t   keep;
+
+    if (ctx->json_size < LLM_SSE_TAIL_MAX) {
+        n = ngx_pnalloc(r->pool, LLM_SSE_TAIL_MAX);
+        if (n == NULL) {
+            return NGX_ERROR;
+        }
+
+        keep = ngx_min(ctx->json_len, LLM_SSE_TAIL_MAX);
+
+        if (keep) {
+            ngx_memcpy(n, ctx->json + ctx->json_len - keep, keep);
+        }
+
+        ctx->json = n;
+        ctx->json_len = keep;
+        ctx->json_size = LLM_SSE_TAIL_MAX;
+    }
+
+    if (len >= LLM_SSE_TAIL_MAX) {
+        ngx_memcpy(ctx->json, p + len - LLM_SSE_TAIL_MAX, LLM_SSE_TAIL_MAX);
+        ctx->json_len = LLM_SSE_TAIL_MAX;
+        return NGX_OK;
+    }
+
+    keep = ngx_min(ctx->json_len, LLM_SSE_TAIL_MAX - len);
+
+    ngx_memmove(ctx->json, ctx->json + ctx->json_len - keep, keep);
+    ngx_memcpy(ctx->json + keep, p, len);
+    ctx->json_len = keep + len;
+
+    return NGX_OK;
+}
+
+
 /*
  * A copy, bounded by llm_gateway_response_buffer, so that the original
  * buffers go on at once; it grows by doubling from the Content-Length or
@@ -825,11 +880,23 @@ ngx_http_llm_gateway_copy_json(ngx_http_request_t *r,
     size_t                            size;
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
+    if (ctx->json_tail) {
+        return ngx_http_llm_gateway_copy_tail(r, ctx, p, len);
+    }
+
     if (ctx->json_overflow || len == 0) {
         return NGX_OK;
     }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (ctx->json_len + len > llcf->response_buffer
+        && ctx->req.api == LLM_API_EMBEDDINGS)
+    {
+        /* a list of vectors: its usage comes last */
+        ctx->json_tail = 1;
+        return ngx_http_llm_gateway_copy_tail(r, ctx, p, len);
+    }
 
     if (ctx->json_len + len > llcf->response_buffer) {
         ctx->json_overflow = 1;

@@ -1078,6 +1078,11 @@ ngx_http_llm_gateway(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strcmp(value[i].data, "api=embeddings") == 0) {
+            llcf->api = LLM_API_EMBEDDINGS;
+            continue;
+        }
+
         if (ngx_strcmp(value[i].data, "api=count_tokens") == 0) {
             llcf->api = LLM_API_COUNT_TOKENS;
             continue;

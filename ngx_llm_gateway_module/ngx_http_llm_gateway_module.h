@@ -452,6 +452,7 @@ typedef struct {
     unsigned                     streaming:1;
     unsigned                     metering:1;
     unsigned                     json_overflow:1;
+    unsigned                     json_tail:1;      /* json: the last bytes */
     unsigned                     response_done:1;
     unsigned                     unreadable:1;     /* usage cannot be read */
     unsigned                     upstream_failed:1;

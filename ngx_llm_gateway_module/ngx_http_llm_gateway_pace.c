@@ -389,7 +389,8 @@ ngx_http_llm_gateway_pace_refuse(ngx_http_request_t *r,
 
         ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
                                           "tokens", "request_too_large",
-                                          limit, (char *) p);
+                                          ctx->req.api == LLM_API_EMBEDDINGS
+                                          ? "input" : limit, (char *) p);
         ctx->never = 1;
         return;
     }

@@ -56,6 +56,9 @@ static const char  *llm_inspect_foreign_responses[] = {
 
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
+static int llm_inspect_embeddings(const cJSON *root, llm_request_t *req);
+static int llm_inspect_embed_input(const cJSON *input, llm_request_t *req);
+static int64_t llm_inspect_embed_tokens(const cJSON *v);
 static int llm_inspect_members(llm_api_e api, const cJSON *root,
     llm_request_t *req);
 static int llm_inspect_model(const cJSON *root, llm_request_t *req);
@@ -132,6 +135,11 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
     }
 
     /* in this order: the first reason to refuse is the one given */
+
+    if (api == LLM_API_EMBEDDINGS) {
+        rc = llm_inspect_embeddings(root, req);
+        goto done;
+    }
 
     if (llm_inspect_members(api, root, req) != 0
         || llm_inspect_model(root, req) != 0
@@ -379,6 +387,234 @@ llm_inspect_usage(llm_api_e api, const cJSON *root, llm_request_t *req)
     }
 
     return 0;
+}
+
+
+/*
+ * An embeddings request, read as OpenAI reads it: its five members and no
+ * other (a member the gateway did not read could change what is billed),
+ * the model, the input.  No output: nothing but the prompt to reserve.
+ */
+
+static int
+llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
+{
+    double        d;
+    size_t        i;
+    const char   *name;
+    const cJSON  *v;
+
+    v = NULL;
+    name = llm_inspect_repeated(root);
+
+    if (name == NULL) {
+        for (v = root->child; v; v = v->next) {
+            if (strcmp(v->string, "model") != 0
+                && strcmp(v->string, "input") != 0
+                && strcmp(v->string, "encoding_format") != 0
+                && strcmp(v->string, "dimensions") != 0
+                && strcmp(v->string, "user") != 0)
+            {
+                name = v->string;
+                break;
+            }
+        }
+    }
+
+    if (name != NULL) {
+        /* the name lives in the tree, which goes */
+        for (i = 0; name[i] && i < LLM_INSPECT_NAME_MAX - 1; i++) {
+            req->name[i] = (name[i] > 0x20 && name[i] < 0x7f) ? name[i] : '?';
+        }
+
+        req->name[i] = '\0';
+
+        return llm_inspect_fail(req, req->name,
+                                (v == NULL) ? "a member appears more than "
+                                              "once in an object of the "
+                                              "request body"
+                                            : "this member is not part of "
+                                              "the embeddings API");
+    }
+
+    if (llm_inspect_model(root, req) != 0) {
+        return -1;
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "encoding_format");
+
+    if (v != NULL && !cJSON_IsNull(v)
+        && !llm_inspect_is(v, "float") && !llm_inspect_is(v, "base64"))
+    {
+        return llm_inspect_fail(req, "encoding_format", "encoding_format "
+                                "must be \"float\" or \"base64\"");
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "dimensions");
+
+    if (v != NULL && !cJSON_IsNull(v)
+        && (!cJSON_IsNumber(v) || llm_inspect_integer(v, &d) != 0 || d < 1))
+    {
+        return llm_inspect_fail(req, "dimensions", "dimensions must be a "
+                                "positive integer");
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "user");
+
+    if (v != NULL && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
+        return llm_inspect_fail(req, "user", "user must be a string");
+    }
+
+    return llm_inspect_embed_input(cJSON_GetObjectItemCaseSensitive(root,
+                                                                    "input"),
+                                   req);
+}
+
+
+/*
+ * A string, an array of strings, an array of tokens (one input) or an
+ * array of token arrays.  A token array's length is its tokens, exactly:
+ * it is held to OpenAI's limits here.  A string's tokens are not known
+ * before the upstream's tokenizer runs: the upstream holds it to them.
+ */
+
+static int
+llm_inspect_embed_input(const cJSON *input, llm_request_t *req)
+{
+    int64_t       n, total, bytes, inputs;
+    const cJSON  *v, *first;
+
+    if (input == NULL || cJSON_IsNull(input)) {
+        return llm_inspect_fail(req, "input", "input is required");
+    }
+
+    if (cJSON_IsString(input)) {
+        if (input->valuestring[0] == '\0') {
+            return llm_inspect_fail(req, "input", "input must not be an "
+                                    "empty string");
+        }
+
+        bytes = (int64_t) strlen(input->valuestring);
+
+        req->prompt_tokens = (bytes + 3) / 4;
+        req->prompt_bound = bytes;
+
+        return 0;
+    }
+
+    if (!cJSON_IsArray(input)) {
+        return llm_inspect_fail(req, "input", "input must be a string, an "
+                                "array of strings, an array of tokens or an "
+                                "array of token arrays");
+    }
+
+    first = input->child;
+
+    if (first == NULL) {
+        return llm_inspect_fail(req, "input", "input must not be an empty "
+                                "array");
+    }
+
+    if (cJSON_IsNumber(first)) {
+        /* one input, as tokens */
+        n = llm_inspect_embed_tokens(input);
+
+        if (n < 0) {
+            return llm_inspect_fail(req, "input", "a token must be an "
+                                    "integer from 0 to 2147483647");
+        }
+
+        if (n > LLM_INSPECT_EMBED_TOKENS) {
+            return llm_inspect_fail(req, "input", "an input must not be "
+                                    "above 8192 tokens");
+        }
+
+        req->prompt_tokens = n;
+        req->prompt_bound = n;
+
+        return 0;
+    }
+
+    inputs = 0;
+    total = 0;
+    bytes = 0;
+
+    cJSON_ArrayForEach(v, input) {
+
+        if (++inputs > LLM_INSPECT_EMBED_INPUTS) {
+            return llm_inspect_fail(req, "input", "input must not hold more "
+                                    "than 2048 inputs");
+        }
+
+        if (cJSON_IsString(first)) {
+            if (!cJSON_IsString(v) || v->valuestring[0] == '\0') {
+                return llm_inspect_fail(req, "input", "each input of an "
+                                        "array of strings must be a "
+                                        "non-empty string");
+            }
+
+            n = (int64_t) strlen(v->valuestring);
+
+            bytes += n;
+            req->prompt_tokens += (n + 3) / 4;
+            continue;
+        }
+
+        if (!cJSON_IsArray(first) || !cJSON_IsArray(v) || v->child == NULL) {
+            return llm_inspect_fail(req, "input", "each input of an array "
+                                    "of token arrays must be a non-empty "
+                                    "array of tokens");
+        }
+
+        n = llm_inspect_embed_tokens(v);
+
+        if (n < 0) {
+            return llm_inspect_fail(req, "input", "a token must be an "
+                                    "integer from 0 to 2147483647");
+        }
+
+        if (n > LLM_INSPECT_EMBED_TOKENS) {
+            return llm_inspect_fail(req, "input", "an input must not be "
+                                    "above 8192 tokens");
+        }
+
+        total += n;
+
+        if (total > LLM_INSPECT_EMBED_TOTAL) {
+            return llm_inspect_fail(req, "input", "the inputs must not be "
+                                    "above 300000 tokens in all");
+        }
+    }
+
+    req->prompt_tokens += total;
+    req->prompt_bound = bytes + total;
+
+    return 0;
+}
+
+
+/* the tokens of a token array, or -1 if one is not a token */
+
+static int64_t
+llm_inspect_embed_tokens(const cJSON *v)
+{
+    double        d;
+    int64_t       n;
+    const cJSON  *t;
+
+    n = 0;
+
+    cJSON_ArrayForEach(t, v) {
+        if (!cJSON_IsNumber(t) || llm_inspect_integer(t, &d) != 0
+            || d < 0 || d > 2147483647.0)
+        {
+            return -1;
+        }
+
+        n++;
+    }
+
+    return n;
 }
 
 

@@ -33,6 +33,11 @@
  * is at most the body's length, plus 4 a message, 16, 1024 for the
  * providers' tool prompt, the images' worst case and the context where
  * its parts are unbounded; the output is at most n times the limit.
+ *
+ * An embeddings request (OpenAI's "input": a string, strings, tokens or
+ * token arrays) has no output and no framing: its estimate is
+ * ceil(bytes / 4) of each string and the length of each token array, its
+ * bound the bytes of each string and the length of each token array.
  */
 
 #ifndef _LLM_INSPECT_H_INCLUDED_
@@ -68,6 +73,11 @@
  */
 #define LLM_INSPECT_TOOLS_ANTHROPIC  530
 #define LLM_INSPECT_TOOLS_OPENAI     16
+
+/* OpenAI's limits of an embeddings request */
+#define LLM_INSPECT_EMBED_INPUTS  2048     /* inputs in one request */
+#define LLM_INSPECT_EMBED_TOKENS  8192     /* tokens of one input */
+#define LLM_INSPECT_EMBED_TOTAL   300000   /* tokens of all the inputs */
 
 
 typedef struct {

@@ -211,7 +211,7 @@ static int
 llm_record_api_valid(uint8_t type, uint8_t api)
 {
     if (api == LLM_API_OPENAI || api == LLM_API_ANTHROPIC
-        || api == LLM_API_RESPONSES)
+        || api == LLM_API_RESPONSES || api == LLM_API_EMBEDDINGS)
     {
         return 1;
     }

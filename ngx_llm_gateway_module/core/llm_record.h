@@ -82,6 +82,7 @@ typedef enum {
     LLM_API_OPENAI = 1,          /* Chat Completions */
     LLM_API_ANTHROPIC = 2,       /* Messages */
     LLM_API_RESPONSES = 3,       /* OpenAI Responses */
+    LLM_API_EMBEDDINGS = 4,      /* OpenAI Embeddings */
 
     /* never in a record: not billed, or answered by the gateway itself */
     LLM_API_COUNT_TOKENS = 5,    /* Messages' count_tokens, passed on */

@@ -102,6 +102,8 @@ static void llm_sse_anthropic(llm_sse_t *p);
 static void llm_sse_responses(llm_sse_t *p);
 static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u,
     unsigned *usage_only);
+static void llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u);
+static size_t llm_sse_back_blanks(const char *s, size_t len);
 static void llm_sse_responses_json(const cJSON *resp, llm_usage_t *u);
 static void llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
     llm_usage_t *u);
@@ -541,6 +543,12 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         keys = llm_sse_responses_text;
         break;
 
+    case LLM_API_EMBEDDINGS:
+        llm_sse_embeddings_json(root, u);
+
+        /* no text: the vectors are not billed as output */
+        goto done;
+
     case LLM_API_ANTHROPIC:
         item = cJSON_GetObjectItemCaseSensitive(root, "type");
 
@@ -588,6 +596,108 @@ done:
     cJSON_Delete(root);
 
     return u->have_usage;
+}
+
+
+int
+llm_sse_usage_from_tail(llm_api_e api, const char *tail, size_t len,
+    llm_usage_t *u)
+{
+    size_t        end, open, depth;
+    cJSON        *usage;
+    const cJSON  *item;
+
+    memset(u, 0, sizeof(llm_usage_t));
+
+    if (api != LLM_API_EMBEDDINGS) {
+        return 0;
+    }
+
+    /* ..."usage" : { ... } } and blanks: from the end, backwards */
+
+    end = llm_sse_back_blanks(tail, len);
+
+    if (end == 0 || tail[end - 1] != '}') {
+        return 0;
+    }
+
+    end = llm_sse_back_blanks(tail, end - 1);
+
+    if (end == 0 || tail[end - 1] != '}') {
+        return 0;
+    }
+
+    depth = 0;
+
+    for (open = end; open > 0; open--) {
+        if (tail[open - 1] == '}') {
+            depth++;
+
+        } else if (tail[open - 1] == '{' && --depth == 0) {
+            break;
+        }
+    }
+
+    if (open == 0) {
+        return 0;
+    }
+
+    open--;
+
+    len = llm_sse_back_blanks(tail, open);
+
+    if (len == 0 || tail[len - 1] != ':') {
+        return 0;
+    }
+
+    len = llm_sse_back_blanks(tail, len - 1);
+
+    if (len < sizeof("{\"usage\"") - 1
+        || memcmp(tail + len - (sizeof("\"usage\"") - 1), "\"usage\"",
+                  sizeof("\"usage\"") - 1)
+           != 0)
+    {
+        return 0;
+    }
+
+    /* a member of the list: after its comma */
+    len = llm_sse_back_blanks(tail, len - (sizeof("\"usage\"") - 1));
+
+    if (len == 0 || tail[len - 1] != ',') {
+        return 0;
+    }
+
+    usage = cJSON_ParseWithLength(tail + open, end - open);
+    if (usage == NULL) {
+        return 0;
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+
+    if (cJSON_IsObject(usage) && item != NULL && !cJSON_IsNull(item)) {
+        llm_sse_final(u, llm_sse_tokens(usage, "prompt_tokens", 0, u), 0, 0,
+                      0);
+        u->done = 1;
+    }
+
+    cJSON_Delete(usage);
+
+    return u->have_usage;
+}
+
+
+/* the length of s without the blanks at its end */
+
+static size_t
+llm_sse_back_blanks(const char *s, size_t len)
+{
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'
+                   || s[len - 1] == '\r' || s[len - 1] == '\n'))
+    {
+        len--;
+    }
+
+    return len;
 }
 
 
@@ -999,6 +1109,36 @@ llm_sse_openai_json(const cJSON *root, llm_usage_t *u, unsigned *usage_only)
     item = cJSON_GetArrayItem(choices, 0);
     item = cJSON_GetObjectItemCaseSensitive(item, "finish_reason");
     llm_sse_finish_reason(item, u);
+}
+
+
+/*
+ * An embeddings list: the prompt is all it bills.  A usage without
+ * prompt_tokens is no usage: the estimate stands for it, flagged.
+ */
+
+static void
+llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u)
+{
+    uint64_t      in;
+    const cJSON  *item, *usage;
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "error");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        u->error = 1;
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    item = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+
+    if (!cJSON_IsObject(usage) || item == NULL || cJSON_IsNull(item)) {
+        return;
+    }
+
+    in = llm_sse_tokens(usage, "prompt_tokens", 0, u);
+
+    llm_sse_final(u, in, 0, 0, 0);
 }
 
 

@@ -186,5 +186,16 @@ int llm_sse_pending(const llm_sse_t *p);
 int llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u);
 
+/*
+ * The last bytes of an embeddings list too large to keep whole: its usage,
+ * the last member of the list as OpenAI writes it, if they end with it
+ * and with the list's closing brace.  Returns 1 if it was found (and sets
+ * done), 0 if not; other APIs have no such tail.
+ */
+#define LLM_SSE_TAIL_MAX          1024
+
+int llm_sse_usage_from_tail(llm_api_e api, const char *tail, size_t len,
+    llm_usage_t *u);
+
 
 #endif /* _LLM_SSE_H_INCLUDED_ */

@@ -502,7 +502,8 @@ my $instances = 0;
 #   %%APIS%%      in a server: a location to it for each API, with
 #                 llm_gateway zone=llm api=...: /v1/chat/completions
 #                 (openai), /v1/messages (anthropic), /v1/responses
-#                 (responses), /v1/messages/count_tokens (count_tokens),
+#                 (responses), /v1/embeddings (embeddings),
+#                 /v1/messages/count_tokens (count_tokens),
 #                 /v1/models (models, the list and /v1/models/ID) and
 #                 /v1/ (none: a 404 for any other path)
 #
@@ -553,6 +554,11 @@ EOF
 
         location = /v1/responses {
             llm_gateway  zone=llm api=responses;
+            proxy_pass   http://mock;
+        }
+
+        location = /v1/embeddings {
+            llm_gateway  zone=llm api=embeddings;
             proxy_pass   http://mock;
         }
 

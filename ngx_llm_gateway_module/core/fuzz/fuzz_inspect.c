@@ -1,7 +1,9 @@
 
 /*
  * libFuzzer target for the request inspector.  The first byte chooses the
- * API (bits 0-1: OpenAI, Anthropic, Responses, OpenAI), the tier's
+ * API (bits 0-1, and the second byte's bit 6 for the second four: OpenAI,
+ * Anthropic, Responses, count_tokens; Embeddings, OpenAI whose backend
+ * wants max_tokens, Anthropic, Responses), the tier's
  * max_tokens (bits 2-4) and its default (bits 5-6), and whether the model
  * is an alias to resolve (bit 7); the second byte the depth limit (bits
  * 0-3), the string limit (bits 4-5) and the alias (bits 6-7).  The rest is
@@ -31,6 +33,7 @@
 
 static void fuzz_accepted(const llm_inspect_conf_t *cf, const char *body,
     size_t len, const llm_request_t *req);
+static void fuzz_embeddings(size_t len, const llm_request_t *req);
 static void fuzz_same(const llm_request_t *a, const llm_request_t *b,
     const char *how);
 static void fuzz_alias(llm_request_t *req, unsigned n);
@@ -44,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 
 static const llm_api_e  fuzz_apis[] = {
-    LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES, LLM_API_COUNT_TOKENS
+    LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES, LLM_API_COUNT_TOKENS,
+    LLM_API_EMBEDDINGS, LLM_API_OPENAI, LLM_API_ANTHROPIC, LLM_API_RESPONSES
 };
 
 static const int64_t  fuzz_limits[] = {
@@ -65,6 +69,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int                  rc;
     size_t               len;
+    unsigned             which;
     const char          *body;
     llm_request_t        req, again;
     llm_inspect_conf_t   cf;
@@ -91,7 +96,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     body = (const char *) data + 2;
     len = size - 2;
 
-    rc = llm_inspect(fuzz_apis[data[0] & 0x03], body, len, &cf, &req);
+    /* the second byte's bit 6, shared with the alias's choice */
+    which = (data[0] & 0x03) | ((data[1] >> 4) & 0x04);
+
+    rc = llm_inspect(fuzz_apis[which], body, len, &cf, &req);
 
     if (rc != 0) {
         if (rc != -1 || req.message == NULL) {
@@ -103,7 +111,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_accepted(&cf, body, len, &req);
 
-    rc = llm_inspect(fuzz_apis[data[0] & 0x03], body, len, &cf, &again);
+    rc = llm_inspect(fuzz_apis[which], body, len, &cf, &again);
 
     if (rc != 0) {
         fuzz_fail("again", "refused the second time");
@@ -116,7 +124,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* Chat's second entry: a backend that wants max_tokens for the default */
-    req.chat_max_tokens = ((data[0] & 0x03) == 3);
+    req.chat_max_tokens = (which == 5);
 
     fuzz_rewrite(&cf, body, len, &req);
 
@@ -139,6 +147,11 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
         || strlen(req->model) != req->model_len)
     {
         fuzz_fail("accepted", "the model is empty, too long or unterminated");
+    }
+
+    if (req->api == LLM_API_EMBEDDINGS) {
+        fuzz_embeddings(len, req);
+        return;
     }
 
     /* a count generates nothing: no limit read, none written in */
@@ -230,6 +243,36 @@ fuzz_accepted(const llm_inspect_conf_t *cf, const char *body, size_t len,
         && !llm_inspect_needs_rewrite(req))
     {
         fuzz_usage(body, len);
+    }
+}
+
+
+/*
+ * An embeddings request: no output, nothing written in; a token and a
+ * string's byte each take a byte of the body at least, so the bound is
+ * within it, and a string of b bytes estimated (b + 3) / 4 is within it.
+ */
+
+static void
+fuzz_embeddings(size_t len, const llm_request_t *req)
+{
+    if (req->max_tokens != 0 || req->output_bound != 0 || req->n != 1
+        || req->stream || llm_inspect_needs_rewrite(req))
+    {
+        fuzz_fail("embeddings", "an output, a stream or a rewrite");
+    }
+
+    if (req->prompt_tokens < 1 || req->prompt_bound < req->prompt_tokens
+        || req->prompt_bound > (int64_t) len
+        || req->prompt_tokens > 2048 * (int64_t) 8192)
+    {
+        fuzz_fail("embeddings", "the estimate or its bound is out of range");
+    }
+
+    if (memcmp(&req->parts, &(llm_parts_t) { 0 }, sizeof(llm_parts_t)) != 0
+        || req->unbounded != NULL)
+    {
+        fuzz_fail("embeddings", "parts of a chat prompt");
     }
 }
 

@@ -140,7 +140,7 @@ fuzz_record_frame(const uint8_t *p, size_t n, const llm_record_t *rec)
         || rec->model_len > LLM_RECORD_MODEL_MAX
         || rec->finish_reason_len > LLM_RECORD_FINISH_MAX
         || (rec->type != LLM_REC_SETTLE && rec->type != LLM_REC_ACK)
-        || (rec->api > LLM_API_RESPONSES)
+        || (rec->api > LLM_API_EMBEDDINGS)
         || (rec->api == 0 && rec->type != LLM_REC_ACK))
     {
         fuzz_fail("record", "a field is out of range");
@@ -296,7 +296,8 @@ fuzz_record_fields(const uint8_t *data, size_t size)
     }
 
     valid = (rec.type == LLM_REC_SETTLE || rec.type == LLM_REC_ACK)
-            && ((rec.api >= LLM_API_OPENAI && rec.api <= LLM_API_RESPONSES)
+            && ((rec.api >= LLM_API_OPENAI
+                 && rec.api <= LLM_API_EMBEDDINGS)
                 || (rec.type == LLM_REC_ACK && rec.api == 0));
 
     rc = llm_record_decode(buf, n, &back, &used);

@@ -5,9 +5,11 @@
  * chunk cut), a small event buffer (bit 2) and where to split the rest
  * (bits 3-7, in 32nds of it).  The rest is fed whole, in two parts, a byte
  * at a time, and event by event (yield), which must all give the same
- * usage, within range; then it is read as a JSON body, and each is settled
- * every way.  Through the filter that cuts the usage chunk, what comes out
- * must read the same but for the usage, and, without the cut, be the input.
+ * usage, within range; then it is read as a JSON body (and as an
+ * embeddings list, and its last bytes as the end of one), and each is
+ * settled every way.  Through the filter that cuts the usage chunk, what
+ * comes out must read the same but for the usage, and, without the cut,
+ * be the input.
  */
 
 
@@ -86,6 +88,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (rc != (int) json.have_usage) {
         fuzz_fail("json", "the return value is not have_usage");
+    }
+
+    /* the end of an embeddings list: its input alone, and whole */
+    rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, s, len, &json);
+    fuzz_check(&json, "embeddings");
+
+    if (rc != (int) json.have_usage || json.output_tokens != 0) {
+        fuzz_fail("embeddings", "an output, or the wrong return value");
+    }
+
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS,
+                                 s + len - min(len, LLM_SSE_TAIL_MAX),
+                                 min(len, LLM_SSE_TAIL_MAX), &json);
+    fuzz_check(&json, "tail");
+    fuzz_settle(&json, "tail");
+
+    if (rc != (int) json.have_usage || json.output_tokens != 0
+        || (rc && !json.done))
+    {
+        fuzz_fail("tail", "an output, or a usage not whole");
     }
 
     return 0;

@@ -32,8 +32,11 @@
 #define SEED_ANTHROPIC     0x2d
 #define SEED_RESPONSES     0x2e
 #define SEED_COUNT         0x2f
+#define SEED_EMBEDDINGS    0x2c      /* with SEED_SECOND */
+#define SEED_SECOND        0x40      /* the second four APIs */
 #define SEED_ALIAS         0x80
-#define SEED_OPENAI_MT     0x2f      /* a backend's limit_param=max_tokens */
+#define SEED_OPENAI_MT     0x2d      /* with SEED_SECOND: a backend's
+                                        limit_param=max_tokens */
 #define SEED_LOWER         0x80      /* above_max=lower */
 #define SEED_LIMITS        0x2d
 
@@ -134,10 +137,12 @@ static const seed_inspect_t  seed_inspect[] = {
       "{\"model\":\"m\",\"messages\":[],\"max_tokens\":null,"
       "\"max_completion_tokens\":64000,\"stream\":true}" },
 
-    { "openai-lowered-max-tokens", { SEED_OPENAI_MT, SEED_LIMITS | SEED_LOWER },
+    { "openai-lowered-max-tokens",
+      { SEED_OPENAI_MT, SEED_LIMITS | SEED_SECOND | SEED_LOWER },
       "{\"model\":\"m\",\"messages\":[],\"max_tokens\":8192,\"n\":2}" },
 
-    { "openai-default-max-tokens", { SEED_OPENAI_MT, SEED_LIMITS },
+    { "openai-default-max-tokens",
+      { SEED_OPENAI_MT, SEED_LIMITS | SEED_SECOND },
       "{\"model\":\"m\",\"messages\":[],\"max_completion_tokens\":null}" },
 
     { "anthropic-lowered", { SEED_ANTHROPIC, SEED_LIMITS | SEED_LOWER },
@@ -265,6 +270,28 @@ static const seed_inspect_t  seed_inspect[] = {
     { "responses-stream-null", { SEED_RESPONSES, SEED_LIMITS },
       "{\"model\":\"o4-mini\",\"input\":[],\"stream\":true,"
       "\"max_output_tokens\":null,\"reasoning\":{\"effort\":\"low\"}}" },
+
+    { "embeddings-string", { SEED_EMBEDDINGS, SEED_LIMITS | SEED_SECOND },
+      "{\"model\":\"text-embedding-3-small\",\"input\":\"The food was "
+      "delicious.\",\"encoding_format\":\"float\"}" },
+
+    { "embeddings-strings", { SEED_EMBEDDINGS, SEED_LIMITS | SEED_SECOND },
+      "{\"input\":[\"caf\\u00e9\",\"b\"],\"model\":\"m\","
+      "\"dimensions\":256,\"user\":\"u\"}" },
+
+    { "embeddings-tokens", { SEED_EMBEDDINGS, SEED_LIMITS | SEED_SECOND },
+      "{\"model\":\"m\",\"input\":[15339,1917,0,2147483647],"
+      "\"encoding_format\":\"base64\"}" },
+
+    { "embeddings-token-arrays",
+      { SEED_EMBEDDINGS | SEED_ALIAS, SEED_LIMITS | SEED_SECOND },
+      "{\"model\":\"embed\",\"input\":[[1,2],[3.0],[4,5,6]]}" },
+
+    { "embeddings-foreign", { SEED_EMBEDDINGS, SEED_LIMITS | SEED_SECOND },
+      "{\"model\":\"m\",\"input\":\"x\",\"max_tokens\":5}" },
+
+    { "embeddings-mixed", { SEED_EMBEDDINGS, SEED_LIMITS | SEED_SECOND },
+      "{\"model\":\"m\",\"input\":[[1],\"a\",[]]}" },
 
     { "not-object", { SEED_OPENAI, SEED_LIMITS }, "[1,2]" },
 

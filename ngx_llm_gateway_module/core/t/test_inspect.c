@@ -198,6 +198,70 @@ static const struct {
     { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
                          "\"instructions\":\"x\",\"instructions\":\"y\"}",
       "instructions" },
+
+    /* embeddings: OpenAI's five members, and no other */
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"hi\"}", NULL },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"hi\","
+                          "\"encoding_format\":\"base64\","
+                          "\"dimensions\":256,\"user\":\"u-1\"}", NULL },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"hi\","
+                          "\"encoding_format\":null,\"dimensions\":null,"
+                          "\"user\":null}", NULL },
+    { LLM_API_EMBEDDINGS, "{\"input\":\"hi\"}", "model" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"\",\"input\":\"hi\"}", "model" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\"}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":null}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"\"}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[]}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[\"a\",\"\"]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[\"a\",1]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[1,\"a\"]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[[1],[]]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[[1],\"a\"]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[[1,[2]]]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[{}]}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":{}}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":true}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":7}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[1.5]}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[-1]}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[2147483648]}",
+      "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[2147483647,0]}",
+      NULL },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":[[1.0,2e0]]}", NULL },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"encoding_format\":\"int8\"}",
+      "encoding_format" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"encoding_format\":1}", "encoding_format" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"dimensions\":0}", "dimensions" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"dimensions\":1.5}", "dimensions" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"dimensions\":\"8\"}", "dimensions" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"user\":5}", "user" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"messages\":[]}", "messages" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"max_tokens\":5}", "max_tokens" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"stream\":false}", "stream" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"other\":null}", "other" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"input\":\"b\"}", "input" },
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"dimensions\":8,\"dimensions\":9}",
+      "dimensions" },
 };
 
 
@@ -901,6 +965,157 @@ test_scan(void)
 }
 
 
+/* a body of n inputs: strings "ab", or token arrays of k tokens */
+
+static size_t
+embed_body(char *buf, size_t cap, int n, int k, int last)
+{
+    int     i, j;
+    size_t  len;
+
+    len = (size_t) snprintf(buf, cap, "{\"model\":\"m\",\"input\":[");
+
+    for (i = 0; i < n; i++) {
+        if (k == 0) {
+            len += (size_t) snprintf(buf + len, cap - len, "%s\"ab\"",
+                                     i ? "," : "");
+            continue;
+        }
+
+        len += (size_t) snprintf(buf + len, cap - len, "%s[", i ? "," : "");
+
+        for (j = 0; j < ((i == n - 1) ? last : k); j++) {
+            len += (size_t) snprintf(buf + len, cap - len, "%s7",
+                                     j ? "," : "");
+        }
+
+        len += (size_t) snprintf(buf + len, cap - len, "]");
+    }
+
+    len += (size_t) snprintf(buf + len, cap - len, "]}");
+
+    return len;
+}
+
+
+static void
+test_embeddings(void)
+{
+    char           *big, *out;
+    size_t          n, cap;
+    const char     *b;
+    llm_request_t   req, up;
+
+    /* "hello" is 5 bytes: 2 estimated, 5 at most; no output at all */
+    b = "{\"model\":\"text-embedding-3-small\",\"input\":\"hello\"}";
+
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, b, strlen(b), &conf, &req), 0,
+           "embeddings: a string");
+    tap_is(req.prompt_tokens, 2, "  estimate ceil(5 / 4)");
+    tap_is(req.prompt_bound, 5, "  bound: its bytes");
+    tap_ok(req.max_tokens == 0 && req.output_bound == 0 && req.n == 1,
+           "  no output");
+    tap_ok(!req.stream && !llm_inspect_needs_rewrite(&req),
+           "  not a stream, nothing to write in");
+    tap_is_str(req.model, "text-embedding-3-small", "  model");
+
+    /* "abcd" 1, "abcde" 2; "\u00e9" is two bytes decoded */
+    b = "{\"model\":\"m\",\"input\":[\"abcd\",\"abcde\",\"\\u00e9\"]}";
+
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, b, strlen(b), &conf, &req), 0,
+           "embeddings: strings");
+    tap_is(req.prompt_tokens, 1 + 2 + 1, "  estimate: each string's");
+    tap_is(req.prompt_bound, 4 + 5 + 2, "  bound: their decoded bytes");
+
+    b = "{\"model\":\"m\",\"input\":[15339,1917,0]}";
+
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, b, strlen(b), &conf, &req), 0,
+           "embeddings: tokens");
+    tap_ok(req.prompt_tokens == 3 && req.prompt_bound == 3,
+           "  exactly their number, estimate and bound");
+
+    b = "{\"model\":\"m\",\"input\":[[1,2],[3],[4,5,6,7]]}";
+
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, b, strlen(b), &conf, &req), 0,
+           "embeddings: token arrays");
+    tap_ok(req.prompt_tokens == 7 && req.prompt_bound == 7,
+           "  exactly their tokens, estimate and bound");
+
+    /* an alias: the body is rebuilt, and reads as the same request */
+    tap_is(llm_inspect_set_model(&req, "text-embedding-3-large", 22), 0,
+           "embeddings: an alias resolved");
+    out = llm_inspect_rebuild(b, strlen(b), &req);
+    tap_ok(out != NULL
+           && llm_inspect(LLM_API_EMBEDDINGS, out, strlen(out), &conf, &up)
+              == 0
+           && strcmp(up.model, "text-embedding-3-large") == 0
+           && up.prompt_tokens == 7 && !llm_inspect_needs_rewrite(&up),
+           "  the rebuilt body is the same request for the new model");
+    cJSON_free(out);
+
+    /* OpenAI's limits, at their edges */
+    cap = 4 * 1024 * 1024;
+    big = malloc(cap);
+    if (big == NULL) {
+        abort();
+    }
+
+    n = embed_body(big, cap, 2048, 0, 0);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), 0,
+           "embeddings: 2048 inputs");
+    tap_is(req.prompt_tokens, 2048, "  each one token");
+
+    n = embed_body(big, cap, 2049, 0, 0);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), -1,
+           "embeddings: 2049 inputs refused");
+    tap_is_str(req.param ? req.param : "", "input", "  param input");
+
+    n = embed_body(big, cap, 2049, 1, 1);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), -1,
+           "embeddings: 2049 token arrays refused");
+
+    n = embed_body(big, cap, 1, 8192, 8192);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), 0,
+           "embeddings: a token array of 8192");
+    tap_is(req.prompt_tokens, 8192, "  8192 tokens");
+
+    n = embed_body(big, cap, 1, 8193, 8193);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), -1,
+           "embeddings: a token array of 8193 refused");
+
+    /* one input of tokens: {"model":"m","input":[7,7,...]} */
+    n = embed_body(big, cap, 1, 8193, 8193);
+    memmove(big + 22, big + 23, n - 23);
+    big[n - 3] = '}';
+    n -= 2;
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), -1,
+           "embeddings: 8193 tokens as one input refused");
+    tap_ok(req.message && strstr(req.message, "8192") != NULL,
+           "  the message gives the limit");
+
+    n = embed_body(big, cap, 1, 8192, 8192);
+    memmove(big + 22, big + 23, n - 23);
+    big[n - 3] = '}';
+    n -= 2;
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), 0,
+           "embeddings: 8192 tokens as one input");
+
+    /* 36 of 8192 and one of 5088: 300000 in all */
+    n = embed_body(big, cap, 37, 8192, 5088);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), 0,
+           "embeddings: 300000 tokens in all");
+    tap_is(req.prompt_tokens, 300000, "  300000 tokens");
+
+    n = embed_body(big, cap, 37, 8192, 5089);
+    tap_is(llm_inspect(LLM_API_EMBEDDINGS, big, n, &conf, &req), -1,
+           "embeddings: 300001 tokens in all refused");
+    tap_ok(req.message && strstr(req.message, "300000") != NULL,
+           "  the message gives the limit");
+
+    free(big);
+}
+
+
 int
 main(void)
 {
@@ -913,6 +1128,7 @@ main(void)
     test_limit_refused();
     test_limit_lowered();
     test_limit_name();
+    test_embeddings();
 
     return tap_done();
 }

@@ -188,8 +188,9 @@ test_flags(void)
     tap_is(LLM_REC_F_CLAMPED, 4, "flag clamped is bit 2");
     tap_is(LLM_REC_F_REPEATED, 8, "flag repeated is bit 3");
     tap_is(LLM_REC_F_OVERSIZE, 16, "flag oversize is bit 4");
-    tap_is(LLM_API_OPENAI * 100 + LLM_API_ANTHROPIC * 10 + LLM_API_RESPONSES,
-           123, "apis: openai 1, anthropic 2, responses 3");
+    tap_is(LLM_API_OPENAI * 1000 + LLM_API_ANTHROPIC * 100
+           + LLM_API_RESPONSES * 10 + LLM_API_EMBEDDINGS,
+           1234, "apis: openai 1, anthropic 2, responses 3, embeddings 4");
 }
 
 
@@ -411,7 +412,14 @@ test_corruption(void)
            "api 3, responses, is accepted");
 
     memcpy(copy, buf, n);
-    copy[TEST_OFF_API] = 4;
+    copy[TEST_OFF_API] = LLM_API_EMBEDDINGS;
+    rc = llm_record_decode(copy, n, &out, &used);
+    tap_ok(rc == 1 && out.api == LLM_API_EMBEDDINGS,
+           "api 4, embeddings, is accepted");
+
+    /* the values beyond are the gateway's own answers, never recorded */
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_API] = 5;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "an unknown api is rejected");
 
@@ -429,7 +437,7 @@ test_corruption(void)
 
     memcpy(copy, buf, n);
     copy[5] = LLM_REC_ACK;
-    copy[TEST_OFF_API] = 4;
+    copy[TEST_OFF_API] = 5;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "an ack with an unknown api is rejected");
 

@@ -2771,6 +2771,86 @@ test_settle_bounds(void)
 }
 
 
+/* an embeddings list bills its prompt alone; its vectors are no text */
+
+static void
+test_embeddings(void)
+{
+    int           rc;
+    const char   *b;
+    llm_usage_t   u;
+
+    b = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
+        "\"index\":0,\"embedding\":[0.5,-0.5]}],\"model\":\"m\","
+        "\"usage\":{\"prompt_tokens\":8,\"total_tokens\":8}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_is(rc, 1, "embeddings: the usage is found");
+    tap_ok(u.have_usage && u.have_input && u.done && !u.error,
+           "  whole, with its input");
+    tap_is(u.input_tokens, 8, "  prompt_tokens is the input");
+    tap_is(u.output_tokens + u.delta_events + u.delta_bytes, 0,
+           "  and nothing is output");
+
+    b = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
+        "\"index\":0,\"embedding\":\"AAAAPw==\"}],\"model\":\"m\"}";
+
+    rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.have_usage && u.done && u.delta_bytes == 0,
+           "embeddings without usage: whole, no usage, no text");
+
+    b = "{\"object\":\"list\",\"data\":[],\"usage\":"
+        "{\"total_tokens\":8}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.have_usage,
+           "embeddings: a usage without prompt_tokens is none");
+
+    b = "{\"error\":{\"message\":\"x\",\"type\":\"invalid_request_error\","
+        "\"param\":\"input\",\"code\":null}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && u.error, "embeddings: an error body is an error");
+
+    /* the end of a list too large to keep */
+    b = "0.25,-0.5]}],\"model\":\"text-embedding-3-small\",\"usage\":"
+        "{\"prompt_tokens\":5120,\"total_tokens\":5120}}";
+
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.have_usage && u.done && u.input_tokens == 5120
+           && u.output_tokens == 0, "embeddings tail: the usage, whole");
+
+    b = "\"AAAAPw==\"}] , \"usage\" :\r\n { \"prompt_tokens\" : 9 } } \n";
+
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 9, "embeddings tail: blanks between");
+
+    b = "0.25]}],\"usage\":{\"prompt_tokens\":5}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.done, "embeddings tail: not the end of the list");
+
+    b = "0.25]}],\"usage\":{\"prompt_tokens\":5},\"model\":\"m\"}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0 && !u.done, "embeddings tail: usage not the last member");
+
+    b = "0.25]}],\"x\":{\"usage\":{\"prompt_tokens\":5}}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: a usage inside another member");
+
+    b = "5]}],\"usage\":{\"total_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: no prompt_tokens");
+
+    b = "\"usage\":{\"prompt_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_EMBEDDINGS, b, strlen(b), &u);
+    tap_ok(rc == 0, "embeddings tail: cut before the comma");
+
+    b = "5]}],\"usage\":{\"prompt_tokens\":5}}";
+    rc = llm_sse_usage_from_tail(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 0, "a chat body has no tail to read");
+}
+
+
 static int
 write_seed(const char *dir, const char *kind, size_t i, int sel,
     const char *text)
@@ -2903,6 +2983,7 @@ main(int argc, char **argv)
     test_estimate();
     test_settle();
     test_settle_bounds();
+    test_embeddings();
 
     return tap_done();
 }
