@@ -195,6 +195,15 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
             ngx_http_llm_gateway_log_refusal(r, ctx, llcf);
         }
 
+        /*
+         * A half-open trial its backend was chosen with is the next
+         * request's before the refusal goes out, not when this request is
+         * freed: the client may send the next one at once, to any worker.
+         */
+        if (!ctx->admitted && ctx->trial) {
+            ngx_http_llm_gateway_route_done(ctx, ctx->backend, 0);
+        }
+
         rc = ngx_http_llm_gateway_reply_send(r, ctx);
         ngx_http_finalize_request(r, rc);
         return NGX_DONE;
@@ -1402,8 +1411,6 @@ ngx_http_llm_gateway_fair_refuse(ngx_http_request_t *r,
                                       "capacity_exceeded", NULL, (char *) p);
     ctx->rejected_by = ngx_http_llm_gateway_by_capacity;
 }
-
-
 
 
 /*

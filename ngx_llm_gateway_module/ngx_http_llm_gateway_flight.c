@@ -51,7 +51,7 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
     f->budget_reserved = ctx->budget_reserved;
     f->budget_until = ctx->budget_until;
     ngx_memcpy(f->prices, ctx->prices, sizeof(f->prices));
-    f->prompt_estimate = ctx->req.prompt_tokens;
+    f->prompt_estimate = llm_inspect_unmetered_prompt(&ctx->req);
     f->prompt_bound = ctx->req.prompt_bound;
     f->max_tokens = ctx->req.output_bound;
     f->api = (u_char) ctx->req.api;

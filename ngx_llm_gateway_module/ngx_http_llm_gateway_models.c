@@ -171,8 +171,6 @@ ngx_http_llm_gateway_models_send(ngx_http_request_t *r,
     ngx_array_t                   ids;
     ngx_http_llm_gateway_page_t   page;
 
-    static ngx_str_t  version = ngx_string("anthropic-version");
-
     if (ngx_array_init(&ids, r->pool, 16, sizeof(ngx_str_t)) != NGX_OK
         || ngx_http_llm_gateway_models_collect(r, ctx, &ids) != NGX_OK)
     {
@@ -181,8 +179,9 @@ ngx_http_llm_gateway_models_send(ngx_http_request_t *r,
 
     ngx_memzero(&page, sizeof(ngx_http_llm_gateway_page_t));
 
-    page.anthropic = (ngx_http_llm_gateway_request_find_header(r, &version)
-                      != NULL);
+    /* the list's shape is the refusals': one decision for the request */
+    page.anthropic = (ngx_http_llm_gateway_reply_dialect(r, ctx)
+                      == NGX_HTTP_LLM_GATEWAY_ANTHROPIC);
 
     if (id->len) {
         s = ids.elts;

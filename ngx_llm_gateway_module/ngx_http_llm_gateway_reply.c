@@ -18,6 +18,8 @@ static ngx_uint_t ngx_http_llm_gateway_anthropic_version(
 static const char *ngx_http_llm_gateway_anthropic_type(ngx_uint_t status);
 static u_char *ngx_http_llm_gateway_openai_error(u_char *p,
     ngx_http_llm_gateway_ctx_t *ctx, size_t mlen);
+static u_char *ngx_http_llm_gateway_json_param(u_char *p,
+    ngx_http_llm_gateway_ctx_t *ctx);
 static u_char *ngx_http_llm_gateway_anthropic_error(u_char *p,
     ngx_http_llm_gateway_ctx_t *ctx, size_t mlen);
 static ngx_http_llm_gateway_ctx_t *ngx_http_llm_gateway_bare_ctx(
@@ -192,6 +194,7 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
 {
     u_char     *p;
     size_t      len, mlen;
+    size_t      plen;
     ngx_buf_t  *b;
     ngx_uint_t  anthropic;
 
@@ -200,6 +203,9 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
 
     mlen = ngx_strlen(ctx->err_message);
 
+    /* a param may be a member's name, which the client chose */
+    plen = ctx->err_param ? ngx_strlen(ctx->err_param) : 0;
+
     /* each member either format may write, the longer frame's */
     len = sizeof("{\"type\":\"error\",\"error\":{\"type\":\"\",\"message\":"
                  "\"\",\"details\":{\"error_code\":\"\",\"limit\":\"\","
@@ -207,8 +213,8 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
           - 1 + NGX_INT64_LEN + sizeof("invalid_request_error") - 1
           + mlen + ngx_escape_json(NULL, ctx->err_message, mlen)
           + ngx_strlen(ctx->err_type) + ngx_strlen(ctx->err_code)
-          + (ctx->err_param ? ngx_strlen(ctx->err_param) : 4)
-          + ctx->request_id.len;
+          + plen + ngx_escape_json(NULL, (u_char *) ctx->err_param, plen)
+          + 4 + ctx->request_id.len;
 
     b = ngx_create_temp_buf(r->pool, len);
     if (b == NULL) {
@@ -244,7 +250,9 @@ ngx_http_llm_gateway_openai_error(u_char *p, ngx_http_llm_gateway_ctx_t *ctx,
     p = ngx_sprintf(p, "\",\"type\":\"%s\",\"param\":", ctx->err_type);
 
     if (ctx->err_param) {
-        p = ngx_sprintf(p, "\"%s\"", ctx->err_param);
+        *p++ = '"';
+        p = ngx_http_llm_gateway_json_param(p, ctx);
+        *p++ = '"';
 
     } else {
         p = ngx_cpymem(p, "null", 4);
@@ -258,6 +266,14 @@ ngx_http_llm_gateway_openai_error(u_char *p, ngx_http_llm_gateway_ctx_t *ctx,
     }
 
     return ngx_cpymem(p, "}}\n", 3);
+}
+
+
+static u_char *
+ngx_http_llm_gateway_json_param(u_char *p, ngx_http_llm_gateway_ctx_t *ctx)
+{
+    return (u_char *) ngx_escape_json(p, (u_char *) ctx->err_param,
+                                      ngx_strlen(ctx->err_param));
 }
 
 
@@ -288,7 +304,9 @@ ngx_http_llm_gateway_anthropic_error(u_char *p,
     }
 
     if (ctx->err_param) {
-        p = ngx_sprintf(p, ",\"param\":\"%s\"", ctx->err_param);
+        p = ngx_cpymem(p, ",\"param\":\"", sizeof(",\"param\":\"") - 1);
+        p = ngx_http_llm_gateway_json_param(p, ctx);
+        *p++ = '"';
     }
 
     if (ctx->retry_after) {

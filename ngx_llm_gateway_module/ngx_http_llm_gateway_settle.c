@@ -162,7 +162,7 @@ ngx_http_llm_gateway_settle_usage(ngx_http_llm_gateway_ctx_t *ctx,
 
     ngx_memzero(in, sizeof(llm_settle_in_t));
 
-    in->prompt_estimate = ctx->req.prompt_tokens;
+    in->prompt_estimate = llm_inspect_unmetered_prompt(&ctx->req);
     in->prompt_bound = ctx->req.prompt_bound;
     in->hold_prompt = ctx->budget_held;
     in->max_tokens = ctx->req.output_bound;

@@ -125,6 +125,16 @@ sub norm {
     return sqrt($n);
 }
 
+# the most a prompt of strings can be: a token a byte
+sub bound {
+    my $n = 0;
+    for (@_) {
+        utf8::encode(my $b = $_);
+        $n += length($b);
+    }
+    return $n;
+}
+
 sub f32 { [ unpack('f<*', pack('f<*', @{ $_[0] })) ] }
 
 sub b64 { [ unpack('f<*', decode_base64($_[0])) ] }
@@ -223,8 +233,9 @@ is($r->{status}, 200, 'no usage in the answer: 200');
 ok(!exists $j->{usage}, '  and indeed none');
 $u = usage_row($r->{headers}{'x-request-id'} // '') // {};
 is_deeply([ @$u{qw(input_tokens output_tokens estimated cost_pusd)} ],
-          [ 3, 0, 1, 3 * 20_000 ],
-          '  the estimate, ceil(11 / 4) = 3, flagged estimated');
+          [ 11, 0, 1, 11 * 20_000 ],
+          '  the bound, a token a byte (11; the estimate is 3), flagged '
+          . 'estimated: the upstream counted it all');
 
 # a list of 10 vectors of 1536 floats, some 190 KB, past a buffer of 64 KB:
 # its usage is read from its end
@@ -233,9 +244,9 @@ my @ten = map { "input number $_" } 1 .. 10;
 for my $c ([ 'its usage', {}, est(@ten), 0 ],
            [ 'the upstream\'s 4321', { 'x-mock-prompt-tokens' => 4321 }, 4321,
              0 ],
-           [ 'no usage: the estimate', { 'x-mock-no-usage' => 1 }, est(@ten),
+           [ 'no usage: the bound', { 'x-mock-no-usage' => 1 }, bound(@ten),
              1 ],
-           [ 'cut: the estimate', { 'x-mock-die-after' => 1 }, est(@ten), 1 ])
+           [ 'cut: the bound', { 'x-mock-die-after' => 1 }, bound(@ten), 1 ])
 {
     my ($what, $h, $in, $estimated) = @$c;
     my $r = raw_post($ng->url('/big/v1/embeddings'),
@@ -294,6 +305,11 @@ my @bad = (
       'truncate' ],
     [ 'a chat member',
       { model => 'mock-embed', input => 'a', max_tokens => 5 }, 'max_tokens' ],
+    # a name the client chose, in the JSON of the refusal: no quote, no
+    # backslash that would end its string or add a member
+    [ 'a member named with a quote and a backslash',
+      { model => 'mock-embed', input => 'a',
+        'a","code":"x\\' => 1 }, 'a?,?code?:?x?' ],
 );
 
 for my $c (@bad) {

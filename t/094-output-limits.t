@@ -207,6 +207,26 @@ for my $c (@tricks) {
     };
 }
 
+# A name that differs from the limit's only in case: an upstream that
+# matches names without case (Go's encoding/json) would read it as the
+# limit the gateway did not see
+for my $c ([ 'openai', 'MAX_TOKENS' ], [ 'openai', 'Max_Completion_Tokens' ],
+           [ 'anthropic', 'Max_Tokens' ], [ 'responses', 'MAX_OUTPUT_TOKENS' ],
+           [ 'openai', 'Model' ], [ 'anthropic', 'STREAM' ])
+{
+    my ($api, $name) = @$c;
+    my $r = ask($api, $low, body($api, $name => 64000));
+
+    subtest "$api, a member $name: refused" => sub {
+        is($r->{status}, 400, 'status 400');
+        my $e = $r->{json}{error} // {};
+        is($e->{param} // ($e->{details} // {})->{param}, $name,
+           "param: $name");
+        like($e->{message} // '', qr/only in case/, 'the message says why');
+        is(scalar(@{ rows($r, 0) }), 0, 'no row');
+    };
+}
+
 # a huge integer that is exact is lowered like any other
 {
     my $r = ask('responses', $low,

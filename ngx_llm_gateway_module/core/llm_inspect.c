@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cJSON.h>
 
@@ -16,6 +17,10 @@
 
 /* integers above 2^53 are not exact in cJSON's double */
 #define LLM_INSPECT_INT_MAX       9007199254740992.0
+
+/* a limit's figure in a message, as its define says */
+#define LLM_INSPECT_STR(n)        LLM_INSPECT_STR_(n)
+#define LLM_INSPECT_STR_(n)       #n
 
 /* an object with more members is checked for repeats by sorting */
 #define LLM_INSPECT_PAIRWISE      16
@@ -48,6 +53,12 @@ static const char  *llm_inspect_foreign_anthropic[] = {
     "functions", NULL
 };
 
+/* the members that change what is generated or billed, in their case */
+static const char  *llm_inspect_cased[] = {
+    "model", "messages", "input", "max_tokens", "max_completion_tokens",
+    "max_output_tokens", "n", "stream", "tools", "system", NULL
+};
+
 static const char  *llm_inspect_foreign_responses[] = {
     "max_tokens", "max_completion_tokens", "max_tokens_to_sample", "n",
     "messages", "system", "stop_sequences", "top_k", "functions", NULL
@@ -61,6 +72,7 @@ static int llm_inspect_embed_input(const cJSON *input, llm_request_t *req);
 static int64_t llm_inspect_embed_tokens(const cJSON *v);
 static int llm_inspect_members(llm_api_e api, const cJSON *root,
     llm_request_t *req);
+static void llm_inspect_copy_name(llm_request_t *req, const char *name);
 static int llm_inspect_model(const cJSON *root, llm_request_t *req);
 static int llm_inspect_options(llm_api_e api, const cJSON *root,
     llm_request_t *req);
@@ -175,12 +187,7 @@ llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
     name = llm_inspect_repeated(root);
 
     if (name != NULL) {
-        /* the name lives in the tree, which goes */
-        for (i = 0; name[i] && i < LLM_INSPECT_NAME_MAX - 1; i++) {
-            req->name[i] = (name[i] > 0x20 && name[i] < 0x7f) ? name[i] : '?';
-        }
-
-        req->name[i] = '\0';
+        llm_inspect_copy_name(req, name);
 
         return llm_inspect_fail(req, req->name, "a member appears more than "
                                 "once in an object of the request body");
@@ -200,7 +207,43 @@ llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
         }
     }
 
+    /*
+     * An upstream that matches names without case (Go's encoding/json, say)
+     * would read "MAX_TOKENS" as the limit the gateway did not see.
+     */
+    for (v = root->child; v; v = v->next) {
+        for (i = 0; llm_inspect_cased[i]; i++) {
+            if (strcasecmp(v->string, llm_inspect_cased[i]) == 0
+                && strcmp(v->string, llm_inspect_cased[i]) != 0)
+            {
+                llm_inspect_copy_name(req, v->string);
+
+                return llm_inspect_fail(req, req->name, "a member's name "
+                                        "differs from one this API reads "
+                                        "only in case");
+            }
+        }
+    }
+
     return 0;
+}
+
+
+/* a client's member name, fit for a JSON string and a log line */
+
+static void
+llm_inspect_copy_name(llm_request_t *req, const char *name)
+{
+    size_t  i;
+
+    /* the name lives in the tree, which goes */
+    for (i = 0; name[i] && i < LLM_INSPECT_NAME_MAX - 1; i++) {
+        req->name[i] = (name[i] > 0x20 && name[i] < 0x7f && name[i] != '"'
+                        && name[i] != '\\')
+                       ? name[i] : '?';
+    }
+
+    req->name[i] = '\0';
 }
 
 
@@ -400,7 +443,6 @@ static int
 llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
 {
     double        d;
-    size_t        i;
     const char   *name;
     const cJSON  *v;
 
@@ -422,12 +464,7 @@ llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
     }
 
     if (name != NULL) {
-        /* the name lives in the tree, which goes */
-        for (i = 0; name[i] && i < LLM_INSPECT_NAME_MAX - 1; i++) {
-            req->name[i] = (name[i] > 0x20 && name[i] < 0x7f) ? name[i] : '?';
-        }
-
-        req->name[i] = '\0';
+        llm_inspect_copy_name(req, name);
 
         return llm_inspect_fail(req, req->name,
                                 (v == NULL) ? "a member appears more than "
@@ -526,7 +563,9 @@ llm_inspect_embed_input(const cJSON *input, llm_request_t *req)
 
         if (n > LLM_INSPECT_EMBED_TOKENS) {
             return llm_inspect_fail(req, "input", "an input must not be "
-                                    "above 8192 tokens");
+                                    "above "
+                                    LLM_INSPECT_STR(LLM_INSPECT_EMBED_TOKENS)
+                                    " tokens");
         }
 
         req->prompt_tokens = n;
@@ -543,7 +582,9 @@ llm_inspect_embed_input(const cJSON *input, llm_request_t *req)
 
         if (++inputs > LLM_INSPECT_EMBED_INPUTS) {
             return llm_inspect_fail(req, "input", "input must not hold more "
-                                    "than 2048 inputs");
+                                    "than "
+                                    LLM_INSPECT_STR(LLM_INSPECT_EMBED_INPUTS)
+                                    " inputs");
         }
 
         if (cJSON_IsString(first)) {
@@ -575,14 +616,18 @@ llm_inspect_embed_input(const cJSON *input, llm_request_t *req)
 
         if (n > LLM_INSPECT_EMBED_TOKENS) {
             return llm_inspect_fail(req, "input", "an input must not be "
-                                    "above 8192 tokens");
+                                    "above "
+                                    LLM_INSPECT_STR(LLM_INSPECT_EMBED_TOKENS)
+                                    " tokens");
         }
 
         total += n;
 
         if (total > LLM_INSPECT_EMBED_TOTAL) {
             return llm_inspect_fail(req, "input", "the inputs must not be "
-                                    "above 300000 tokens in all");
+                                    "above "
+                                    LLM_INSPECT_STR(LLM_INSPECT_EMBED_TOTAL)
+                                    " tokens in all");
         }
     }
 

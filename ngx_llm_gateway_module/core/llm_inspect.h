@@ -174,6 +174,16 @@ int llm_inspect(llm_api_e api, const char *body, size_t len,
  */
 const char *llm_inspect_max_name(const llm_request_t *req);
 
+/*
+ * The prompt a row bills when the upstream's usage never came: the
+ * estimate, but for embeddings, whose whole cost is the input, which the
+ * upstream counted before it sent a byte: the bound, so that cutting the
+ * response short never bills less.
+ */
+#define llm_inspect_unmetered_prompt(req)                                     \
+    ((req)->api == LLM_API_EMBEDDINGS ? (req)->prompt_bound                   \
+                                      : (req)->prompt_tokens)
+
 /* 1 if the upstream body must differ from the client's */
 #define llm_inspect_needs_rewrite(req)                                        \
     ((req)->max_tokens_missing || (req)->add_include_usage || (req)->rebuild)

@@ -100,7 +100,7 @@ static const seed_inspect_t  seed_inspect[] = {
       "\\\"q\\\" \\\\ \\/ \\n\\t\"}],\"stream\":true,"
       "\"stream_options\":{}}" },
 
-    { "openai-alias", { SEED_OPENAI | SEED_ALIAS, SEED_LIMITS | 0xc0 },
+    { "openai-alias", { SEED_OPENAI_MT | SEED_ALIAS, SEED_LIMITS | 0xc0 },
       "{\"model\":\"chat-default\",\"max_tokens\":5,\"messages\":[]}" },
 
     { "openai-alias-stream", { SEED_OPENAI | SEED_ALIAS, SEED_LIMITS | 0x80 },

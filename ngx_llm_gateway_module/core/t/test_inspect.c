@@ -262,6 +262,22 @@ static const struct {
     { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
                           "\"dimensions\":8,\"dimensions\":9}",
       "dimensions" },
+
+    /* names that differ from a read one only in case */
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"MAX_TOKENS\":9}", "MAX_TOKENS" },
+    { LLM_API_ANTHROPIC, "{\"model\":\"m\",\"max_tokens\":5,"
+                         "\"messages\":[],\"Max_Tokens\":9}", "Max_Tokens" },
+    { LLM_API_RESPONSES, "{\"model\":\"m\",\"input\":\"a\","
+                         "\"Model\":\"n\"}", "Model" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"maxTokens\":9}", NULL },
+
+    /* a client's name in the refusal: no quote, no backslash */
+    { LLM_API_EMBEDDINGS, "{\"model\":\"m\",\"input\":\"a\","
+                          "\"a\\\"b\\\\c\":1}", "a?b?c" },
+    { LLM_API_OPENAI, "{\"model\":\"m\",\"messages\":[],"
+                      "\"q\\\"\":1,\"q\\\"\":2}", "q?" },
 };
 
 
