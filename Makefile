@@ -313,7 +313,8 @@ layers: build
 # variables from the environment.  The stack is set up from scratch in a
 # temporary directory; every t/*.t starts its own nginx against it, the
 # unit binaries print TAP themselves.  TESTS are run JOBS at a time, those
-# of them in SERIAL_TESTS after the others, one at a time.  The stack's
+# of them in SERIAL_TESTS after the others, one at a time; a failure
+# ends with the failed assertions, for a log's tail.  The stack's
 # ports are below the kernel's ephemeral range (32768 and up): while t/048
 # restarts PostgreSQL, an outgoing connection could otherwise take its
 # port.
@@ -342,11 +343,19 @@ test-run:
 	seq=$$(echo "$$tests" | grep -xF $(patsubst %,-e %,$(SERIAL_TESTS))); \
 	rc=0; \
 	if [ -n "$$par" ]; then \
-	    LLMGW_TEST_DIR=$$dir prove -j$(JOBS) $$par || rc=1; \
+	    { LLMGW_TEST_DIR=$$dir prove -j$(JOBS) $$par || touch $$dir/failed; } \
+	        2>&1 | tee $$dir/prove.log; \
 	fi; \
 	if [ -n "$$seq" ]; then \
 	    echo "--- one at a time:" $$seq; \
-	    LLMGW_TEST_DIR=$$dir prove $$seq || rc=1; \
+	    { LLMGW_TEST_DIR=$$dir prove $$seq || touch $$dir/failed; } \
+	        2>&1 | tee -a $$dir/prove.log; \
+	fi; \
+	if [ -f $$dir/failed ]; then \
+	    rc=1; \
+	    echo "--- what failed (all of it in $$dir/prove.log):"; \
+	    grep -E '^#   Failed test|^#   at |^#\s+(got|expected)|^\S+\.t +\(Wstat|^  (Failed tests|Non-zero|Parse)' \
+	        $$dir/prove.log | head -n 80; \
 	fi; \
 	scripts/stack stop $$dir >/dev/null 2>&1; \
 	if [ $$rc -eq 0 ]; then rm -rf $$dir; else echo "kept $$dir"; fi; \
@@ -369,7 +378,11 @@ test-run:
 #             and reads its options only at its first report, when nginx's
 #             process title has overwritten the environment
 #   valgrind  the usual build, every accountd (daemon and CLI) under
-#             valgrind through the wrapper build/vg/accountd
+#             valgrind through the wrapper build/vg/accountd, but for the
+#             tenant and key the harness makes a file (new_tenant, by
+#             the plain CLI: the same two commands hundreds of times,
+#             seconds each under valgrind, which t/030 and t/031 run
+#             there themselves)
 #
 # Sanitizers and valgrind write to files in a temporary directory, which
 # every process can write, nginx's workers (www-data) included; the target
@@ -474,6 +487,7 @@ test-sanitize: deps build sdk san-build vg-build
 	            fi; \
 	        done; \
 	        LLMGW_VALGRIND_LOG=$$rep/valgrind \
+	        LLMGW_SETUP_BUILD=$(CURDIR)/$(BUILD) \
 	        LLMGW_BUILD=$(CURDIR)/$(VG) LLMGW_TIME_SCALE=4 \
 	            $(MAKE) --no-print-directory test-run JOBS=$(SAN_JOBS) \
 	                TESTS="$$(echo $$tests)" || fail=1;; \

@@ -62,9 +62,17 @@ sub stack {
 
 # Runs the accountd CLI; returns its standard output, dies on failure.
 sub accountd {
-    my @args = @_;
+    return cli(stack()->{LLMGW_BUILD}, @_);
+}
+
+# The CLI of the accountd in $build.  The valgrind pass of make
+# test-sanitize names the usual build in LLMGW_SETUP_BUILD, for the
+# tenants and keys new_tenant() makes: the same two commands hundreds of
+# times, seconds each under valgrind, which t/030 and t/031 run there.
+sub cli {
+    my ($build, @args) = @_;
     my $s = stack();
-    my $cmd = join(' ', "$s->{LLMGW_BUILD}/accountd",
+    my $cmd = join(' ', "$build/accountd",
                    '-c', $s->{LLMGW_ACCOUNTD_CONF}, map { "'$_'" } @args);
     my $out = `$cmd 2>&1`;
     die "accountd @args failed: $out" if $?;
@@ -200,9 +208,11 @@ sub new_tenant {
     my $tier = $o{tier} // 'free';
     my $name = sprintf('t%d-%d-%s', $$, ++$tenants, $tier);
 
-    accountd('tenant', 'create', '--name', $name, '--tier', $tier);
-    my @lines = split(/\n/, accountd('key', 'create', '--tenant', $name,
-                                      @{ $o{args} // [] }));
+    my $build = $ENV{LLMGW_SETUP_BUILD} || stack()->{LLMGW_BUILD};
+
+    cli($build, 'tenant', 'create', '--name', $name, '--tier', $tier);
+    my @lines = split(/\n/, cli($build, 'key', 'create', '--tenant', $name,
+                                 @{ $o{args} // [] }));
 
     my ($id, $key_id) = db()->selectrow_array(
         'SELECT tenant_id, max(key_id) FROM llm.tenants'
