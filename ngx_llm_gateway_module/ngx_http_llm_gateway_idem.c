@@ -175,6 +175,8 @@ static void ngx_http_llm_gateway_idem_forget(
 static void ngx_http_llm_gateway_idem_expire(
     ngx_http_llm_gateway_idem_zone_t *z, int64_t now, ngx_uint_t n,
     ngx_http_llm_gateway_idem_tenant_t *keep);
+static ngx_uint_t ngx_http_llm_gateway_idem_failed(
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_uint_t *cut);
 static void ngx_http_llm_gateway_idem_finish(
     ngx_http_llm_gateway_idem_zone_t *z, ngx_http_llm_gateway_idem_t *e,
     ngx_uint_t replayable, int64_t now, ngx_msec_t retain);
@@ -783,11 +785,15 @@ ngx_http_llm_gateway_idem_keep(ngx_http_request_t *r,
     status = r->err_status ? r->err_status : r->headers_out.status;
 
     /*
-     * A response that is not a 2xx is no result: its key is free before
-     * its last byte leaves, not once the request is freed, which another
-     * worker's retry of it may well come before.
+     * A response that is not a 2xx, or a 2xx stream that ended in an error
+     * event, is no result: its key is free before its last byte leaves,
+     * not once the request is freed, which the client's own retry of it
+     * may well come before.
      */
-    if (last && (status < NGX_HTTP_OK || status >= 300)) {
+    if (last
+        && (status < NGX_HTTP_OK || status >= 300
+            || ngx_http_llm_gateway_idem_failed(ctx, NULL)))
+    {
         ngx_http_llm_gateway_idem_end(ctx);
     }
 }
@@ -802,7 +808,6 @@ void
 ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_uint_t                         status, cut, failed;
-    llm_usage_t                       *u;
     ngx_http_request_t                *r;
     ngx_http_llm_gateway_idem_t       *e;
     ngx_http_llm_gateway_idem_zone_t  *z;
@@ -821,31 +826,7 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
 
     status = r->err_status ? r->err_status : r->headers_out.status;
 
-    /*
-     * Whether what was kept ends as a response ends: a stream with its
-     * terminal event (the upstream's, or the gateway's error event), a
-     * body with its last buffer.  Joiners of one that does not are told.
-     */
-    u = &ctx->sse.usage;
-
-    if (ctx->streaming) {
-        cut = !(u->done || u->error || ctx->error_event);
-
-    } else if (ctx->metering) {
-        cut = !ctx->response_done;
-
-    } else {
-        cut = ctx->upstream_failed || ctx->client_closed;
-    }
-
-    /*
-     * Not a result either: a stream that ended without its terminal event,
-     * one that ended in an error event (the provider's, in a 200, or the
-     * gateway's), and a body that carries an error.
-     */
-    failed = cut || ctx->error_event
-             || (ctx->streaming && !u->done)
-             || (ctx->metering && u->error);
+    failed = ngx_http_llm_gateway_idem_failed(ctx, &cut);
 
     ngx_shmtx_lock(&z->shpool->mutex);
 
@@ -874,6 +855,45 @@ ngx_http_llm_gateway_idem_end(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     ngx_shmtx_unlock(&z->shpool->mutex);
+}
+
+
+static ngx_uint_t
+ngx_http_llm_gateway_idem_failed(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_uint_t *cut)
+{
+    ngx_uint_t    c;
+    llm_usage_t  *u;
+
+    /*
+     * Whether what was kept ends as a response ends: a stream with its
+     * terminal event (the upstream's, or the gateway's error event), a
+     * body with its last buffer.  Joiners of one that does not are told.
+     */
+    u = &ctx->sse.usage;
+
+    if (ctx->streaming) {
+        c = !(u->done || u->error || ctx->error_event);
+
+    } else if (ctx->metering) {
+        c = !ctx->response_done;
+
+    } else {
+        c = ctx->upstream_failed || ctx->client_closed;
+    }
+
+    if (cut) {
+        *cut = c;
+    }
+
+    /*
+     * Not a result either: a stream that ended without its terminal event,
+     * one that ended in an error event (the provider's, in a 200, or the
+     * gateway's), and a body that carries an error.
+     */
+    return c || ctx->error_event
+           || (ctx->streaming && !u->done)
+           || (ctx->metering && u->error);
 }
 
 

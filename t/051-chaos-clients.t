@@ -98,15 +98,16 @@ my %slow = (%auth, 'x-mock-tokens' => 40, 'x-mock-delay-ms' => 10);
 #
 #   left    client_closed, partial and estimated: the tokens it was sent,
 #           held to max_tokens (50); at any byte, the response headers too
-#   whole   the upstream's own figures (40 out; partial if the gateway saw
-#           the client go after the final usage): the gateway had sent all
-#           before it saw the client go, as nginx's \$bytes_sent says: the
-#           whole stream less what its chunk framing can differ by (one
-#           chunk an event when they come 10 ms apart, fewer when a busy
-#           worker reads several at once; 8 bytes a chunk at most), and
-#           the few digits of headers that vary.  A write to a closed
-#           connection succeeds once, so a client that leaves while the
-#           worker is busy can be sent all the rest in that one write
+#   whole   the upstream's own figures (40 out): the gateway had read the
+#           final usage before it saw the client go.  Not partial: it had
+#           sent all of it, as nginx's \$bytes_sent says: the whole stream
+#           less what its chunk framing can differ by (one chunk an event
+#           when they come 10 ms apart, fewer when a busy worker reads
+#           several at once; 8 bytes a chunk at most), and the few digits
+#           of headers that vary.  Partial: a busy worker read the rest of
+#           the stream, its final usage with it, in one go, and only its
+#           write to the client then failed: sent is at least what the
+#           client read
 #   before  499, nothing charged: it left before the prompt went up, so
 #           before it could read a byte
 #   none    no row, nothing settled: it left before its admission (a
@@ -118,8 +119,9 @@ my %ended = (
                   && $u->{output_tokens} >= min(est_out($seen), 50)
                   && $u->{output_tokens} <= 50 },
     whole => sub { my ($u, $at, $seen, $sent, $len) = @_;
-                   $sent >= $len - 8 * 40 - 16 && ($u->{flags} & ~2) == 0
-                   && $u->{output_tokens} == 40 },
+                   $u->{output_tokens} == 40
+                   && ($u->{flags} == 0 ? $sent >= $len - 8 * 40 - 16
+                       : $u->{flags} == 2 && $sent >= $at) },
     before => sub { my ($u, $at, $seen) = @_;
                     $at == 0 && $u->{status} == 499 && $u->{flags} == 0
                     && $u->{output_tokens} == 0 },

@@ -32,6 +32,7 @@ my $tiny = new_tenant(tier => 'tiny');
 
 # a quota no test reaches: only for its counters of what it was sent
 my $mock = mockllm('-D', 1000000000);
+my $late = mockllm();
 
 my $port2 = LLMGW::Nginx::free_port();
 
@@ -62,6 +63,20 @@ $tiers
         location = /other/v1/chat/completions {
             llm_gateway  zone=llm api=openai;
             proxy_pass   http://127.0.0.1:$mock->{port}/v1/chat/completions;
+        }
+
+        # a request that lives on after its last byte: until its mirror,
+        # 1.5 s at another mock, ends
+        location = /late/v1/chat/completions {
+            llm_gateway  zone=llm api=openai;
+            mirror       /late-mirror;
+            proxy_pass   http://127.0.0.1:$mock->{port}/v1/chat/completions;
+        }
+
+        location = /late-mirror {
+            internal;
+            proxy_set_header  x-mock-ttfb-ms  1500;
+            proxy_pass   http://127.0.0.1:$late->{port}/v1/chat/completions;
         }
     }
 
@@ -400,6 +415,21 @@ for my $c (['inband', { 'x-mock-error-after' => 2 }, 'the provider\'s error even
                    authorization => "Bearer $t->{key}", 'idempotency-key' => $key,
                    %hh);
     ok(!replayed($r), "$what: its retry is not a replay");
+    is(sent() - $n, 1, 'it ran again, upstream');
+
+    # its key is free once its last byte is out, not once the request
+    # ends: the client's retry comes first here
+    $r = http_post($ng->url('/late/v1/chat/completions'), $stream,
+                   authorization => "Bearer $t->{key}",
+                   'idempotency-key' => "late-$key", %hh);
+    like($r->{content}, qr/"error"/, "$what, a request that lives on: its error event");
+    $n = sent();
+    $r = http_post($ng->url('/late/v1/chat/completions'), $stream,
+                   authorization => "Bearer $t->{key}",
+                   'idempotency-key' => "late-$key", %hh);
+    is($r->{status}, 200, 'its retry at once: 200')
+        or diag($r->{content});
+    ok(!replayed($r), 'not a replay, though the first has not ended');
     is(sent() - $n, 1, 'it ran again, upstream');
 }
 

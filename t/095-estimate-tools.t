@@ -106,12 +106,13 @@ EOF
 
 # --- 2. the rate-limit headers -----------------------------------------------
 
-# a duration as the gateway writes it ("250ms", "6s", "1m30.5s"), in ms
+# a duration as the gateway writes it ("250ms", "6s", "1m30.5s"), in
+# whole ms (30.17 * 1000 is a hair above 30170 in floating point)
 sub ms {
     my ($d) = @_;
     return undef unless defined $d;
     return $1 if $d =~ /^(\d+)ms$/;
-    return (($1 // 0) * 60 + $2) * 1000
+    return sprintf('%.0f', (($1 // 0) * 60 + $2) * 1000)
         if $d =~ /^(?:(\d+)m)?(\d+(?:\.\d+)?)s$/;
     return undef;
 }
