@@ -98,33 +98,41 @@ sub metric {
     return $m =~ /^\Q$name\E\{zone="\Q$zone\E"\} (\d+)$/m ? $1 : undef;
 }
 
-# wrk's flood for $secs s over $addrs addresses (from $v6 on, IPv6): its
-# output, to be read by flood_end()
+# wrk's flood for $secs s over $addrs addresses (from $v6 on, IPv6),
+# address $from first: its output, to be read by flood_end()
 sub flood {
-    my ($secs, $addrs, $v6) = @_;
+    my ($secs, $addrs, $v6, $from) = @_;
     my $url = $ng->url('/v1/chat/completions');
+    $from //= 0;
     open(my $w, '-|', "wrk -t2 -c40 -d${secs}s -s "
-         . "$FindBin::Bin/data/bad-keys.lua $url -- 2 $addrs $v6 2>&1")
+         . "$FindBin::Bin/data/bad-keys.lua $url -- 2 $addrs $v6 $from 2>&1")
         or die "wrk: $!";
     return $w;
 }
 
+# the requests sent, and how many addresses from the first on got one
 sub flood_end {
     my ($w) = @_;
     my $out = do { local $/; <$w> };
     close($w);
-    my ($sent) = $out =~ /flood: sent (\d+)/ or diag($out);
+    my ($sent, $covered) = $out =~ /flood: sent (\d+);.* covered (\d+)/
+        or diag($out);
     diag($_) for grep { /flood:|Requests\/sec/ } split(/\n/, $out);
-    return $sent // 0;
+    return ($sent // 0, $covered // 0);
 }
 
 my $store = 'llm_gateway_bad_keys:llm';
 
-# 1. the finding: a 5 s flood from 30,000 addresses, then a tenant whose
-# node the zone has yet to make
-my $sent = flood_end(flood(5, 30000, 30000));
-cmp_ok($sent, '>=', 30000, "the 5 s flood sent $sent bad keys, each of "
-       . 'the 30,000 addresses at least once');
+# 1. the finding: a flood from 30,000 addresses, in floods of 5 s (one,
+# but on a busy machine), then a tenant whose node the zone has yet to make
+my ($sent, $covered, $floods) = (0, 0, 0);
+while ($covered < 30000 && $floods++ < 6) {
+    my ($s, $c) = flood_end(flood(5, 30000, 30000, $covered));
+    $sent += $s;
+    $covered += $c;
+}
+cmp_ok($covered, '>=', 30000, "$floods floods of 5 s sent $sent bad keys, "
+       . 'each of the 30,000 addresses at least once');
 is(valid($first, 20, '192.0.2.1'), '200 x 20',
    'then 20 valid requests of a tenant new to the zone: all 200');
 
@@ -148,8 +156,8 @@ while (time() < $end) {
     $by{ ask($during->{key}, $n++ % 2 ? '192.0.2.2' : undef)->{status} }++;
     sleep(0.05);
 }
-$sent = flood_end($w);
-cmp_ok($sent, '>=', 100000, "the 60 s flood sent $sent bad keys, each of "
+($sent, $covered) = flood_end($w);
+cmp_ok($covered, '>=', 100000, "the 60 s flood sent $sent bad keys, each of "
        . 'the 100,000 addresses at least once');
 is(tally(\%by), "200 x $n", "meanwhile, $n valid requests: all 200");
 

@@ -1,9 +1,10 @@
 -- wrk: bad keys, as a proxy forwards them from many client addresses
--- (X-Forwarded-For).  wrk ... -s bad-keys.lua URL -- THREADS ADDRS V6:
--- address k of ADDRS (k = 0, 1, ... shared out among the threads) is
--- 10.a.b.c below V6, above it 2001:db8:a:b::h, a /64 of its own with a
--- random host part, so that the same /64 comes back with other hosts.
--- done() says the requests sent and the statuses answered.
+-- (X-Forwarded-For).  wrk ... -s bad-keys.lua URL -- THREADS ADDRS V6
+-- [FROM]: address k of ADDRS (k = FROM, FROM + 1, ... shared out among the
+-- threads) is 10.a.b.c below V6, above it 2001:db8:a:b::h, a /64 of its
+-- own with a random host part, so that the same /64 comes back with other
+-- hosts.  done() says the requests sent, the statuses answered, and how
+-- many addresses from FROM on each got one (where the next flood goes on).
 
 local threads = {}
 
@@ -16,7 +17,7 @@ function init(args)
     nthreads = tonumber(args[1])
     addrs = tonumber(args[2])
     v6 = tonumber(args[3])
-    k = id
+    k = id + (tonumber(args[4]) or 0)
     sent = 0
     statuses = {}
     headers = {}
@@ -50,13 +51,15 @@ function response(status, hdrs, b)
 end
 
 function done(summary, latency, requests)
-    local total, by = 0, {}
+    local total, least, by = 0, nil, {}
     for _, t in ipairs(threads) do
         total = total + t:get("sent")
+        least = math.min(least or t:get("sent"), t:get("sent"))
         for _, s in ipairs({ 200, 401, 429, 503 }) do
             by[s] = (by[s] or 0) + (t:get("statuses")[s] or 0)
         end
     end
-    io.write(string.format("flood: sent %d; 200 %d, 401 %d, 429 %d, 503 %d\n",
-        total, by[200], by[401], by[429], by[503]))
+    io.write(string.format("flood: sent %d; 200 %d, 401 %d, 429 %d, 503 %d;"
+        .. " covered %d\n", total, by[200], by[401], by[429], by[503],
+        #threads * (least or 0)))
 end
