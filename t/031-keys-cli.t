@@ -12,6 +12,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use LLMGW ();
 use LLMGW::Accountd;
 use Test::More;
 use Digest::SHA qw(hmac_sha256_hex);
@@ -289,7 +290,7 @@ ok !$dbh->selectrow_array(
     $r8{id}), 'and nothing is rotated';
 
 
-# plain SQL: accountd LISTENs, the snapshot follows within a second
+# plain SQL: accountd LISTENs, the snapshot follows (within a second)
 
 my %k9 = create_key('--tenant', $tenant);
 ok snapshot_find($k9{id}), 'a key in the snapshot';
@@ -299,14 +300,14 @@ my $t0 = time;
 $dbh->do('UPDATE llm.api_keys SET revoked_at = now() WHERE key_id = ?',
          undef, $k9{id});
 ok poll(sub { !snapshot_find($k9{id}) }),
-    'revoked by plain SQL, it leaves the snapshot within 1 s';
+    'revoked by plain SQL, it leaves the snapshot';
 note sprintf 'after %.3f s', time - $t0;
 
 my %k10 = create_key('--tenant', $tenant);
 $dbh->do("UPDATE llm.api_keys SET models = '{mock-gpt-4o-mini}'"
          . ' WHERE key_id = ?', undef, $k10{id});
 ok poll(sub { (snapshot_find($k10{id}) // '') =~ / mock-gpt-4o-mini -$/ }),
-    'models set by plain SQL reach the snapshot within 1 s';
+    'models set by plain SQL reach the snapshot';
 
 $dbh->do('UPDATE llm.tenants SET name = ? WHERE tenant_id = ?', undef,
          "$tag-c", $tenant_id);
@@ -327,12 +328,15 @@ ok poll(sub { log_since($log, $log_start)
 # and the last change is not lost
 
 $log_start = -s $log // 0;
+my $from = time;
 
 for my $i (1 .. 50) {
     $dbh->do('UPDATE llm.api_keys SET models = ? WHERE key_id = ?', undef,
              ["burst-$i"], $k10{id});
     sleep 0.02;
 }
+
+my $span = time - $from;
 
 ok poll(sub { (snapshot_find($k10{id}) // '') =~ / burst-50 -$/ }),
     'after 50 changes the snapshot has the last one';
@@ -345,8 +349,12 @@ my @gaps = map { my $g = $at[$_] - $at[$_ - 1]; $g < 0 ? $g + 86400 : $g }
            1 .. $#at;
 
 # timings do not decide a test: only that changes were merged, not each
-# written (50 changes 20 ms apart, a rewrite at most every 200 ms)
-ok @at >= 1 && @at <= 25, scalar(@at) . ' rewrites for 50 changes'
+# written (50 changes 20 ms apart, about a second in all but on a busy
+# machine: a rewrite at most every 200 ms of the time they took, and one
+# after the last)
+my $most = 2 + int($span / 0.2);
+ok @at >= 1 && @at <= $most, scalar(@at) . ' rewrites for 50 changes in '
+   . sprintf('%.2f s (at most %d)', $span, $most)
     or diag "gaps: @gaps";
 
 # the constraint on models
@@ -536,7 +544,8 @@ sub near {
 
 sub poll {
     my ($cond) = @_;
-    my $deadline = time + 1;
+    # how soon is printed, not asserted
+    my $deadline = time + 10 * LLMGW::time_scale();
 
     while (time < $deadline) {
         return 1 if $cond->();
