@@ -48,7 +48,7 @@ my $ng = nginx(http => <<"EOF")->run();
     # so that requests a busy machine bunches on their way still fit
     llm_gateway_backend  rpm  rpm=1000 queue=300 max_wait=60s;
     llm_gateway_backend  tpm  tpm=2000 queue=100 max_wait=60s;
-    llm_gateway_backend  slow  upstream=rpm  rpm=60 queue=1 max_wait=5s;
+    llm_gateway_backend  slow  upstream=rpm  rpm=20 queue=1 max_wait=5s;
     llm_gateway_backend  one  max_wait=2s;
     llm_gateway_backend  day;
 
@@ -132,8 +132,10 @@ cmp_ok($span, '<=', $least + 2000 * time_scale(),
 note("paced burst of 200: the provider saw them over $span ms "
      . "(199 spacings of 60 ms: $least)");
 
+# less the time the burst took to arrive, which a busy machine stretches
 my @q = map { $_->{headers}{'x-llmgw-queue-ms'} // 0 } @r;
-cmp_ok(max(@q), '>=', $least - 500, 'the last waited about 12 s: ' . max(@q));
+cmp_ok(max(@q), '>=', $least - 2000 * time_scale(),
+       'the last waited about 12 s: ' . max(@q));
 is(scalar(grep { $_->{headers}{'x-llmgw-backend'} eq 'rpm' } @r), 200,
    'each says its backend');
 
@@ -197,7 +199,7 @@ is($r->{headers}{'x-should-retry'}, 'false', 'x-should-retry: false');
 ###############################################################################
 # a waiter that goes leaves no trace; a full queue refuses
 
-# rpm=60: one a second; queue=1
+# rpm=20: one every 3 s (seconds to spare for a busy machine); queue=1
 my $first = http_post($ng->url('/slow/v1/chat/completions'), body(16), %auth);
 is($first->{status}, 200, 'slow: the first goes at once')
     or diag($first->{content});
@@ -217,11 +219,12 @@ for (1 .. 50) {
 $r = http_post($ng->url('/slow/v1/chat/completions'), body(16), %auth);
 my $waited = time() - $t0;
 is($r->{status}, 200, 'slow: the third is served');
-cmp_ok($waited, '<', 1.6,
+# the next slot after it would be 6 s after the first
+cmp_ok($waited, '<', 4.5,
        sprintf('in the slot the second left (%.2f s after it came)',
                $waited));
 
-sleep(1.1);
+sleep(3.1);
 @r = burst($ng->url('/slow/v1/chat/completions'), 3, body(16), \%auth);
 my @full = grep { $_->{status} == 429 } @r;
 is(scalar(@full), 1, 'slow: of 3 at once, one goes, one waits, one is refused');
