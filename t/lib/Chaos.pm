@@ -478,12 +478,14 @@ sub chaos_check {
 
         next unless $ng->{running} && $t->{concurrency};
 
-        # (d) every concurrency slot free: N streams, the N+1th refused
+        # (d) every concurrency slot free: N streams, the N+1th refused.
+        # Each lives 50 s, a token a second: longer than a busy
+        # machine takes to open them all
         my $n = $t->{concurrency};
         my (@open, $refused);
         my $free = 0;
         for (1 .. $n + 1) {
-            my $st = stream_open($ng, $t, 'x-mock-tokens' => 2,
+            my $st = stream_open($ng, $t, 'x-mock-tokens' => 50,
                                  'x-mock-delay-ms' => 1000);
             push(@open, $st);
             if ($st->{status} != 200) {
