@@ -208,9 +208,13 @@ for (1 .. 4) {
     push @slow, $pid;
 }
 
-sleep(0.5);
-is($ng->metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}'), 4,
-   '4 slow ones in flight');
+my $inflight;
+for (1 .. 50 * time_scale()) {
+    $inflight = $ng->metric('llmgw_capacity_inflight\{zone="llm",kind="current"\}');
+    last if ($inflight // 0) >= 4;
+    sleep(0.1);
+}
+is($inflight, 4, '4 slow ones in flight');
 
 kill('KILL', workers($ng));
 waitpid($_, 0) for @slow;

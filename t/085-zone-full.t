@@ -74,7 +74,11 @@ for my $i (1 .. 400) {
 }
 db()->commit();
 
-sleep(1.5);
+# the keys reach the gateway in one set, as accountd pushes it
+for (1 .. 100 * time_scale()) {
+    last if ask($keys[-1], 10)->{status} != 401;
+    sleep(0.1);
+}
 
 my %status;
 $status{ ask($_, 10)->{status} }++ for @keys;

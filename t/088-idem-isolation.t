@@ -376,8 +376,13 @@ for my $api (['/v1/chat/completions', qr/\n\ndata: \{"error":\{[^\n]*"code":"ups
 # the line and its event are ended before the error event
 $h = { 'x-mock-tokens' => 5, 'x-mock-ttfb-ms' => 1000,
        'x-mock-pad-bytes' => 20000 };
+my $before = sent();
 $own = start($ng->url('/v1/chat/completions'), 'pad', $h, $stream);
-sleep(0.3);
+# its key is taken once it went upstream
+for (1 .. 200 * time_scale()) {
+    last if sent() > $before;
+    sleep(0.05);
+}
 $join = start($ng->url('/v1/chat/completions'), 'pad', $h, $stream);
 $p = read_until($join);
 is($p->{headers}{'idempotent-replayed'}, 'true', 'a joiner of a padded stream');
