@@ -324,7 +324,7 @@ for my $c (@unbounded) {
     my $body = $unbounded[0][2];
     my @r = burst($ng->url('/v1/chat/completions'), 2, $body,
                   { authorization => "Bearer $uncapped->{key}",
-                    'x-mock-ttfb-ms' => 500 });
+                    'x-mock-ttfb-ms' => 5000 });
     is_deeply([ sort map { $_->{status} } @r ], [ 200, 429 ],
               'two files at once: the second is refused, the context '
               . 'reserved twice exceeds the burst');

@@ -356,12 +356,12 @@ my @st = map { (post($rl, { model => 'mock-embed', input => 'hi' }))[0]
                ->{status} } 1 .. 3;
 is_deeply(\@st, [ 200, 200, 429 ], 'RPM 2: the third is refused');
 
-# one in flight at a time: of 3 sent at once, held by the mock for a
-# second, one is served and the others refused; the mock saw one at most
+# one in flight at a time: of 3 sent at once, held by the mock for 5 s
+# (longer than a busy machine takes to read all three), one is served and the others refused; the mock saw one at most
 my @one = burst($ng->url('/t/v1/embeddings'), 3,
                 { model => 'mock-embed', input => 'hi' },
                 { authorization => "Bearer $one->{key}",
-                  'x-mock-ttfb-ms' => 1000 });
+                  'x-mock-ttfb-ms' => 5000 });
 is_deeply([ sort map { $_->{status} } @one ], [ 200, 429, 429 ],
           'concurrency 1: of 3 at once, one served');
 is(scalar(grep { ($_->{body} // '') =~ /concurrency_limit_exceeded/ } @one),
