@@ -193,8 +193,7 @@ ngx_http_llm_gateway_error_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
     u_char     *p;
-    size_t      len, mlen;
-    size_t      plen;
+    size_t      len, mlen, plen;
     ngx_buf_t  *b;
     ngx_uint_t  anthropic;
 

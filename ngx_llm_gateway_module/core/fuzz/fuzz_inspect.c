@@ -3,13 +3,13 @@
  * libFuzzer target for the request inspector.  The first byte chooses the
  * API (bits 0-1, and the second byte's bit 6 for the second four: OpenAI,
  * Anthropic, Responses, count_tokens; Embeddings, OpenAI whose backend
- * wants max_tokens, Anthropic, Responses), the tier's
- * max_tokens (bits 2-4) and its default (bits 5-6), and whether the model
- * is an alias to resolve (bit 7); the second byte the depth limit (bits
- * 0-3), the string limit (bits 4-5) and the alias (bits 6-7, which also
- * choose the API's four and above_max=lower).  The rest is the body.  What is accepted must be within the tier's limits, and the
- * body the upstream gets, spliced or rebuilt, must read as the same
- * request with nothing left to add.
+ * wants max_tokens, Anthropic, Responses), the tier's max_tokens (bits
+ * 2-4) and its default (bits 5-6), and whether the model is an alias to
+ * resolve (bit 7); the second byte the depth limit (bits 0-3), the string
+ * limit (bits 4-5) and the alias (bits 6-7, which also choose the API's
+ * four and above_max=lower).  The rest is the body.  What is accepted must
+ * be within the tier's limits, and the body the upstream gets, spliced or
+ * rebuilt, must read as the same request with nothing left to add.
  */
 
 
