@@ -1018,8 +1018,8 @@ ngx_http_llm_gateway_admit_tokens(ngx_http_request_t *r,
         frc = ngx_http_llm_gateway_fair(ctx, zone, node, cost, now, &fwait);
 
         if (frc != LLM_FAIR_OK) {
-            llm_bucket_release_from(&node->state, &ctx->limits, ctx->soft, cost, 0,
-                             now);
+            llm_bucket_release_from(&node->state, &ctx->limits, ctx->soft,
+                                    cost, 0, now);
 
             if (ctx->budget_held) {
                 ngx_http_llm_gateway_budget_unreserve(ctx, node);
