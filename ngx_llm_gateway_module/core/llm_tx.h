@@ -1,0 +1,73 @@
+
+/*
+ * What the translators between dialects share: the request's side of a
+ * translated answer and the sink their output goes to.  A translated
+ * request is one whose client speaks one dialect (Chat Completions,
+ * Messages, Responses) and whose backend another (Chat Completions or
+ * Messages): llm_tx_request.h writes the backend's request,
+ * llm_tx_stream.h the client's stream, llm_tx_body.h the client's whole
+ * answer or error.  Plain C with cJSON, no nginx types.
+ */
+
+#ifndef _LLM_TX_H_INCLUDED_
+#define _LLM_TX_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llm_record.h"
+
+
+/* the most of a refusal's field path and message */
+#define LLM_TX_PARAM_MAX          96
+#define LLM_TX_MESSAGE_MAX        256
+
+/* the most of an id the client's dialect needs and the backend's lacks */
+#define LLM_TX_ID_MAX             64
+
+
+/*
+ * Takes len bytes of the client's answer; they are copied or sent before
+ * it returns.  Returns 0, or -1 to stop the translation.
+ */
+typedef int (*llm_tx_out_pt)(void *ctx, const char *p, size_t len);
+
+/*
+ * Gives size bytes holding the len first bytes of old (which it may free),
+ * or NULL: the memory of what a translator keeps beyond its fixed state.
+ */
+typedef char *(*llm_tx_grow_pt)(void *ctx, char *old, size_t len,
+    size_t size);
+
+
+/* the request an answer is translated for */
+typedef struct {
+    llm_api_e       from;          /* the backend's: OPENAI, ANTHROPIC */
+    llm_api_e       to;            /* the client's: OPENAI, ANTHROPIC,
+                                      RESPONSES */
+
+    /* the model the client called, where the backend's answer has none */
+    const char     *model;
+    size_t          model_len;
+
+    /* the gateway's request id: the seed of ids the backend did not give */
+    const char     *id;
+    size_t          id_len;
+
+    int64_t         created;       /* unix seconds: OpenAI's "created" */
+    int64_t         est_input;     /* the prompt estimate: Anthropic's
+                                      message_start, before the figure */
+    int64_t         max_tokens;    /* the output limit the backend got */
+
+    /* memory for what must be kept (Responses' final object), at most max */
+    llm_tx_grow_pt  grow;
+    void           *grow_ctx;
+    size_t          max;
+
+    unsigned        include_usage:1;   /* Chat: the client asked for the
+                                          usage chunk */
+} llm_tx_conf_t;
+
+
+#endif /* _LLM_TX_H_INCLUDED_ */
