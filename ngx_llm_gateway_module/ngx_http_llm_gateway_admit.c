@@ -613,6 +613,9 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     allowed = ngx_http_llm_gateway_auth_model_allowed(ctx, ctx->req.model,
                                                        ctx->req.model_len);
 
+    /* what a backend of another dialect gets translated */
+    ctx->body = body;
+
     /* a role: its backend for this attempt, and that backend's model */
     rc = ngx_http_llm_gateway_route(r, ctx);
 
@@ -803,7 +806,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ctx->admitted = 1;
     ctx->admitted_ms = now;
 
-    if ((llm_inspect_needs_rewrite(&ctx->req)
+    if (((llm_inspect_needs_rewrite(&ctx->req) || ctx->translated)
          && ngx_http_llm_gateway_request_rewrite_body(r, ctx, &body) != NGX_OK)
         || ngx_http_llm_gateway_request_identity(r) != NGX_OK)
     {

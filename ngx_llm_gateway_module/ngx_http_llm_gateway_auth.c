@@ -912,6 +912,51 @@ ngx_http_llm_gateway_header_passed(ngx_table_elt_t *h, ngx_array_t *extra)
  * name.
  */
 
+static ngx_uint_t
+ngx_http_llm_gateway_auth_other_dialect(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_table_elt_t *h)
+{
+    /* a translated request: Anthropic's headers go to Anthropic alone */
+    return ctx->translated && ctx->up_api != LLM_API_ANTHROPIC
+           && h->key.len > sizeof("anthropic-") - 1
+           && ngx_strncmp(h->lowcase_key, "anthropic-",
+                          sizeof("anthropic-") - 1)
+              == 0;
+}
+
+
+/*
+ * A request translated for Anthropic's API needs the version header its
+ * client did not send: the one the translation writes for.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_auth_anthropic_version(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_str_t         name = ngx_string("anthropic-version");
+    ngx_table_elt_t  *h;
+
+    if (!ctx->translated || ctx->up_api != LLM_API_ANTHROPIC
+        || ngx_http_llm_gateway_request_find_header(r, &name) != NULL)
+    {
+        return NGX_OK;
+    }
+
+    h = ngx_list_push(&r->headers_in.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_str_set(&h->key, "anthropic-version");
+    ngx_str_set(&h->value, "2023-06-01");
+    h->lowcase_key = (u_char *) "anthropic-version";
+    h->hash = ngx_hash_key(h->lowcase_key, h->key.len);
+
+    return NGX_OK;
+}
+
+
 ngx_int_t
 ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
@@ -923,6 +968,10 @@ ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
     ngx_http_llm_gateway_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    if (ngx_http_llm_gateway_auth_anthropic_version(r, ctx) != NGX_OK) {
+        return NGX_ERROR;
+    }
 
     if (ctx->dropped == NULL) {
         ctx->dropped = ngx_array_create(r->pool, 4,
@@ -950,7 +999,8 @@ ngx_http_llm_gateway_auth_pass_only(ngx_http_request_t *r,
         if (h[i].key.len == 0
             || (h[i].key.len == 2 && h[i].lowcase_key[0] == 't'
                 && h[i].lowcase_key[1] == 'e')
-            || ngx_http_llm_gateway_header_passed(&h[i], llcf->pass_headers))
+            || (ngx_http_llm_gateway_header_passed(&h[i], llcf->pass_headers)
+                && !ngx_http_llm_gateway_auth_other_dialect(ctx, &h[i])))
         {
             continue;
         }

@@ -34,7 +34,8 @@ static ngx_uint_t  ngx_http_llm_gateway_backend_tag;
 /*
  * llm_gateway_backend name [upstream=name] [rpm=n] [tpm=n] [queue=n]
  *     [max_wait=time] [failures=n] [fail_timeout=time]
- *     [limit_param=max_completion_tokens|max_tokens];
+ *     [limit_param=max_completion_tokens|max_tokens]
+ *     [api=openai|anthropic|responses];
  */
 
 char *
@@ -100,6 +101,21 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 
         if (ngx_http_llm_gateway_backend_limit_param(b, &value[i]) == NGX_OK)
         {
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=openai") == 0) {
+            b->api = LLM_API_OPENAI;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=anthropic") == 0) {
+            b->api = LLM_API_ANTHROPIC;
+            continue;
+        }
+
+        if (ngx_strcmp(value[i].data, "api=responses") == 0) {
+            b->api = LLM_API_RESPONSES;
             continue;
         }
 

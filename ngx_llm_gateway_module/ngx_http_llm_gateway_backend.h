@@ -45,6 +45,8 @@ struct ngx_http_llm_gateway_backend_s {
     ngx_uint_t                   failures;     /* in a row open it; 0: no */
     ngx_msec_t                   fail_timeout;
     llm_breaker_conf_t           breaker;
+    llm_api_e                    api;          /* its dialect; 0: that of
+                                                  each location it serves */
     ngx_uint_t                   chat_max_tokens;  /* limit_param=max_tokens:
                                                   Chat's default output
                                                   limit under that name */

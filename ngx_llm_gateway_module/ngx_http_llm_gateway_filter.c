@@ -19,6 +19,7 @@
 #include "ngx_http_llm_gateway_idem.h"
 #include "ngx_http_llm_gateway_json.h"
 #include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_translate.h"
 
 
 /*
@@ -32,6 +33,11 @@
 
 /* the most held back to cut out a usage chunk: real ones are < 1k */
 #define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
+
+
+/* the dialect the backend answers in: the client's unless translated */
+#define ngx_http_llm_gateway_filter_api(ctx)                                  \
+    ((ctx)->translated ? (ctx)->up_api : (ctx)->req.api)
 
 
 /* the pieces of a stream's buffer the client gets, as a chain */
@@ -65,6 +71,14 @@ static ngx_int_t ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o);
 static void ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r,
     ngx_int_t rc);
+static ngx_int_t ngx_http_llm_gateway_stream_init(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_hold(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_held_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
+static int ngx_http_llm_gateway_out_tx(void *data, const char *p,
+    size_t len);
 static char *ngx_http_llm_gateway_grow(void *data, char *old, size_t len,
     size_t size);
 
@@ -89,10 +103,9 @@ ngx_http_llm_gateway_filter_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 {
-    ngx_int_t                         rc;
-    ngx_str_t                        *type;
-    ngx_http_llm_gateway_ctx_t       *ctx;
-    ngx_http_llm_gateway_loc_conf_t  *llcf;
+    ngx_int_t                    rc;
+    ngx_str_t                   *type;
+    ngx_http_llm_gateway_ctx_t  *ctx;
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
@@ -151,6 +164,38 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         r->upstream->finalize_request = ngx_http_llm_gateway_upstream_finalize;
     }
 
+    type = &r->headers_out.content_type;
+
+    /* a translated answer: a stream event by event, else held whole */
+    if (ctx->translated) {
+        if (r->headers_out.status >= NGX_HTTP_OK
+            && r->headers_out.status < NGX_HTTP_SPECIAL_RESPONSE
+            && type->len >= sizeof("text/event-stream") - 1
+            && ngx_strncasecmp(type->data, (u_char *) "text/event-stream",
+                               sizeof("text/event-stream") - 1)
+               == 0
+            && (r->headers_out.content_encoding == NULL
+                || r->headers_out.content_encoding->value.len == 0))
+        {
+            if (ngx_http_llm_gateway_stream_init(r, ctx) != NGX_OK
+                || ngx_http_llm_gateway_translate_stream_init(r, ctx)
+                   != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            ngx_http_clear_content_length(r);
+            ngx_http_clear_accept_ranges(r);
+            ngx_http_clear_etag(r);
+
+            r->filter_need_in_memory = 1;
+
+            return ngx_http_next_header_filter(r);
+        }
+
+        return ngx_http_llm_gateway_hold(r, ctx);
+    }
+
     /* encoded bytes cannot be read: the reservation then stands in full */
     if (r->headers_out.content_encoding
         && r->headers_out.content_encoding->value.len)
@@ -162,28 +207,14 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
-    type = &r->headers_out.content_type;
-
     if (type->len >= sizeof("text/event-stream") - 1
         && ngx_strncasecmp(type->data, (u_char *) "text/event-stream",
                            sizeof("text/event-stream") - 1)
            == 0)
     {
-        /* most events are a few hundred bytes: a larger one grows it */
-        ctx->sse.buf = ngx_pnalloc(r->pool, NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
-        if (ctx->sse.buf == NULL) {
+        if (ngx_http_llm_gateway_stream_init(r, ctx) != NGX_OK) {
             return NGX_ERROR;
         }
-
-        llm_sse_init(&ctx->sse, ctx->req.api, ctx->sse.buf,
-                     NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
-
-        llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
-
-        ctx->sse.grow = ngx_http_llm_gateway_grow;
-        ctx->sse.grow_ctx = r->pool;
-        ctx->sse.max = ngx_max(llcf->response_buffer,
-                               NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
 
         /* the client did not ask for the usage chunk: it is ours */
         if (ctx->req.add_include_usage) {
@@ -195,17 +226,6 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
 
             ctx->sse.hold_cap = NGX_HTTP_LLM_GATEWAY_HOLD_MAX;
             ctx->sse.strip = 1;
-        }
-
-        ctx->streaming = 1;
-        ctx->metering = 1;
-
-        /*
-         * Each event must reach the client as it comes: the same switch
-         * that "X-Accel-Buffering: no" flips, read right after this filter.
-         */
-        if (r->upstream) {
-            r->upstream->buffering = 0;
         }
 
     } else if (type->len >= sizeof("application/json") - 1
@@ -225,6 +245,155 @@ ngx_http_llm_gateway_header_filter(ngx_http_request_t *r)
     }
 
     return ngx_http_next_header_filter(r);
+}
+
+
+/* the parser of a stream in the backend's dialect, as it passes */
+
+static ngx_int_t
+ngx_http_llm_gateway_stream_init(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    /* most events are a few hundred bytes: a larger one grows it */
+    ctx->sse.buf = ngx_pnalloc(r->pool, NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
+    if (ctx->sse.buf == NULL) {
+        return NGX_ERROR;
+    }
+
+    llm_sse_init(&ctx->sse, ngx_http_llm_gateway_filter_api(ctx),
+                 ctx->sse.buf, NGX_HTTP_LLM_GATEWAY_EVENT_INIT);
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    ctx->sse.grow = ngx_http_llm_gateway_grow;
+    ctx->sse.grow_ctx = r->pool;
+    ctx->sse.max = ngx_max(llcf->response_buffer,
+                           NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
+
+    ctx->streaming = 1;
+    ctx->metering = 1;
+
+    /*
+     * Each event must reach the client as it comes: the same switch that
+     * "X-Accel-Buffering: no" flips, read right after this filter.
+     */
+    if (r->upstream) {
+        r->upstream->buffering = 0;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A translated whole answer (a success or an error) goes out once it is
+ * all in and written in the client's dialect: its headers wait for it, as
+ * the XSLT filter's do, so that its length and an answer that cannot be
+ * translated (a 502) are known before them.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_hold(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ctx->tx_hold = 1;
+    ctx->metering = 1;
+
+    r->filter_need_in_memory = 1;
+
+    if (r->header_only) {
+        return ngx_http_next_header_filter(r);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_gateway_held_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
+{
+    ngx_int_t     rc;
+    ngx_str_t     body;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl, out;
+    ngx_uint_t    last;
+
+    last = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (ngx_buf_in_memory(b)) {
+            if (ngx_http_llm_gateway_copy_json(r, ctx, b->pos,
+                                               b->last - b->pos)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+        } else if (ngx_buf_size(b)) {
+            ctx->json_overflow = 1;
+        }
+
+        /* consumed: the proxy may reuse it */
+        b->pos = b->last;
+        b->file_pos = b->file_last;
+
+        if (b->last_buf) {
+            last = 1;
+        }
+    }
+
+    if (!last) {
+        return NGX_OK;
+    }
+
+    ngx_http_llm_gateway_filter_response_end(ctx);
+
+    if (ngx_http_llm_gateway_translate_body(r, ctx, &body) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ctx->tx_hold = 0;
+
+    ngx_http_clear_content_length(r);
+    ngx_http_clear_accept_ranges(r);
+    ngx_http_clear_etag(r);
+
+    r->headers_out.content_length_n = body.len;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset.len = 0;
+
+    rc = ngx_http_next_header_filter(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->pos = body.data;
+    b->last = body.data + body.len;
+    b->start = b->pos;
+    b->end = b->last;
+    b->memory = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    ngx_http_llm_gateway_idem_keep(r, ctx, &out);
+
+    return ngx_http_next_body_filter(r, &out);
 }
 
 
@@ -256,6 +425,12 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     ngx_http_llm_gateway_json_pool(r->pool);
+
+    if (ctx->tx_hold) {
+        rc = ngx_http_llm_gateway_held_body(r, ctx, in);
+        ngx_http_llm_gateway_json_pool(NULL);
+        return rc;
+    }
 
     if (ctx->streaming) {
         rc = ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
@@ -387,9 +562,17 @@ ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
         if (ngx_buf_in_memory(b) && ngx_buf_size(b)) {
             len = b->last - b->pos;
 
-            if (llm_sse_filter(&ctx->sse, (char *) b->pos, len,
-                               ngx_http_llm_gateway_out, &o)
-                != 0)
+            if (ctx->translated) {
+                if (ngx_http_llm_gateway_translate_stream(ctx, b->pos, len,
+                                              ngx_http_llm_gateway_out_tx, &o)
+                    != NGX_OK)
+                {
+                    return NGX_ERROR;
+                }
+
+            } else if (llm_sse_filter(&ctx->sse, (char *) b->pos, len,
+                                      ngx_http_llm_gateway_out, &o)
+                       != 0)
             {
                 return NGX_ERROR;
             }
@@ -494,6 +677,15 @@ ngx_http_llm_gateway_out(void *data, const char *p, size_t len)
 }
 
 
+/* a translator's output is its own: always copied */
+
+static int
+ngx_http_llm_gateway_out_tx(void *data, const char *p, size_t len)
+{
+    return (ngx_http_llm_gateway_out_copy(data, p, len) == NGX_OK) ? 0 : -1;
+}
+
+
 static ngx_int_t
 ngx_http_llm_gateway_out_copy(ngx_http_llm_gateway_out_t *o, const char *p,
     size_t len)
@@ -550,8 +742,21 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
 
     ctx->response_done = 1;
 
-    if (llm_sse_filter_end(&ctx->sse, ngx_http_llm_gateway_out, o, &closing)
-        != 0)
+    if (ctx->translated) {
+        /* the translator's output ends between events */
+        closing = "";
+
+        if (ngx_http_llm_gateway_translate_stream_end(ctx,
+                                                   ngx_http_llm_gateway_out_tx,
+                                                   o)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+    } else if (llm_sse_filter_end(&ctx->sse, ngx_http_llm_gateway_out, o,
+                                  &closing)
+               != 0)
     {
         return NGX_ERROR;
     }
@@ -676,7 +881,11 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->response_done = 1;
 
     if (ctx->streaming) {
-        llm_sse_finish(&ctx->sse);
+        if (!ctx->translated) {
+            /* a translated stream's end is the translator's (stream_end) */
+            llm_sse_finish(&ctx->sse);
+        }
+
         return;
     }
 
@@ -686,7 +895,8 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     if (ctx->json_tail) {
-        (void) llm_sse_usage_from_tail(ctx->req.api, (char *) ctx->json,
+        (void) llm_sse_usage_from_tail(ngx_http_llm_gateway_filter_api(ctx),
+                                       (char *) ctx->json,
                                        ctx->json_len, &ctx->sse.usage);
 
         if (!ctx->sse.usage.done) {
@@ -697,8 +907,9 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
     }
 
     if (!ctx->json_overflow && ctx->json_len) {
-        (void) llm_sse_usage_from_json(ctx->req.api, (char *) ctx->json,
-                                   ctx->json_len, &ctx->sse.usage);
+        (void) llm_sse_usage_from_json(ngx_http_llm_gateway_filter_api(ctx),
+                                       (char *) ctx->json, ctx->json_len,
+                                       &ctx->sse.usage);
     }
 }
 

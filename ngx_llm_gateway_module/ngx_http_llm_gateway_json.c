@@ -27,10 +27,16 @@ static ngx_pool_t  *ngx_http_llm_gateway_cjson_pool;
  * so memory is always freed by the allocator that gave it.
  */
 
-void
+ngx_pool_t *
 ngx_http_llm_gateway_json_pool(ngx_pool_t *pool)
 {
+    ngx_pool_t  *prev;
+
+    /* the bracket being left, for one opened inside another */
+    prev = ngx_http_llm_gateway_cjson_pool;
     ngx_http_llm_gateway_cjson_pool = pool;
+
+    return prev;
 }
 
 

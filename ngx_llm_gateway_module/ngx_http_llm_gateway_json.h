@@ -7,7 +7,7 @@
 
 
 void ngx_http_llm_gateway_json_init(void);
-void ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
+ngx_pool_t *ngx_http_llm_gateway_json_pool(ngx_pool_t *pool);
 
 
 #endif /* _NGX_HTTP_LLM_GATEWAY_JSON_H_INCLUDED_ */

@@ -21,6 +21,7 @@
 #include "ngx_http_llm_gateway_models.h"
 #include "ngx_http_llm_gateway_reply.h"
 #include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_translate.h"
 #include "ngx_http_llm_gateway_zone.h"
 
 #include <cJSON.h>
@@ -301,7 +302,8 @@ typedef enum {
     NGX_HTTP_LLM_GATEWAY_VAR_MAX_TOKENS,
     NGX_HTTP_LLM_GATEWAY_VAR_N,
     NGX_HTTP_LLM_GATEWAY_VAR_STREAM,
-    NGX_HTTP_LLM_GATEWAY_VAR_PARTS
+    NGX_HTTP_LLM_GATEWAY_VAR_PARTS,
+    NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM_URI
 } ngx_http_llm_gateway_var_e;
 
 
@@ -353,6 +355,9 @@ static ngx_http_variable_t  ngx_http_llm_gateway_vars[] = {
 
     { ngx_string("llm_parts"), NULL, ngx_http_llm_gateway_variable,
       NGX_HTTP_LLM_GATEWAY_VAR_PARTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_upstream_uri"), NULL, ngx_http_llm_gateway_variable,
+      NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM_URI, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -1817,9 +1822,23 @@ ngx_http_llm_gateway_variable(ngx_http_request_t *r,
 {
     u_char                      *p;
     int64_t                      n;
+    ngx_str_t                    uri;
     ngx_http_llm_gateway_ctx_t  *ctx;
 
     ctx = ngx_http_llm_gateway_ctx_get(r->main);
+
+    if (data == NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM_URI) {
+        /* always a path: the location's where nothing is translated */
+        ngx_http_llm_gateway_translate_uri(r->main, ctx, &uri);
+
+        v->data = uri.data;
+        v->len = uri.len;
+        v->valid = 1;
+        v->no_cacheable = 0;
+        v->not_found = 0;
+
+        return NGX_OK;
+    }
 
     v->not_found = 1;
 

@@ -26,6 +26,7 @@
 #include "llm_record.h"
 #include "llm_settle.h"
 #include "llm_sse.h"
+#include "llm_tx.h"
 
 
 /* as accountd's, which the two are released with */
@@ -437,6 +438,17 @@ typedef struct {
     unsigned                     answered:1;    /* the answer was read */
     unsigned                     trial:2;       /* half-open trials */
     unsigned                     pressed:1;     /* told of saturation */
+
+    /* translation (translate.c): this attempt's backend's dialect */
+    llm_api_e                    up_api;
+    void                        *tx;            /* translate.c's state */
+    uint32_t                     not_translated;  /* members whose dialect
+                                                    cannot take it */
+
+    unsigned                     translated:1;  /* up_api is not the
+                                                   location's */
+    unsigned                     tx_hold:1;     /* a whole answer, held to
+                                                   be translated */
 
     /* the response as it passes (filter.c) */
     llm_sse_t                    sse;

@@ -12,6 +12,7 @@
 #include "ngx_http_llm_gateway_backend.h"
 #include "ngx_http_llm_gateway_json.h"
 #include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_translate.h"
 
 
 /*
@@ -126,12 +127,22 @@ ngx_http_llm_gateway_request_rewrite_body(ngx_http_request_t *r,
 {
     u_char       *p, *s;
     size_t        len;
+    ngx_str_t     tx;
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
 
     (void) ngx_http_llm_gateway_request_limit_name(ctx);
 
-    if (ctx->req.rebuild) {
+    if (ctx->translated) {
+        /* the backend's dialect, written from the client's body */
+        if (ngx_http_llm_gateway_translate_request(r, ctx, &tx) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        p = tx.data;
+        len = tx.len;
+
+    } else if (ctx->req.rebuild) {
         ngx_http_llm_gateway_json_pool(r->pool);
         s = (u_char *) llm_inspect_rebuild((char *) body->data, body->len,
                                            &ctx->req);
@@ -255,7 +266,7 @@ ngx_http_llm_gateway_request_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_zone_t    *zone;
     ngx_http_llm_gateway_flight_t  *f;
 
-    if (llm_inspect_needs_rewrite(&ctx->req)
+    if ((llm_inspect_needs_rewrite(&ctx->req) || ctx->translated)
         && ngx_http_llm_gateway_request_rewrite_body(r, ctx,
                                                      &ctx->body) != NGX_OK)
     {

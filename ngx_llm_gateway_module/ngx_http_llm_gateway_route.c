@@ -13,10 +13,11 @@
 #include "ngx_http_llm_gateway_budget.h"
 #include "ngx_http_llm_gateway_clock.h"
 #include "ngx_http_llm_gateway_reply.h"
+#include "ngx_http_llm_gateway_translate.h"
 
 
 /* " Left out: ..." of a refusal, at most */
-#define NGX_HTTP_LLM_GATEWAY_LEFT_OUT      256
+#define NGX_HTTP_LLM_GATEWAY_LEFT_OUT      384
 
 
 static ngx_uint_t ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
@@ -25,6 +26,8 @@ static void ngx_http_llm_gateway_left_out(ngx_http_llm_gateway_ctx_t *ctx,
     u_char *buf);
 static void ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_route_translatable(
+    ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
 
 
 static const char  *ngx_http_llm_gateway_states[] = {
@@ -54,6 +57,13 @@ ngx_http_llm_gateway_route(ngx_http_request_t *r,
     if (ctx->role == NULL) {
         llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
         ctx->backend = llcf->backend;
+        ngx_http_llm_gateway_translate_use(r, ctx);
+
+        /* the location's own backend: a request it cannot take is a 400 */
+        if (ctx->translated) {
+            return ngx_http_llm_gateway_route_translatable(r, ctx);
+        }
+
         return NGX_OK;
     }
 
@@ -99,7 +109,7 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
     /* a pass rules out one candidate, unless states change meanwhile */
     for (n = 0; n < 2 * NGX_HTTP_LLM_GATEWAY_BACKENDS; n++) {
         out = ctx->tried | ctx->not_allowed | ctx->not_priced
-              | ctx->not_covered;
+              | ctx->not_covered | ctx->not_translated;
 
         best = NGX_MAX_UINT32_VALUE;
         total = 0;
@@ -180,7 +190,8 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
      */
     first = -1;
     worst = NGX_HTTP_LLM_GATEWAY_UP;
-    out = ctx->not_allowed | ctx->not_priced | ctx->not_covered;
+    out = ctx->not_allowed | ctx->not_priced | ctx->not_covered
+          | ctx->not_translated;
 
     for (i = 0; i < ctx->role->members.nelts; i++) {
         if (out & ((uint32_t) 1 << i) & ~ctx->tried) {
@@ -255,7 +266,43 @@ ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
         return 0;
     }
 
+    if (!ngx_http_llm_gateway_translate_can(r, ctx, m[i].backend, model)) {
+        ctx->not_translated |= bit;
+        return 0;
+    }
+
     return 1;
+}
+
+
+/* a request to the location's backend, of another dialect */
+
+static ngx_int_t
+ngx_http_llm_gateway_route_translatable(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_str_t    model;
+    const char  *param, *message;
+
+    model.data = (u_char *) ctx->req.model;
+    model.len = ctx->req.model_len;
+
+    if (ngx_http_llm_gateway_translate_can(r, ctx, ctx->backend, &model)) {
+        return NGX_OK;
+    }
+
+    if (ctx->tx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_llm_gateway_translate_refusal(ctx, &param, &message);
+    ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                      "invalid_request_error",
+                                      "unsupported_parameter", param,
+                                      message);
+    ctx->never = 1;
+
+    return NGX_DECLINED;
 }
 
 
@@ -325,6 +372,7 @@ ngx_http_llm_gateway_route_use(ngx_http_request_t *r,
     ngx_str_t  *model;
 
     ctx->backend = m->backend;
+    ngx_http_llm_gateway_translate_use(r, ctx);
 
     model = m->model.len ? &m->model : &ctx->role_name;
 
@@ -446,21 +494,24 @@ static void
 ngx_http_llm_gateway_left_out(ngx_http_llm_gateway_ctx_t *ctx, u_char *buf)
 {
     u_char      *p;
-    ngx_uint_t   i, n[3];
+    ngx_uint_t   i, n[4];
 
     static const char  *why[] = {
         "whose model this API key or its tier may not call",
         "whose model has no price (this tier serves priced models only)",
-        "whose model costs more than the spend cap held for the request"
+        "whose model costs more than the spend cap held for the request",
+        "whose API this request cannot be translated to"
     };
 
     n[0] = (ngx_uint_t) __builtin_popcount(ctx->not_allowed & ~ctx->tried);
     n[1] = (ngx_uint_t) __builtin_popcount(ctx->not_priced & ~ctx->tried);
     n[2] = (ngx_uint_t) __builtin_popcount(ctx->not_covered & ~ctx->tried);
+    n[3] = (ngx_uint_t) __builtin_popcount(ctx->not_translated
+                                           & ~ctx->tried);
 
     p = buf;
 
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         if (n[i] == 0) {
             continue;
         }
@@ -488,8 +539,24 @@ static void
 ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
-    u_char     *p, left[NGX_HTTP_LLM_GATEWAY_LEFT_OUT];
-    ngx_str_t   name;
+    u_char      *p, left[NGX_HTTP_LLM_GATEWAY_LEFT_OUT];
+    uint32_t     other;
+    ngx_str_t    name;
+    const char  *param, *message;
+
+    other = (ctx->not_allowed | ctx->not_priced | ctx->not_covered)
+            & ~ctx->tried;
+
+    /* only dialects that cannot take it: the request is the client's error */
+    if (other == 0 && (ctx->not_translated & ~ctx->tried)) {
+        ngx_http_llm_gateway_translate_refusal(ctx, &param, &message);
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                          "invalid_request_error",
+                                          "unsupported_parameter", param,
+                                          message);
+        ctx->never = 1;
+        return;
+    }
 
     (void) ngx_http_llm_gateway_reply_safe(r->pool, ctx->role_name.data,
                                            ctx->role_name.len,
