@@ -26,6 +26,8 @@ static void ngx_http_llm_gateway_left_out(ngx_http_llm_gateway_ctx_t *ctx,
     u_char *buf);
 static void ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_uint_t ngx_http_llm_gateway_route_native(ngx_http_request_t *r,
+    ngx_http_llm_gateway_member_t *m);
 static ngx_int_t ngx_http_llm_gateway_route_translatable(
     ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
 
@@ -100,7 +102,7 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
     int64_t                         until, first, tenant;
     uint32_t                        out;
     ngx_uint_t                      i, n, best, total, pick, state, worst;
-    ngx_uint_t                      trials;
+    ngx_uint_t                      trials, native, only_native;
     ngx_http_llm_gateway_member_t  *m, *chosen;
 
     m = ctx->role->members.elts;
@@ -113,6 +115,7 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
 
         best = NGX_MAX_UINT32_VALUE;
         total = 0;
+        native = 0;
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((out & ((uint32_t) 1 << i))
@@ -126,10 +129,15 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
             if (m[i].priority < best) {
                 best = m[i].priority;
                 total = 0;
+                native = 0;
             }
 
             if (m[i].priority == best) {
                 total += m[i].weight;
+
+                if (ngx_http_llm_gateway_route_native(r, &m[i])) {
+                    native += m[i].weight;
+                }
             }
         }
 
@@ -137,11 +145,17 @@ ngx_http_llm_gateway_route_choose(ngx_http_request_t *r,
             break;
         }
 
+        /* of the best, those that need no translation, if any */
+        only_native = (native != 0);
+        total = only_native ? native : total;
+
         pick = (ngx_uint_t) ngx_random() % total;
         chosen = NULL;
 
         for (i = 0; i < ctx->role->members.nelts; i++) {
             if ((out & ((uint32_t) 1 << i)) || m[i].priority != best
+                || (only_native
+                    && !ngx_http_llm_gateway_route_native(r, &m[i]))
                 || ngx_http_llm_gateway_route_state(m[i].backend, tenant,
                                                       now, 0, NULL, 0,
                                                       &until)
@@ -272,6 +286,20 @@ ngx_http_llm_gateway_eligible(ngx_http_request_t *r,
     }
 
     return 1;
+}
+
+
+/* m speaks the client's dialect: nothing to translate */
+
+static ngx_uint_t
+ngx_http_llm_gateway_route_native(ngx_http_request_t *r,
+    ngx_http_llm_gateway_member_t *m)
+{
+    ngx_http_llm_gateway_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
+
+    return ngx_http_llm_gateway_translate_api(r, m->backend) == llcf->api;
 }
 
 
