@@ -1275,11 +1275,11 @@ llm_txr_msg_check(llm_txr_t *t, const cJSON *in)
     v = llm_txr_get(in, "thinking");
 
     if (v) {
-        llm_txr_push(t, "thinking");
-
         if (!llm_txr_is(v, "type", "disabled")) {
-            return llm_txr_foreign(t, "type");
+            return llm_txr_foreign(t, "thinking");
         }
+
+        llm_txr_push(t, "thinking");
 
         if (llm_txr_known(t, v, thinking) != 0) {
             return -1;
@@ -2826,10 +2826,11 @@ llm_txr_texts(llm_txr_t *t, const cJSON *blocks, const char *sep,
         }
 
         if (!llm_txr_is(b, "type", "text")) {
-            llm_txr_fail(t, "type", "only text and tool_use blocks %s can "
-                         "be sent to a backend of another dialect",
-                         assistant ? "of an assistant message"
-                                   : "of a tool result");
+            llm_txr_fail(t, "type", "only %s can be sent to a backend of "
+                         "another dialect",
+                         assistant ? "text and tool_use blocks of an "
+                                     "assistant message"
+                                   : "text blocks of a tool result");
             return NULL;
         }
 
@@ -3109,19 +3110,38 @@ llm_txr_pop(llm_txr_t *t, size_t old)
 }
 
 
+/* the message names the member by its whole path */
+
 static int
 llm_txr_foreign(llm_txr_t *t, const char *member)
 {
-    return llm_txr_fail(t, member, "'%s' cannot be sent to a backend of "
-                        "another dialect", member);
+    char  buf[LLM_TX_MESSAGE_MAX];
+
+    if (t->rc != 0) {
+        return -1;
+    }
+
+    (void) llm_txr_fail(t, member, "cannot be sent");
+
+    if (snprintf(buf, sizeof(buf), "'%s' cannot be sent to a backend of "
+                 "another dialect", t->out->param)
+        > 0)
+    {
+        llm_txr_copy(t->out->message, sizeof(t->out->message), buf);
+    }
+
+    return -1;
 }
 
 
 static int
 llm_txr_bad(llm_txr_t *t, const char *member, const char *what)
 {
-    return llm_txr_fail(t, member, "%s%s%smust be %s", member ? "'" : "",
-                        member ? member : "", member ? "' " : "", what);
+    if (member == NULL) {
+        return llm_txr_fail(t, NULL, "this member must be %s", what);
+    }
+
+    return llm_txr_fail(t, member, "'%s' must be %s", member, what);
 }
 
 
