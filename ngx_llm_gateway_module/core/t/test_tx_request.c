@@ -934,6 +934,99 @@ tx_huge(void)
     free(body);
 }
 
+/* allocations through cJSON's hooks, the n-th and later failing */
+
+static long  tx_live;
+static long  tx_allocs;
+static long  tx_fail_at;
+
+
+static void *
+tx_malloc(size_t size)
+{
+    void  *p;
+
+    if (tx_fail_at >= 0 && tx_allocs >= tx_fail_at) {
+        return NULL;
+    }
+
+    p = malloc(size);
+
+    if (p) {
+        tx_allocs++;
+        tx_live++;
+    }
+
+    return p;
+}
+
+
+static void
+tx_free(void *p)
+{
+    if (p) {
+        tx_live--;
+    }
+
+    free(p);
+}
+
+
+/*
+ * Every allocation failing in turn: -2 and nothing left allocated, or a
+ * translation.  A call's arguments that cJSON could not parse for want of
+ * memory read as not an object: refused, as the header allows.
+ */
+
+static void
+tx_oom(const tx_case_t *c, const char *what)
+{
+    int                    rc, bad;
+    long                   n;
+    char                  *body;
+    cJSON_Hooks            hooks;
+    llm_tx_request_t       out;
+    llm_tx_request_conf_t  cf;
+
+    hooks.malloc_fn = tx_malloc;
+    hooks.free_fn = tx_free;
+    cJSON_InitHooks(&hooks);
+
+    cf = tx_conf(c->from, c->to);
+    body = tx_q(c->body);
+    bad = 0;
+
+    for (n = 0; n < 100000; n++) {
+        tx_allocs = 0;
+        tx_fail_at = n;
+
+        rc = llm_tx_request(&cf, body, strlen(body), &out);
+
+        if (rc == 0) {
+            cJSON_free(out.body);
+        }
+
+        if (tx_live != 0
+            || !(rc == 0 || (rc == -2 && out.body == NULL)
+                 || (rc == -1 && strstr(out.param, "arguments"))))
+        {
+            bad++;
+        }
+
+        if (rc == 0 && tx_allocs < n) {
+            break;
+        }
+    }
+
+    tx_fail_at = -1;
+    cJSON_InitHooks(NULL);
+
+    tap_ok(bad == 0 && n > 10, "%s: %ld allocations failing in turn, "
+           "nothing leaked, no wrong answer", what, n);
+
+    free(body);
+}
+
 
 int
 main(void)
@@ -951,6 +1044,11 @@ main(void)
     tx_round_trip();
     tx_unicode();
     tx_huge();
+
+    tx_oom(&chat_cases[3], "chat to messages");
+    tx_oom(&msg_cases[2], "messages to chat");
+    tx_oom(&resp_cases[1], "responses to chat");
+    tx_oom(&resp_cases[2], "responses to messages");
 
     return tap_done();
 }
