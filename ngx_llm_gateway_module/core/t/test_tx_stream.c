@@ -35,6 +35,12 @@
 #define MEM_MAX         65536
 
 
+/* what translate() does besides: a smaller llm_sse buffer, a failing out */
+static size_t  sse_cap = BUF_SIZE;
+static int     fail_after;
+static int     last_done;
+
+
 typedef struct {
     char       *p;
     size_t      len;
@@ -419,9 +425,11 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     llm_sse_t         p;
     llm_tx_stream_t   t;
 
-    buf = malloc(BUF_SIZE);
+    buf = malloc(sse_cap);
     memset(&out, 0, sizeof(out_t));
     out_add(&out, "", 0);
+    out.calls = 0;
+    out.fail_after = fail_after;
 
     llm_tx_stream_init(&t, cf);
 
@@ -430,7 +438,7 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     f.rc = 0;
     f.after_done = 0;
 
-    llm_sse_init(&p, cf->from, buf, BUF_SIZE);
+    llm_sse_init(&p, cf->from, buf, sse_cap);
     p.yield = 1;
     p.on_event = on_event;
     p.event_ctx = &f;
@@ -450,6 +458,8 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     }
 
     llm_sse_finish(&p);
+
+    last_done = llm_tx_stream_done(&t);
 
     free(t.mem);
     free(buf);
@@ -697,6 +707,404 @@ test_case(const tx_case_t *c)
 }
 
 
+/* the bounds and the odd streams */
+
+static char *
+run(llm_tx_conf_t *cf, const char *stream, int *rc)
+{
+    char  *s, *got;
+
+    s = quotes(stream);
+    got = translate(cf, s, 0, (size_t) -1, rc, NULL);
+    free(s);
+
+    return got;
+}
+
+
+static int
+count(const char *s, const char *what)
+{
+    int  n;
+
+    for (n = 0; (s = strstr(s, what)) != NULL; s++) {
+        n++;
+    }
+
+    return n;
+}
+
+
+static void
+test_errors(void)
+{
+    int            rc;
+    char          *got, *big;
+    llm_tx_conf_t  cf;
+
+    conf(&cf, OPENAI, ANTHROPIC);
+
+    /* invalid JSON: the open block closed, the error, then nothing */
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") "data: {'choices':[\n\n"
+                   CHAT_TEXT("more") CHAT_FINISH("stop") CHAT_DONE, &rc);
+    tap_is(rc, 0, "invalid JSON: not a failure");
+    tap_ok(last_done, "invalid JSON: done");
+    tap_ok(strstr(got, "event: content_block_stop\ndata: {\"type\":"
+                  "\"content_block_stop\",\"index\":0}\n\nevent: error\n"
+                  "data: {\"type\":\"error\",\"error\":{\"type\":"
+                  "\"api_error\",\"message\":\"invalid upstream event\"}}"
+                  "\n\n") != NULL,
+           "invalid JSON: block stop, then the error event");
+    tap_is(count(got, "more"), 0, "invalid JSON: nothing after it");
+    tap_is(count(got, "message_stop"), 0, "invalid JSON: no message_stop");
+    free(got);
+
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, MSG_START "event: content_block_start\ndata: {\n\n"
+                   MSG_STOP, &rc);
+    tap_ok(rc == 0 && last_done
+           && strstr(got, "data: {\"error\":{\"message\":\"invalid upstream "
+                     "event\"") != NULL
+           && count(got, "[DONE]") == 0,
+           "invalid JSON from Messages: Chat's error, no [DONE]");
+    free(got);
+
+    /* an event larger than llm_sse's buffer */
+    conf(&cf, OPENAI, RESPONSES);
+    sse_cap = 128;
+    got = run(&cf, CHAT_ROLE, &rc);
+    tap_ok(rc == 0 && strstr(got, "too large") != NULL,
+           "the role chunk itself is too large for 128 bytes");
+    free(got);
+    sse_cap = 200;
+    big = quotes(CHAT_ROLE CHAT_TEXT("0123456789012345678901234567890"));
+    got = translate(&cf, big, 0, (size_t) -1, &rc, NULL);
+    sse_cap = BUF_SIZE;
+    tap_ok(rc == 0 && last_done
+           && strstr(got, "event: error\ndata: {\"type\":\"error\","
+                     "\"code\":\"upstream_error\",\"message\":\"upstream "
+                     "event too large\"") != NULL,
+           "an event too large for llm_sse: the error event, done");
+    free(got);
+    free(big);
+
+    /* the backend's own error, first: no start before it */
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, "event: error\ndata: {'type':'error','error':{'type':"
+                   "'rate_limit_error','message':'Slow \\'down\\''}}\n\n",
+              &rc);
+    tap_is_str(got, "data: {\"error\":{\"message\":\"Slow \\\"down\\\"\","
+               "\"type\":\"rate_limit_error\",\"param\":null,"
+               "\"code\":null}}\n\n",
+               "a first error: Chat's error alone, its message escaped");
+    free(got);
+
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, "data: {'error':{'message':'Rate limit reached','type':"
+                   "'requests','code':'rate_limit_exceeded'}}\n\n", &rc);
+    tap_is_str(got, "event: error\ndata: {\"type\":\"error\",\"error\":"
+               "{\"type\":\"api_error\",\"message\":\"Rate limit reached\"}}"
+               "\n\n", "an OpenAI type Anthropic lacks: api_error");
+    free(got);
+}
+
+
+static void
+test_tools(void)
+{
+    int            rc, i;
+    char          *got, *s;
+    size_t         n;
+    llm_tx_conf_t  cf;
+
+    conf(&cf, OPENAI, ANTHROPIC);
+
+    /* 0, 1, then 0 again: Messages blocks cannot interleave */
+    got = run(&cf, CHAT_ROLE CHAT_TOOL_START("0", "call_a", "f")
+                   CHAT_TOOL_ARGS("0", "{")
+                   CHAT_TOOL_START("1", "call_b", "g")
+                   CHAT_TOOL_ARGS("0", "}") CHAT_DONE, &rc);
+    tap_ok(rc == 0 && last_done
+           && strstr(got, "\"message\":\"interleaved tool calls\"") != NULL
+           && count(got, "event: content_block_stop") == 2
+           && count(got, "message_stop") == 0,
+           "a piece of a closed tool call: both blocks closed, the error");
+    free(got);
+
+    /* a tool index beyond the bits kept */
+    got = run(&cf, CHAT_ROLE CHAT_TOOL_START("63", "call_a", "f")
+                   CHAT_TOOL_START("64", "call_b", "g") CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "\"id\":\"call_a\"") == 1
+           && strstr(got, "tool call index out of range") != NULL,
+           "tool index 63 is taken, 64 is an error");
+    free(got);
+
+    /* no id: one derived from the request id, the same every time */
+    got = run(&cf, CHAT_ROLE
+                   CHAT_HEAD "'choices':[{'index':0,'delta':{'tool_calls':"
+                   "[{'index':0,'function':{'name':'f','arguments':'{}'}}]},"
+                   "'finish_reason':null}]}\n\n" CHAT_DONE, &rc);
+    s = strstr(got, "\"id\":\"toolu_");
+    tap_ok(s != NULL && strlen(s) > 28 && s[28] == '"',
+           "a tool call without an id gets toolu_ and 16 hex digits");
+    s = run(&cf, CHAT_ROLE
+                 CHAT_HEAD "'choices':[{'index':0,'delta':{'tool_calls':"
+                 "[{'index':0,'function':{'name':'f','arguments':'{}'}}]},"
+                 "'finish_reason':null}]}\n\n" CHAT_DONE, &rc);
+    tap_is_str(s, got, "the same request: the same ids");
+    free(s);
+    cf.id = "req-43";
+    s = run(&cf, CHAT_ROLE
+                 CHAT_HEAD "'choices':[{'index':0,'delta':{'tool_calls':"
+                 "[{'index':0,'function':{'name':'f','arguments':'{}'}}]},"
+                 "'finish_reason':null}]}\n\n" CHAT_DONE, &rc);
+    tap_ok(strcmp(s, got) != 0, "another request: other ids");
+    free(s);
+    free(got);
+
+    /* Responses keeps LLM_TX_STREAM_ITEMS items, and refuses one more */
+    conf(&cf, OPENAI, RESPONSES);
+    n = 0;
+    s = malloc(65536);
+    n += sprintf(s, "%s", CHAT_ROLE);
+
+    for (i = 0; i <= LLM_TX_STREAM_ITEMS; i++) {
+        n += sprintf(s + n, CHAT_HEAD "'choices':[{'index':0,'delta':"
+                     "{'tool_calls':[{'index':%d,'id':'call_%d','function':"
+                     "{'name':'f','arguments':'{}'}}]}}]}\n\n", i, i);
+    }
+
+    sprintf(s + n, "%s", CHAT_FINISH("tool_calls") CHAT_USAGE CHAT_DONE);
+    got = run(&cf, s, &rc);
+    tap_ok(rc == 0 && last_done
+           && count(got, "event: response.output_item.added")
+              == LLM_TX_STREAM_ITEMS
+           && strstr(got, "too many output items") != NULL
+           && count(got, "event: response.completed") == 0,
+           "Responses: %d items, then an error", LLM_TX_STREAM_ITEMS);
+    free(got);
+    free(s);
+}
+
+
+static char *
+no_grow(void *ctx, char *old, size_t len, size_t size)
+{
+    return NULL;
+}
+
+
+static void
+test_memory(void)
+{
+    int            rc;
+    char          *got, *s, *p;
+    size_t         i;
+    llm_tx_conf_t  cf;
+
+    /* the texts Responses keeps: at most cf->max bytes */
+    conf(&cf, ANTHROPIC, RESPONSES);
+    cf.max = 2048;
+
+    s = malloc(8192);
+    p = s + sprintf(s, "%s", MSG_START MSG_BLOCK_TEXT("0"));
+
+    for (i = 0; i < 3; i++) {
+        p += sprintf(p, MSG_TEXT("0", "%0700d"), 0);
+    }
+
+    sprintf(p, "%s", MSG_STOP_BLOCK("0") MSG_DELTA("end_turn") MSG_STOP);
+
+    got = run(&cf, s, &rc);
+    tap_is(rc, -1, "Responses: text beyond cf->max fails the translation");
+    tap_is(count(got, "event: response.output_text.delta"), 2,
+           "the two deltas that fitted were sent");
+    free(got);
+
+    cf.max = 4096;
+    got = run(&cf, s, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "event: response.completed") == 1,
+           "the same text within cf->max is translated");
+    free(got);
+
+    cf.grow = no_grow;
+    got = run(&cf, s, &rc);
+    tap_is(rc, -1, "memory that cannot grow fails the translation");
+    free(got);
+
+    cf.grow = NULL;
+    got = run(&cf, s, &rc);
+    tap_is(rc, -1, "no memory at all fails it too");
+    free(got);
+
+    /* the text is not kept for the other clients */
+    conf(&cf, ANTHROPIC, OPENAI);
+    cf.grow = NULL;
+    cf.max = 0;
+    got = run(&cf, s, &rc);
+    tap_ok(rc == 0 && last_done, "Chat keeps nothing: no memory needed");
+    free(got);
+
+    /* out fails: -1, then -1 for every later event */
+    fail_after = 2;
+    got = run(&cf, s, &rc);
+    fail_after = 0;
+    tap_is(rc, -1, "out failing fails the translation");
+    tap_is_str(got, "data: {\"id\":\"chatcmpl-7d80362b080ad6d8\",\"object\":"
+               "\"chat.completion.chunk\",\"created\":1718000000,\"model\":"
+               "\"claude-sonnet-4-5\",\"choices\":[{\"index\":0,\"delta\":"
+               "{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+               "\"finish_reason\":null}]}\n\n",
+               "and nothing is written after it");
+    free(got);
+    free(s);
+}
+
+
+static void
+test_streams(void)
+{
+    int            rc;
+    char          *got, *s;
+    llm_tx_conf_t  cf;
+
+    /* no usage chunk: message_delta at [DONE], with what is known */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("content_filter")
+                   CHAT_DONE, &rc);
+    tap_ok(strstr(got, "{\"stop_reason\":\"refusal\",\"stop_sequence\":null},"
+                  "\"usage\":{\"input_tokens\":0,"
+                  "\"cache_creation_input_tokens\":0,"
+                  "\"cache_read_input_tokens\":0,\"output_tokens\":0}}\n\n"
+                  "event: message_stop\n") != NULL,
+           "[DONE] without usage: message_delta, then message_stop");
+    free(got);
+
+    /* the usage in the finish chunk: message_delta at once */
+    got = run(&cf, CHAT_ROLE
+                   CHAT_HEAD "'choices':[{'index':0,'delta':{},"
+                   "'finish_reason':'function_call'}],'usage':"
+                   "{'prompt_tokens':5,'completion_tokens':3}}\n\n", &rc);
+    tap_ok(strstr(got, "\"stop_reason\":\"tool_use\"") != NULL
+           && strstr(got, "\"input_tokens\":5,") != NULL && !last_done,
+           "the usage with the finish: message_delta before [DONE]");
+    free(got);
+
+    /* the first event gives the client its first at once */
+    got = run(&cf, CHAT_ROLE, &rc);
+    tap_ok(strncmp(got, "event: message_start\n", 21) == 0,
+           "the first chunk gives message_start at once");
+    free(got);
+
+    /* stop reasons Chat has no name for */
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, MSG_START MSG_DELTA("refusal") MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"finish_reason\":\"content_filter\"") != NULL,
+           "refusal is content_filter");
+    free(got);
+    got = run(&cf, MSG_START MSG_DELTA("pause_turn") MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"finish_reason\":\"stop\"") != NULL,
+           "pause_turn is stop");
+    free(got);
+    got = run(&cf, MSG_START MSG_DELTA("stop_sequence") MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"finish_reason\":\"stop\"") != NULL,
+           "stop_sequence is stop");
+    free(got);
+
+    /* without include_usage, no usage chunk */
+    cf.include_usage = 0;
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "x")
+                   MSG_STOP_BLOCK("0") MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_ok(count(got, "\"usage\"") == 0 && count(got, "[DONE]") == 1,
+           "include_usage off: no usage chunk");
+    free(got);
+
+    /* a delta before message_start, unknown and odd events */
+    cf.include_usage = 1;
+    got = run(&cf, MSG_PING MSG_TEXT("0", "x")
+                   "event: content_block_start\ndata: {'type':"
+                   "'content_block_start','index':0}\n\n"
+                   "data: {'no_type':1}\n\n"
+                   "event: message_delta\ndata: {'type':'message_delta',"
+                   "'delta':{}}\n\n" MSG_STOP, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "\"role\":\"assistant\"") == 1
+           && count(got, "\"finish_reason\":\"stop\"") == 1,
+           "odd events: a start, a stop, [DONE]");
+    free(got);
+
+    /* a text larger than the output buffer, escaped across its flushes */
+    conf(&cf, OPENAI, ANTHROPIC);
+    s = malloc(16384);
+    sprintf(s, "%s" CHAT_HEAD "'choices':[{'index':0,'delta':{'content':'",
+            CHAT_ROLE);
+
+    while (strlen(s) < 12000) {
+        strcat(s, "ab\\n\\u0001\\'");
+    }
+
+    strcat(s, "'}}]}\n\n" CHAT_DONE);
+    got = run(&cf, s, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "ab\\n\\u0001\\\"") > 800,
+           "a long text: escaped whole across the output buffer");
+    free(got);
+    free(s);
+}
+
+
+static int
+test_abort_one(llm_api_e from, llm_api_e to, const char *stream,
+    const char *want)
+{
+    int              ok;
+    char            *s, *d;
+    out_t            out;
+    llm_tx_conf_t    cf;
+    llm_tx_stream_t  t;
+
+    conf(&cf, from, to);
+    llm_tx_stream_init(&t, &cf);
+
+    memset(&out, 0, sizeof(out_t));
+    s = quotes(stream);
+
+    /* one event is enough: the translator is fed events, not bytes */
+    d = strstr(s, "data: ") + 6;
+    llm_tx_stream_event(&t, "", 0, d, strlen(d) - 2, 0, out_add, &out);
+    out.len = 0;
+
+    if (out.p) {
+        out.p[0] = '\0';
+    }
+
+    ok = llm_tx_stream_abort(&t, out_add, &out) == 0
+         && strcmp(out.p ? out.p : "", want) == 0
+         && llm_tx_stream_done(&t);
+
+    free(out.p);
+    free(s);
+    free(t.mem);
+
+    return ok;
+}
+
+
+static void
+test_abort(void)
+{
+    tap_ok(test_abort_one(OPENAI, ANTHROPIC, CHAT_TEXT("Hi"),
+                          "event: content_block_stop\ndata: {\"type\":"
+                          "\"content_block_stop\",\"index\":0}\n\n"),
+           "abort, Messages client: the open block is closed");
+    tap_ok(test_abort_one(OPENAI, ANTHROPIC, CHAT_ROLE, ""),
+           "abort, Messages client, no block open: nothing");
+    tap_ok(test_abort_one(OPENAI, RESPONSES, CHAT_TEXT("Hi"), ""),
+           "abort, Responses client: nothing");
+    tap_ok(test_abort_one(ANTHROPIC, OPENAI,
+                          MSG_TEXT("0", "Hi"), ""),
+           "abort, Chat client: nothing");
+}
+
+
 /* --golden: the outputs as C strings, ' for " */
 
 static void
@@ -768,6 +1176,12 @@ main(int argc, char **argv)
     for (c = cases; c->name; c++) {
         test_case(c);
     }
+
+    test_errors();
+    test_tools();
+    test_memory();
+    test_streams();
+    test_abort();
 
     return tap_done();
 }
