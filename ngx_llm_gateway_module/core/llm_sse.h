@@ -65,7 +65,7 @@ typedef struct {
  * An event as llm_sse_dispatch() read it, before it is forgotten: its type
  * (empty if it had none or a name longer than LLM_SSE_EVENT_MAX), its
  * data (the lines joined by '\n'), and whether that data overflowed the
- * buffer (then what is given is only its start).  Events without a data
+ * buffer (then the data given is not the event's and must not be used).  Events without a data
  * field are not given, as SSE does not dispatch them.
  */
 typedef void (*llm_sse_event_pt)(void *ctx, const char *event,
