@@ -65,8 +65,8 @@ typedef struct {
  * An event as llm_sse_dispatch() read it, before it is forgotten: its type
  * (empty if it had none or a name longer than LLM_SSE_EVENT_MAX), its
  * data (the lines joined by '\n'), and whether that data overflowed the
- * buffer (then the data given is not the event's and must not be used).  Events without a data
- * field are not given, as SSE does not dispatch them.
+ * buffer (then the data given is not the event's: not to be used).
+ * Events without a data field are not given, as SSE dispatches none.
  */
 typedef void (*llm_sse_event_pt)(void *ctx, const char *event,
     size_t event_len, const char *data, size_t len, unsigned skipped);

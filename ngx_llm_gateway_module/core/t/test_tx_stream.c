@@ -1163,10 +1163,50 @@ print_golden(void)
 }
 
 
+/* the fuzzer's first byte: the pair, include_usage, a split in half */
+
+static int
+write_corpus(const char *dir)
+{
+    int               pair;
+    char              path[512], *s;
+    FILE             *f;
+    const tx_case_t  *c;
+
+    for (c = cases; c->name; c++) {
+        pair = (c->from == ANTHROPIC ? 2 : 0) + (c->to == RESPONSES ? 1 : 0);
+
+        snprintf(path, sizeof(path), "%s/%s", dir, c->name);
+
+        for (s = path + strlen(dir) + 1; *s; s++) {
+            *s = (*s == ' ') ? '_' : *s;
+        }
+
+        f = fopen(path, "w");
+        if (f == NULL) {
+            perror(path);
+            return 1;
+        }
+
+        s = quotes(c->stream);
+        fputc(pair | 0x08 | (8 << 4), f);
+        fputs(s, f);
+        fclose(f);
+        free(s);
+    }
+
+    return 0;
+}
+
+
 int
 main(int argc, char **argv)
 {
     const tx_case_t  *c;
+
+    if (argc == 3 && strcmp(argv[1], "--corpus") == 0) {
+        return write_corpus(argv[2]);
+    }
 
     if (argc > 1 && strcmp(argv[1], "--golden") == 0) {
         print_golden();
