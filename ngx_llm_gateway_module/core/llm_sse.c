@@ -856,6 +856,12 @@ llm_sse_dispatch(llm_sse_t *p)
         }
     }
 
+    if (p->have_data && p->on_event) {
+        p->on_event(p->event_ctx, p->event,
+                    (p->event_len <= sizeof(p->event)) ? p->event_len : 0,
+                    p->buf ? p->buf : "", p->len, p->skip_event);
+    }
+
     p->len = 0;
     p->event_len = 0;
     p->have_data = 0;

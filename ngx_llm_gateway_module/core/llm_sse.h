@@ -61,6 +61,17 @@ typedef struct {
 } llm_usage_t;
 
 
+/*
+ * An event as llm_sse_dispatch() read it, before it is forgotten: its type
+ * (empty if it had none or a name longer than LLM_SSE_EVENT_MAX), its
+ * data (the lines joined by '\n'), and whether that data overflowed the
+ * buffer (then the data given is not the event's: not to be used).
+ * Events without a data field are not given, as SSE dispatches none.
+ */
+typedef void (*llm_sse_event_pt)(void *ctx, const char *event,
+    size_t event_len, const char *data, size_t len, unsigned skipped);
+
+
 typedef struct {
     llm_api_e     api;
     llm_usage_t   usage;
@@ -77,6 +88,10 @@ typedef struct {
     char       *(*grow)(void *ctx, char *old, size_t len, size_t size);
     void         *grow_ctx;
     size_t        max;
+
+    /* if set, given every event (the translators' feed) */
+    llm_sse_event_pt   on_event;
+    void              *event_ctx;
 
     /* the event type; a name longer than the buffer matches nothing */
     char          event[LLM_SSE_EVENT_MAX];

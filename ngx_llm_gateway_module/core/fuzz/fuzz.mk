@@ -5,7 +5,9 @@
 # (the upstream pacer, against its own books), fuzz_fair (the fairness
 # core, against its books and bounds), fuzz_breaker (the breaker, against
 # its books), fuzz_tx_request (the request translator, against what each
-# backend requires).  Each has its seed corpus in fuzz/corpus/<name>.
+# backend requires), fuzz_tx_stream (the stream translator: what it writes
+# must be a stream of the client's dialect).  Each has its seed corpus in
+# fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
 #   make fuzz-replay   run each once over its seed corpus (t/015 does the
@@ -30,7 +32,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_TIME       ?= 60
 
 FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker \
-                   tx_request
+                   tx_request tx_stream
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 

@@ -2948,6 +2948,91 @@ write_corpus(const char *dir)
 }
 
 
+/*
+ * The event callback: each event with data, once, as dispatched, with its
+ * type (empty for none or one too long), its data joined by '\n', and the
+ * skipped flag of one too large; the usage is what it is without it.
+ */
+
+typedef struct {
+    int     n;
+    char    log[1024];
+} event_log_t;
+
+
+static void
+event_logger(void *ctx, const char *event, size_t event_len,
+    const char *data, size_t len, unsigned skipped)
+{
+    event_log_t  *l;
+
+    l = ctx;
+    l->n++;
+
+    snprintf(l->log + strlen(l->log), sizeof(l->log) - strlen(l->log),
+             "[%.*s|%.*s|%u]", (int) event_len, event, (int) len, data,
+             skipped);
+}
+
+
+static void
+test_event_callback(void)
+{
+    size_t        i, n;
+    char          buf[64], small[16];
+    llm_sse_t     p, q;
+    event_log_t   l;
+    const char   *s;
+
+    s = ": comment\n\n"
+        "event: message_start\ndata: {\"a\":1}\n\n"
+        "data: one\ndata: two\r\n\r\n"
+        "event: only_a_type\n\n"
+        "event: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndata: x\n\n"
+        "data: 0123456789abcdefghij\n\n"
+        "data: [DONE]\n\n";
+
+    /* whole, and one byte at a time with yield: the same events */
+    for (n = 0; n < 2; n++) {
+        memset(&l, 0, sizeof(l));
+        llm_sse_init(&p, LLM_API_OPENAI, n ? buf : small,
+                     n ? sizeof(buf) : sizeof(small));
+        p.on_event = event_logger;
+        p.event_ctx = &l;
+        p.yield = n;
+
+        if (n) {
+            for (i = 0; s[i]; i++) {
+                llm_sse_feed(&p, s + i, 1);
+            }
+
+        } else {
+            llm_sse_feed(&p, s, strlen(s));
+        }
+
+        llm_sse_finish(&p);
+
+        tap_is(l.n, 5, "event callback: the events with data (%s)",
+               n ? "byte by byte" : "whole");
+
+        tap_is_str(l.log, n ? "[message_start|{\"a\":1}|0][|one\ntwo|0]"
+                              "[|x|0][|0123456789abcdefghij|0][|[DONE]|0]"
+                            : "[message_start|{\"a\":1}|0][|one\ntwo|0]"
+                              "[|x|0][||1][|[DONE]|0]",
+                   "event callback: types, data and the skipped flag (%s)",
+                   n ? "64 bytes" : "16 bytes");
+        tap_ok(p.usage.done, "event callback: the usage parser still ran");
+    }
+
+    /* the same usage with the callback as without */
+    llm_sse_init(&q, LLM_API_OPENAI, buf, sizeof(buf));
+    llm_sse_feed(&q, s, strlen(s));
+    llm_sse_finish(&q);
+    tap_ok(memcmp(&q.usage, &p.usage, sizeof(llm_usage_t)) == 0,
+           "event callback: the usage is the same without it");
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -2984,6 +3069,7 @@ main(int argc, char **argv)
     test_settle();
     test_settle_bounds();
     test_embeddings();
+    test_event_callback();
 
     return tap_done();
 }

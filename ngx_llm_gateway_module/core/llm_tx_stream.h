@@ -1,0 +1,125 @@
+
+/*
+ * The stream translator: a backend's SSE events (Chat Completions chunks
+ * or Messages events, as llm_sse.h's event callback gives them) become the
+ * client's (Chat Completions, Messages or Responses), one backend event in,
+ * zero or more whole client events out before it returns.  Nothing is held
+ * longer than one event: only what the next event decides waits for it
+ * (the Messages message_delta and the Responses response.completed wait
+ * for the usage chunk that follows Chat's finish chunk).
+ *
+ * Decisions:
+ *   - Messages blocks cannot interleave: a Chat tool call of a new index
+ *     closes the open block; a later piece of a closed index is an error.
+ *   - Chat choices other than index 0 are ignored; thinking blocks and
+ *     Chat's reasoning deltas have no equivalent in the other stream and
+ *     are skipped; Chat's refusal deltas are text.
+ *   - An error (invalid JSON, an event llm_sse skipped as too large, an
+ *     interleaved tool call, too many output items) closes what
+ *     llm_tx_stream_abort() closes and writes llm_sse_error_event() of the
+ *     client's dialect; the backend's own in-band error is translated.
+ *     Either ends the client's stream (done).
+ *   - Responses' done events and final object repeat every text and
+ *     argument: they are kept in memory from cf->grow, at most cf->max
+ *     bytes; the memory (t->mem) is the caller's to free.
+ *
+ * Plain C with cJSON, no nginx types.
+ */
+
+#ifndef _LLM_TX_STREAM_H_INCLUDED_
+#define _LLM_TX_STREAM_H_INCLUDED_
+
+
+#include "llm_tx.h"
+
+
+#define LLM_TX_STREAM_MODEL_MAX   128
+#define LLM_TX_STREAM_ITEMS       32
+
+
+/* a Responses output item: offsets into the kept memory */
+typedef struct {
+    uint32_t        call_off;
+    uint32_t        call_len;
+    uint32_t        name_off;
+    uint32_t        name_len;
+    uint32_t        text_off;
+    uint32_t        text_len;
+    unsigned        tool:1;         /* a function_call, not a message */
+    unsigned        incomplete:1;
+} llm_tx_stream_item_t;
+
+
+typedef struct {
+    llm_tx_conf_t   cf;             /* a copy: its strings must outlive t */
+
+    char            hash[17];       /* the seed of derived ids, in hex */
+    char            model[LLM_TX_STREAM_MODEL_MAX];
+    size_t          model_len;
+
+    /* the usage, as Anthropic counts it: input, cache creation, cache
+       read, output; and the reasoning part of the output */
+    int64_t         tokens[4];
+    int64_t         reasoning;
+
+    uint64_t        seq;            /* Responses' sequence_number */
+    uint64_t        tools_seen;     /* Chat tool-call indexes started */
+    int             tool_index;     /* Chat's open tool call, or -1 */
+    unsigned        block;          /* Messages: the next block's index */
+    unsigned        ntools;         /* Chat: tool calls given so far */
+
+    unsigned        reason;         /* the stop reason, llm_tx_stream.c's */
+    unsigned        open;           /* the client's open block: none, text,
+                                       tool */
+    unsigned        from_block;     /* Messages backend: its open block */
+
+    unsigned        started:1;
+    unsigned        finished:1;     /* the stop reason is known */
+    unsigned        have_usage:1;   /* the final usage came */
+    unsigned        concluded:1;    /* message_delta, the usage chunk or
+                                       response.completed was written */
+    unsigned        done:1;
+    unsigned        failed:1;       /* out or grow failed */
+
+    /* Responses: the items and their texts */
+    llm_tx_stream_item_t  items[LLM_TX_STREAM_ITEMS];
+    unsigned        nitems;
+    char           *mem;
+    size_t          mem_len;
+    size_t          mem_cap;
+} llm_tx_stream_t;
+
+
+/* cf is copied; the strings it points to must last as long as t */
+void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
+
+/*
+ * One backend event (event may be empty: OpenAI names none).  skipped:
+ * llm_sse dropped its data as too large.  Returns 0, or -1 if out failed
+ * or the memory could not grow (beyond cf->max); then every later call
+ * returns -1 too.
+ */
+int llm_tx_stream_event(llm_tx_stream_t *t, const char *event,
+    size_t event_len, const char *data, size_t len, unsigned skipped,
+    llm_tx_out_pt out, void *ctx);
+
+/*
+ * 1 once the client's stream has its terminal event: Chat's [DONE],
+ * Messages' message_stop, Responses' response.completed or incomplete, or
+ * an error event written in-band.
+ */
+int llm_tx_stream_done(const llm_tx_stream_t *t);
+
+/*
+ * The backend's stream ended before its end: closes what the client's
+ * SDK must see closed before the gateway's own error event
+ * (llm_sse_error_event() of the client's dialect).  Chat: nothing.
+ * Messages: content_block_stop of an open block (the SDKs raise the error
+ * event; a block left open makes some of them report a truncated block
+ * instead).  Responses: nothing (its "error" event needs no closed item).
+ * Marks the stream done: later events give nothing.  Returns 0 or -1.
+ */
+int llm_tx_stream_abort(llm_tx_stream_t *t, llm_tx_out_pt out, void *ctx);
+
+
+#endif /* _LLM_TX_STREAM_H_INCLUDED_ */
