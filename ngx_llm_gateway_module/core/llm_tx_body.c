@@ -105,7 +105,7 @@ static cJSON *llm_tx_body_obj(llm_tx_body_ctx_t *t, cJSON *parent,
     const char *name);
 static cJSON *llm_tx_body_arr(llm_tx_body_ctx_t *t, cJSON *parent,
     const char *name);
-static void llm_tx_body_add(llm_tx_body_ctx_t *t, cJSON *parent,
+static int llm_tx_body_add(llm_tx_body_ctx_t *t, cJSON *parent,
     const char *name, cJSON *v);
 static void llm_tx_body_add_str(llm_tx_body_ctx_t *t, cJSON *o,
     const char *name, const char *s);
@@ -569,8 +569,7 @@ llm_tx_body_write_chat(llm_tx_body_ctx_t *t, const llm_tx_body_answer_t *a)
     llm_tx_body_model(t, o, a);
 
     choices = llm_tx_body_arr(t, o, "choices");
-    choice = cJSON_CreateObject();
-    llm_tx_body_add(t, choices, NULL, choice);
+    choice = llm_tx_body_obj(t, choices, NULL);
 
     llm_tx_body_add_int(t, choice, "index", 0);
     llm_tx_body_add(t, choice, "message", llm_tx_body_chat_message(t, a));
@@ -647,8 +646,7 @@ llm_tx_body_chat_message(llm_tx_body_ctx_t *t, const llm_tx_body_answer_t *a)
         calls = llm_tx_body_arr(t, m, "tool_calls");
 
         for (i = 0; i < a->ntool; i++) {
-            call = cJSON_CreateObject();
-            llm_tx_body_add(t, calls, NULL, call);
+            call = llm_tx_body_obj(t, calls, NULL);
 
             llm_tx_body_id(t, id, "call_", NULL, "call", i);
             llm_tx_body_add_str(t, call, "id",
@@ -705,16 +703,14 @@ llm_tx_body_write_messages(llm_tx_body_ctx_t *t,
     content = llm_tx_body_arr(t, o, "content");
 
     for (i = 0; i < a->ntext + (a->refusal != NULL); i++) {
-        b = cJSON_CreateObject();
-        llm_tx_body_add(t, content, NULL, b);
+        b = llm_tx_body_obj(t, content, NULL);
         llm_tx_body_add_str(t, b, "type", "text");
         llm_tx_body_add_str(t, b, "text",
                             i < a->ntext ? a->text[i] : a->refusal);
     }
 
     for (i = 0; i < a->ntool; i++) {
-        b = cJSON_CreateObject();
-        llm_tx_body_add(t, content, NULL, b);
+        b = llm_tx_body_obj(t, content, NULL);
         llm_tx_body_add_str(t, b, "type", "tool_use");
 
         llm_tx_body_id(t, id, "toolu_", NULL, "call", i);
@@ -864,8 +860,7 @@ llm_tx_body_responses_output(llm_tx_body_ctx_t *t,
     cJSON   *item, *content, *part;
 
     if (a->ntext || a->refusal || a->ntool == 0) {
-        item = cJSON_CreateObject();
-        llm_tx_body_add(t, output, NULL, item);
+        item = llm_tx_body_obj(t, output, NULL);
 
         llm_tx_body_id(t, id, "msg_", NULL, "msg", 0);
         llm_tx_body_add_str(t, item, "type", "message");
@@ -876,8 +871,7 @@ llm_tx_body_responses_output(llm_tx_body_ctx_t *t,
         content = llm_tx_body_arr(t, item, "content");
 
         for (i = 0; i < a->ntext || (i == 0 && a->refusal == NULL); i++) {
-            part = cJSON_CreateObject();
-            llm_tx_body_add(t, content, NULL, part);
+            part = llm_tx_body_obj(t, content, NULL);
             llm_tx_body_add_str(t, part, "type", "output_text");
             llm_tx_body_add_str(t, part, "text",
                                 i < a->ntext ? a->text[i] : "");
@@ -885,16 +879,14 @@ llm_tx_body_responses_output(llm_tx_body_ctx_t *t,
         }
 
         if (a->refusal) {
-            part = cJSON_CreateObject();
-            llm_tx_body_add(t, content, NULL, part);
+            part = llm_tx_body_obj(t, content, NULL);
             llm_tx_body_add_str(t, part, "type", "refusal");
             llm_tx_body_add_str(t, part, "refusal", a->refusal);
         }
     }
 
     for (i = 0; i < a->ntool; i++) {
-        item = cJSON_CreateObject();
-        llm_tx_body_add(t, output, NULL, item);
+        item = llm_tx_body_obj(t, output, NULL);
 
         llm_tx_body_add_str(t, item, "type", "function_call");
         llm_tx_body_id(t, id, "fc_", NULL, "fc", i);
@@ -1106,9 +1098,8 @@ llm_tx_body_obj(llm_tx_body_ctx_t *t, cJSON *parent, const char *name)
     }
 
     o = cJSON_CreateObject();
-    llm_tx_body_add(t, parent, name, o);
 
-    return o;
+    return llm_tx_body_add(t, parent, name, o) == 0 ? o : NULL;
 }
 
 
@@ -1123,15 +1114,14 @@ llm_tx_body_arr(llm_tx_body_ctx_t *t, cJSON *parent, const char *name)
     }
 
     o = cJSON_CreateArray();
-    llm_tx_body_add(t, parent, name, o);
 
-    return o;
+    return llm_tx_body_add(t, parent, name, o) == 0 ? o : NULL;
 }
 
 
-/* v goes into parent (an array when name is NULL), or is freed */
+/* v goes into parent (an array when name is NULL), or is freed: -1 */
 
-static void
+static int
 llm_tx_body_add(llm_tx_body_ctx_t *t, cJSON *parent, const char *name,
     cJSON *v)
 {
@@ -1140,7 +1130,7 @@ llm_tx_body_add(llm_tx_body_ctx_t *t, cJSON *parent, const char *name,
     if (v == NULL || parent == NULL) {
         t->nomem = 1;
         cJSON_Delete(v);
-        return;
+        return -1;
     }
 
     ok = name ? cJSON_AddItemToObject(parent, name, v)
@@ -1149,7 +1139,10 @@ llm_tx_body_add(llm_tx_body_ctx_t *t, cJSON *parent, const char *name,
     if (!ok) {
         t->nomem = 1;
         cJSON_Delete(v);
+        return -1;
     }
+
+    return 0;
 }
 
 
