@@ -494,8 +494,9 @@ mockllm_llm_parse(mockllm_conn_t *c)
     r->read = rd->object;
 
     if (rd->status) {
-        mockllm_llm_error(c, rd->status, "invalid_request_error", rd->code,
-                          rd->msg);
+        mockllm_llm_error(c, rd->status,
+                          rd->type ? rd->type : "invalid_request_error",
+                          rd->code, rd->msg);
         r->param = 1;
         r->err_param = rd->param[0] ? rd->param : NULL;
         return;
@@ -525,6 +526,18 @@ mockllm_llm_parse(mockllm_conn_t *c)
     if (r->n_out > max) {
         r->n_out = max;
         r->capped = 1;
+    }
+
+    /*
+     * Tool calls answer one choice, each call K tokens, the text's, with
+     * whole arguments: never capped
+     */
+    if (rd->calls) {
+        r->calls = rd->calls;
+        r->per_call = r->n_out;
+        r->n_out = r->calls * r->per_call;
+        r->choices = 1;
+        r->capped = 0;
     }
 
     /* reasoning tokens are part of the output, as with the real providers */
