@@ -608,7 +608,9 @@ mockllm_http_header_number(mockllm_conn_t *c, int id, char *v, size_t n)
         break;
 
     case MOCKLLM_H_TOOL_CALLS:
-        val = mockllm_http_number(v, n, MOCKLLM_CALLS_MAX);
+        /* above the bound is refused, not cut to it */
+        val = mockllm_http_number(v, n, MOCKLLM_CALLS_MAX + 1);
+        val = (val > MOCKLLM_CALLS_MAX) ? -1 : val;
         r->tool_calls = val;
         break;
 
