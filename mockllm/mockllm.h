@@ -32,6 +32,7 @@
 #define MOCKLLM_LIMIT_MSG_LEN   256
 #define MOCKLLM_READ_MSG_LEN    256
 #define MOCKLLM_READ_PARAM_LEN  96
+#define MOCKLLM_CALLS_MAX       16      /* x-mock-tool-calls */
 
 #define MOCKLLM_NONE           -1
 
@@ -110,6 +111,7 @@ typedef struct {
     int64_t              usage_repeat;
     int64_t              pad_bytes;
     int64_t              status;
+    int64_t              tool_calls;
     int                  die_how;
     const char          *bad_header;     /* a malformed x-mock- header */
 
@@ -168,6 +170,21 @@ typedef struct {
 
 
 /*
+ * A tool call to answer, as offsets into the connection's calls buffer:
+ * its tool's name escaped for a JSON string, and the start of its
+ * arguments, {"PROP":", as JSON text and escaped again for a JSON string.
+ */
+typedef struct {
+    size_t               name;
+    size_t               name_len;
+    size_t               key;
+    size_t               key_len;
+    size_t               key_esc;
+    size_t               key_esc_len;
+} mockllm_call_t;
+
+
+/*
  * What the body of an LLM request says, read as the provider reads it
  * (mockllm_read.c): what x-mock-read reports, the prompt, and the first
  * reason to refuse it, if any.  MOCKLLM_NONE in max, n or stream: the
@@ -184,8 +201,10 @@ typedef struct {
     int64_t              tools;
     int64_t              refs;
     int64_t              prompt;         /* P, before x-mock-prompt-tokens */
+    int64_t              calls;          /* tool calls to answer, or 0 */
 
-    int                  status;         /* 400, or 0: nothing refused */
+    int                  status;         /* 400, 404, or 0: nothing refused */
+    const char          *type;           /* the error's; NULL: invalid_... */
 
     unsigned             object:1;       /* the body is an object: a reading */
     unsigned             max_given:1;
@@ -195,6 +214,8 @@ typedef struct {
     char                 msg[MOCKLLM_READ_MSG_LEN];
     char                 param[MOCKLLM_READ_PARAM_LEN];  /* "": null */
     const char          *code;           /* OpenAI's "code"; NULL: null */
+
+    mockllm_call_t       call[MOCKLLM_CALLS_MAX];
 } mockllm_read_t;
 
 
@@ -219,6 +240,9 @@ typedef struct {
     int64_t              cache_creation;
     int64_t              reasoning;
     int64_t              n_out;          /* of each choice */
+    int64_t              calls;          /* tool calls instead of text */
+    int64_t              per_call;       /* K: the tokens of each call */
+    int64_t              opened;         /* calls whose stream has begun */
     int64_t              choices;        /* OpenAI Chat: n */
     int64_t              max_out;        /* Responses: echoed, or NONE */
     int64_t              sent;           /* content tokens emitted */
@@ -269,6 +293,7 @@ struct mockllm_conn_s {
     mockllm_buf_t        model;          /* JSON-escaped */
     mockllm_buf_t        instr;          /* Responses instructions, too */
     mockllm_buf_t        readout;        /* the x-mock-read value */
+    mockllm_buf_t        calls;          /* the tool calls' names, keys */
 
     mockllm_req_t        req;
     mockllm_read_t       rd;

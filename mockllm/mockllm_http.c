@@ -60,6 +60,7 @@ enum {
     MOCKLLM_H_USAGE_REPEAT,
     MOCKLLM_H_PAD_BYTES,
     MOCKLLM_H_STATUS,
+    MOCKLLM_H_TOOL_CALLS,
     MOCKLLM_H_ANTHROPIC_VERSION
 };
 
@@ -98,6 +99,7 @@ static const mockllm_http_header_t  mockllm_http_headers[] = {
     mockllm_http_h("x-mock-usage-repeat", MOCKLLM_H_USAGE_REPEAT),
     mockllm_http_h("x-mock-pad-bytes", MOCKLLM_H_PAD_BYTES),
     mockllm_http_h("x-mock-status", MOCKLLM_H_STATUS),
+    mockllm_http_h("x-mock-tool-calls", MOCKLLM_H_TOOL_CALLS),
     mockllm_http_h("anthropic-version", MOCKLLM_H_ANTHROPIC_VERSION)
 };
 
@@ -265,6 +267,7 @@ mockllm_http_parse_head(mockllm_conn_t *c)
     c->req.usage_repeat = 1;
     c->req.pad_bytes = 0;
     c->req.status = 0;
+    c->req.tool_calls = 0;
     c->req.die_how = MOCKLLM_DIE_CLOSE;
 
     p = c->in.data;
@@ -602,6 +605,13 @@ mockllm_http_header_number(mockllm_conn_t *c, int id, char *v, size_t n)
     case MOCKLLM_H_PAD_BYTES:
         val = mockllm_http_number(v, n, MOCKLLM_PAD_MAX);
         r->pad_bytes = val;
+        break;
+
+    case MOCKLLM_H_TOOL_CALLS:
+        /* above the bound is refused, not cut to it */
+        val = mockllm_http_number(v, n, MOCKLLM_CALLS_MAX + 1);
+        val = (val > MOCKLLM_CALLS_MAX) ? -1 : val;
+        r->tool_calls = val;
         break;
 
     default: /* MOCKLLM_H_STATUS */

@@ -139,6 +139,21 @@ static void mockllm_llm_models_body(mockllm_conn_t *c);
 static void mockllm_llm_model_object(mockllm_conn_t *c, mockllm_buf_t *b,
     size_t i);
 static void mockllm_llm_die(mockllm_conn_t *c);
+static size_t mockllm_llm_calls_body(mockllm_conn_t *c, mockllm_buf_t *b);
+static void mockllm_llm_resp_call(mockllm_conn_t *c, mockllm_buf_t *b,
+    int64_t i, int final, size_t *cut);
+static void mockllm_llm_args(mockllm_conn_t *c, mockllm_buf_t *b, int64_t i,
+    int64_t from, int64_t to, int esc, size_t *cut);
+static void mockllm_llm_call_id(mockllm_conn_t *c, mockllm_buf_t *b,
+    const char *prefix, int64_t i);
+static void mockllm_llm_call_name(mockllm_conn_t *c, mockllm_buf_t *b,
+    int64_t i);
+static void mockllm_llm_call_token(mockllm_conn_t *c);
+static void mockllm_llm_calls_end(mockllm_conn_t *c);
+static void mockllm_llm_call_open(mockllm_conn_t *c, int64_t i);
+static void mockllm_llm_call_piece(mockllm_conn_t *c, int64_t i, int64_t from,
+    int64_t to);
+static void mockllm_llm_call_close(mockllm_conn_t *c, int64_t i);
 
 
 /* shared by all the threads: ids are unique per process */
@@ -494,8 +509,9 @@ mockllm_llm_parse(mockllm_conn_t *c)
     r->read = rd->object;
 
     if (rd->status) {
-        mockllm_llm_error(c, rd->status, "invalid_request_error", rd->code,
-                          rd->msg);
+        mockllm_llm_error(c, rd->status,
+                          rd->type ? rd->type : "invalid_request_error",
+                          rd->code, rd->msg);
         r->param = 1;
         r->err_param = rd->param[0] ? rd->param : NULL;
         return;
@@ -525,6 +541,18 @@ mockllm_llm_parse(mockllm_conn_t *c)
     if (r->n_out > max) {
         r->n_out = max;
         r->capped = 1;
+    }
+
+    /*
+     * Tool calls answer one choice, each call K tokens, the text's, with
+     * whole arguments: never capped
+     */
+    if (rd->calls) {
+        r->calls = rd->calls;
+        r->per_call = r->n_out;
+        r->n_out = r->calls * r->per_call;
+        r->choices = 1;
+        r->capped = 0;
     }
 
     /* reasoning tokens are part of the output, as with the real providers */
@@ -946,6 +974,15 @@ mockllm_llm_complete(mockllm_conn_t *c)
         for (k = 0; k < r->choices; k++) {
             mockllm_buf_adds(b, "{\"index\":");
             mockllm_buf_add_num(b, k);
+
+            if (r->calls) {
+                mockllm_buf_adds(b, ",\"message\":{\"role\":\"assistant\","
+                                    "\"content\":null,\"tool_calls\":[");
+                cut = mockllm_llm_calls_body(c, b);
+                mockllm_buf_adds(b, "]},\"finish_reason\":\"tool_calls\"}");
+                break;
+            }
+
             mockllm_buf_adds(b, ",\"message\":{\"role\":\"assistant\","
                                 "\"content\":\"");
 
@@ -999,15 +1036,18 @@ mockllm_llm_complete(mockllm_conn_t *c)
         mockllm_buf_adds(b, "\",\"type\":\"message\",\"role\":\"assistant\","
                             "\"model\":\"");
         mockllm_buf_add(b, c->model.data, c->model.len);
-        mockllm_buf_adds(b, "\",\"content\":[{\"type\":\"text\",\"text\":\"");
+        mockllm_buf_adds(b, "\",\"content\":[");
 
-        cut = mockllm_llm_content(c, b);
-
-        if (r->capped) {
-            mockllm_buf_adds(b, "\"}],\"stop_reason\":\"max_tokens\"");
+        if (r->calls) {
+            cut = mockllm_llm_calls_body(c, b);
+            mockllm_buf_adds(b, "],\"stop_reason\":\"tool_use\"");
 
         } else {
-            mockllm_buf_adds(b, "\"}],\"stop_reason\":\"end_turn\"");
+            mockllm_buf_adds(b, "{\"type\":\"text\",\"text\":\"");
+            cut = mockllm_llm_content(c, b);
+            mockllm_buf_addz(b, r->capped
+                                ? "\"}],\"stop_reason\":\"max_tokens\""
+                                : "\"}],\"stop_reason\":\"end_turn\"");
         }
 
         mockllm_buf_adds(b, ",\"stop_sequence\":null");
@@ -1276,7 +1316,10 @@ mockllm_llm_resp_object(mockllm_conn_t *c, mockllm_buf_t *b, int final)
 
     cut = b->len;
 
-    if (final) {
+    if (final && r->calls) {
+        cut = mockllm_llm_calls_body(c, b);
+
+    } else if (final) {
         cut = mockllm_llm_resp_item(c, b, 1);
     }
 
@@ -1450,8 +1493,9 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
             mockllm_buf_adds(b, "{\"index\":");
             mockllm_buf_add_num(b, k);
             mockllm_buf_adds(b, ",\"delta\":{\"role\":\"assistant\","
-                                "\"content\":\"\"},\"finish_reason\":null}]}"
-                                "\n\n");
+                                "\"content\":");
+            mockllm_buf_addz(b, r->calls ? "null" : "\"\"");
+            mockllm_buf_adds(b, "},\"finish_reason\":null}]}\n\n");
             mockllm_llm_event(c);
         }
 
@@ -1468,18 +1512,21 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
         mockllm_buf_adds(b, "}\n\n");
         mockllm_llm_event(c);
 
-        mockllm_llm_resp_event(c, "response.output_item.added");
-        mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
-        mockllm_llm_resp_item(c, b, 0);
-        mockllm_buf_adds(b, "}\n\n");
-        mockllm_llm_event(c);
+        /* with tool calls, each item is added as its call begins */
+        if (!r->calls) {
+            mockllm_llm_resp_event(c, "response.output_item.added");
+            mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
+            mockllm_llm_resp_item(c, b, 0);
+            mockllm_buf_adds(b, "}\n\n");
+            mockllm_llm_event(c);
 
-        mockllm_llm_resp_event(c, "response.content_part.added");
-        mockllm_llm_resp_item_id(c, b);
-        mockllm_buf_adds(b, ",\"part\":");
-        mockllm_llm_resp_part(c, b, 0);
-        mockllm_buf_adds(b, "}\n\n");
-        mockllm_llm_event(c);
+            mockllm_llm_resp_event(c, "response.content_part.added");
+            mockllm_llm_resp_item_id(c, b);
+            mockllm_buf_adds(b, ",\"part\":");
+            mockllm_llm_resp_part(c, b, 0);
+            mockllm_buf_adds(b, "}\n\n");
+            mockllm_llm_event(c);
+        }
 
     } else {
         mockllm_buf_adds(b, "event: message_start\ndata: {\"type\":"
@@ -1510,11 +1557,14 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
         mockllm_buf_adds(b, "}}\n\n");
         mockllm_llm_event(c);
 
-        mockllm_buf_adds(b, "event: content_block_start\ndata: {\"type\":"
-                            "\"content_block_start\",\"index\":0,"
-                            "\"content_block\":{\"type\":\"text\","
-                            "\"text\":\"\"}}\n\n");
-        mockllm_llm_event(c);
+        /* with tool calls, each block starts as its call begins */
+        if (!r->calls) {
+            mockllm_buf_adds(b, "event: content_block_start\ndata: "
+                                "{\"type\":\"content_block_start\","
+                                "\"index\":0,\"content_block\":"
+                                "{\"type\":\"text\",\"text\":\"\"}}\n\n");
+            mockllm_llm_event(c);
+        }
 
         mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
         mockllm_llm_event(c);
@@ -1604,6 +1654,11 @@ mockllm_llm_stream_token(mockllm_conn_t *c)
     r = &c->resp;
     b = &c->tmp;
 
+    if (r->calls) {
+        mockllm_llm_call_token(c);
+        return;
+    }
+
     if (r->api == MOCKLLM_API_OPENAI) {
         /* the token of each choice, a chunk each, as OpenAI sends them */
         for (k = 0; k < r->choices; k++) {
@@ -1649,6 +1704,8 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
     r = &c->resp;
     b = &c->tmp;
 
+    mockllm_llm_calls_end(c);
+
     if (r->api == MOCKLLM_API_OPENAI) {
 
         if (r->malformed) {
@@ -1662,7 +1719,12 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
             mockllm_buf_adds(b, "{\"index\":");
             mockllm_buf_add_num(b, k);
 
-            if (r->capped) {
+            if (r->calls) {
+                mockllm_buf_adds(b, ",\"delta\":{},"
+                                    "\"finish_reason\":\"tool_calls\"}]}"
+                                    "\n\n");
+
+            } else if (r->capped) {
                 mockllm_buf_adds(b, ",\"delta\":{},"
                                     "\"finish_reason\":\"length\"}]}\n\n");
 
@@ -1697,14 +1759,20 @@ mockllm_llm_stream_end(mockllm_conn_t *c)
             mockllm_llm_event(c);
         }
 
-        mockllm_buf_adds(b, "event: content_block_stop\ndata: {\"type\":"
-                            "\"content_block_stop\",\"index\":0}\n\n");
-        mockllm_llm_event(c);
+        if (!r->calls) {
+            mockllm_buf_adds(b, "event: content_block_stop\ndata: "
+                                "{\"type\":\"content_block_stop\","
+                                "\"index\":0}\n\n");
+            mockllm_llm_event(c);
+        }
 
         mockllm_buf_adds(b, "event: message_delta\ndata: {\"type\":"
                             "\"message_delta\",\"delta\":{\"stop_reason\":");
 
-        if (r->capped) {
+        if (r->calls) {
+            mockllm_buf_adds(b, "\"tool_use\"");
+
+        } else if (r->capped) {
             mockllm_buf_adds(b, "\"max_tokens\"");
 
         } else {
@@ -1759,25 +1827,28 @@ mockllm_llm_resp_stream_end(mockllm_conn_t *c)
         mockllm_llm_event(c);
     }
 
-    mockllm_llm_resp_event(c, "response.output_text.done");
-    mockllm_llm_resp_item_id(c, b);
-    mockllm_buf_adds(b, ",\"text\":\"");
-    mockllm_llm_content(c, b);
-    mockllm_buf_adds(b, "\",\"logprobs\":[]}\n\n");
-    mockllm_llm_event(c);
+    /* with tool calls, each function_call item is done with its call */
+    if (!r->calls) {
+        mockllm_llm_resp_event(c, "response.output_text.done");
+        mockllm_llm_resp_item_id(c, b);
+        mockllm_buf_adds(b, ",\"text\":\"");
+        mockllm_llm_content(c, b);
+        mockllm_buf_adds(b, "\",\"logprobs\":[]}\n\n");
+        mockllm_llm_event(c);
 
-    mockllm_llm_resp_event(c, "response.content_part.done");
-    mockllm_llm_resp_item_id(c, b);
-    mockllm_buf_adds(b, ",\"part\":");
-    mockllm_llm_resp_part(c, b, 1);
-    mockllm_buf_adds(b, "}\n\n");
-    mockllm_llm_event(c);
+        mockllm_llm_resp_event(c, "response.content_part.done");
+        mockllm_llm_resp_item_id(c, b);
+        mockllm_buf_adds(b, ",\"part\":");
+        mockllm_llm_resp_part(c, b, 1);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
 
-    mockllm_llm_resp_event(c, "response.output_item.done");
-    mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
-    mockllm_llm_resp_item(c, b, 1);
-    mockllm_buf_adds(b, "}\n\n");
-    mockllm_llm_event(c);
+        mockllm_llm_resp_event(c, "response.output_item.done");
+        mockllm_buf_adds(b, ",\"output_index\":0,\"item\":");
+        mockllm_llm_resp_item(c, b, 1);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+    }
 
     mockllm_llm_resp_event(c, r->capped ? "response.incomplete"
                                         : "response.completed");
@@ -1908,6 +1979,342 @@ mockllm_llm_die(mockllm_conn_t *c)
     c->done = 1;
     c->close = 1;
     c->reset = (c->req.die_how == MOCKLLM_DIE_RESET);
+}
+
+
+/*
+ * The tool calls of an answer, in a whole body: Chat's tool_calls,
+ * Anthropic's tool_use blocks, the Responses function_call items.
+ * Returns where x-mock-die-after cuts the body.
+ */
+
+static size_t
+mockllm_llm_calls_body(mockllm_conn_t *c, mockllm_buf_t *b)
+{
+    size_t           cut;
+    int64_t          i;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    cut = b->len;
+
+    for (i = 0; i < r->calls; i++) {
+        if (i) {
+            mockllm_buf_adds(b, ",");
+        }
+
+        if (r->api == MOCKLLM_API_RESPONSES) {
+            mockllm_llm_resp_call(c, b, i, 1, &cut);
+            continue;
+        }
+
+        if (r->api == MOCKLLM_API_OPENAI) {
+            mockllm_buf_adds(b, "{\"id\":\"");
+            mockllm_llm_call_id(c, b, "call_mock_", i);
+            mockllm_buf_adds(b, "\",\"type\":\"function\",\"function\":"
+                                "{\"name\":\"");
+            mockllm_llm_call_name(c, b, i);
+            mockllm_buf_adds(b, "\",\"arguments\":\"");
+            mockllm_llm_args(c, b, i, 1, r->per_call + 1, 1, &cut);
+            mockllm_buf_adds(b, "\"}}");
+            continue;
+        }
+
+        mockllm_buf_adds(b, "{\"type\":\"tool_use\",\"id\":\"");
+        mockllm_llm_call_id(c, b, "toolu_mock_", i);
+        mockllm_buf_adds(b, "\",\"name\":\"");
+        mockllm_llm_call_name(c, b, i);
+        mockllm_buf_adds(b, "\",\"input\":");
+        mockllm_llm_args(c, b, i, 1, r->per_call + 1, 0, &cut);
+        mockllm_buf_adds(b, "}");
+    }
+
+    return cut;
+}
+
+
+/*
+ * A Responses function_call item: as output_item.added has it (no
+ * arguments yet), or whole.
+ */
+
+static void
+mockllm_llm_resp_call(mockllm_conn_t *c, mockllm_buf_t *b, int64_t i,
+    int final, size_t *cut)
+{
+    mockllm_buf_adds(b, "{\"id\":\"");
+    mockllm_llm_call_id(c, b, "fc_mock_", i);
+    mockllm_buf_adds(b, "\",\"type\":\"function_call\",\"status\":");
+
+    if (final) {
+        mockllm_buf_adds(b, "\"completed\",\"arguments\":\"");
+        mockllm_llm_args(c, b, i, 1, c->resp.per_call + 1, 1, cut);
+
+    } else {
+        mockllm_buf_adds(b, "\"in_progress\",\"arguments\":\"");
+    }
+
+    mockllm_buf_adds(b, "\",\"call_id\":\"");
+    mockllm_llm_call_id(c, b, "call_mock_", i);
+    mockllm_buf_adds(b, "\",\"name\":\"");
+    mockllm_llm_call_name(c, b, i);
+    mockllm_buf_adds(b, "\"}");
+}
+
+
+/*
+ * Pieces from to to of call i's arguments, {"PROP":"tok1 tok2 ... tokK"}:
+ * piece j of 1 to K is token j (the first with the key before it), piece
+ * K + 1 the end; esc: escaped, for a JSON string.  cut is set after the
+ * token x-mock-die-after names.
+ */
+
+static void
+mockllm_llm_args(mockllm_conn_t *c, mockllm_buf_t *b, int64_t i,
+    int64_t from, int64_t to, int esc, size_t *cut)
+{
+    int64_t          j, k;
+    mockllm_call_t  *call;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    call = &c->rd.call[i];
+    k = r->per_call;
+
+    for (j = from; j <= to; j++) {
+        if (j == 1) {
+            if (esc) {
+                mockllm_buf_add(b, c->calls.data + call->key_esc,
+                                call->key_esc_len);
+
+            } else {
+                mockllm_buf_add(b, c->calls.data + call->key, call->key_len);
+            }
+        }
+
+        if (j > k) {
+            if (esc) {
+                mockllm_buf_adds(b, "\\\"}");
+
+            } else {
+                mockllm_buf_adds(b, "\"}");
+            }
+
+            continue;
+        }
+
+        mockllm_buf_addz(b, j > 1 ? " tok" : "tok");
+        mockllm_buf_add_num(b, j);
+
+        if (cut && i * k + j == r->die_after) {
+            *cut = b->len;
+        }
+    }
+}
+
+
+static void
+mockllm_llm_call_id(mockllm_conn_t *c, mockllm_buf_t *b, const char *prefix,
+    int64_t i)
+{
+    mockllm_buf_addz(b, prefix);
+    mockllm_buf_add_num(b, c->resp.id);
+    mockllm_buf_adds(b, "_");
+    mockllm_buf_add_num(b, i);
+}
+
+
+static void
+mockllm_llm_call_name(mockllm_conn_t *c, mockllm_buf_t *b, int64_t i)
+{
+    mockllm_buf_add(b, c->calls.data + c->rd.call[i].name,
+                    c->rd.call[i].name_len);
+}
+
+
+/*
+ * One streamed token of the tool calls: the calls before its own are
+ * closed and its own opened first, as a provider streams them one after
+ * the other.
+ */
+
+static void
+mockllm_llm_call_token(mockllm_conn_t *c)
+{
+    int64_t          i, j;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    i = (r->sent - 1) / r->per_call;
+    j = (r->sent - 1) % r->per_call + 1;
+
+    while (r->opened <= i) {
+        if (r->opened) {
+            mockllm_llm_call_close(c, r->opened - 1);
+        }
+
+        mockllm_llm_call_open(c, r->opened++);
+    }
+
+    mockllm_llm_call_piece(c, i, j, j);
+}
+
+
+/* the end of the tokens: the calls not opened yet (K = 0), the last close */
+
+static void
+mockllm_llm_calls_end(mockllm_conn_t *c)
+{
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+
+    while (r->opened < r->calls) {
+        if (r->opened) {
+            mockllm_llm_call_close(c, r->opened - 1);
+        }
+
+        mockllm_llm_call_open(c, r->opened++);
+    }
+
+    if (r->calls) {
+        mockllm_llm_call_close(c, r->calls - 1);
+    }
+}
+
+
+static void
+mockllm_llm_call_open(mockllm_conn_t *c, int64_t i)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"tool_calls\":"
+                            "[{\"index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"id\":\"");
+        mockllm_llm_call_id(c, b, "call_mock_", i);
+        mockllm_buf_adds(b, "\",\"type\":\"function\",\"function\":"
+                            "{\"name\":\"");
+        mockllm_llm_call_name(c, b, i);
+        mockllm_buf_adds(b, "\",\"arguments\":\"\"}}]},"
+                            "\"finish_reason\":null}]}\n\n");
+
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_event(c, "response.output_item.added");
+        mockllm_buf_adds(b, ",\"output_index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"item\":");
+        mockllm_llm_resp_call(c, b, i, 0, NULL);
+        mockllm_buf_adds(b, "}\n\n");
+
+    } else {
+        mockllm_buf_adds(b, "event: content_block_start\ndata: {\"type\":"
+                            "\"content_block_start\",\"index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"content_block\":{\"type\":\"tool_use\","
+                            "\"id\":\"");
+        mockllm_llm_call_id(c, b, "toolu_mock_", i);
+        mockllm_buf_adds(b, "\",\"name\":\"");
+        mockllm_llm_call_name(c, b, i);
+        mockllm_buf_adds(b, "\",\"input\":{}}}\n\n");
+    }
+
+    mockllm_llm_event(c);
+}
+
+
+/* one delta of call i's arguments: its pieces from to to */
+
+static void
+mockllm_llm_call_piece(mockllm_conn_t *c, int64_t i, int64_t from,
+    int64_t to)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    if (r->api == MOCKLLM_API_OPENAI) {
+        mockllm_buf_add(b, c->prefix.data, c->prefix.len);
+        mockllm_buf_adds(b, "{\"index\":0,\"delta\":{\"tool_calls\":"
+                            "[{\"index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"function\":{\"arguments\":\"");
+        mockllm_llm_args(c, b, i, from, to, 1, NULL);
+        mockllm_buf_adds(b, "\"}}]},\"finish_reason\":null}]}\n\n");
+
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_event(c, "response.function_call_arguments.delta");
+        mockllm_buf_adds(b, ",\"item_id\":\"");
+        mockllm_llm_call_id(c, b, "fc_mock_", i);
+        mockllm_buf_adds(b, "\",\"output_index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"delta\":\"");
+        mockllm_llm_args(c, b, i, from, to, 1, NULL);
+        mockllm_buf_adds(b, "\"}\n\n");
+
+    } else {
+        mockllm_buf_adds(b, "event: content_block_delta\ndata: {\"type\":"
+                            "\"content_block_delta\",\"index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"delta\":{\"type\":\"input_json_delta\","
+                            "\"partial_json\":\"");
+        mockllm_llm_args(c, b, i, from, to, 1, NULL);
+        mockllm_buf_adds(b, "\"}}\n\n");
+    }
+
+    mockllm_llm_event(c);
+}
+
+
+/* the end of call i's arguments, and the events that close it */
+
+static void
+mockllm_llm_call_close(mockllm_conn_t *c, int64_t i)
+{
+    mockllm_buf_t   *b;
+    mockllm_resp_t  *r;
+
+    r = &c->resp;
+    b = &c->tmp;
+
+    mockllm_llm_call_piece(c, i, r->per_call + 1, r->per_call + 1);
+
+    if (r->api == MOCKLLM_API_ANTHROPIC) {
+        mockllm_buf_adds(b, "event: content_block_stop\ndata: {\"type\":"
+                            "\"content_block_stop\",\"index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+
+    } else if (r->api == MOCKLLM_API_RESPONSES) {
+        mockllm_llm_resp_event(c, "response.function_call_arguments.done");
+        mockllm_buf_adds(b, ",\"item_id\":\"");
+        mockllm_llm_call_id(c, b, "fc_mock_", i);
+        mockllm_buf_adds(b, "\",\"output_index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"arguments\":\"");
+        mockllm_llm_args(c, b, i, 1, r->per_call + 1, 1, NULL);
+        mockllm_buf_adds(b, "\"}\n\n");
+        mockllm_llm_event(c);
+
+        mockllm_llm_resp_event(c, "response.output_item.done");
+        mockllm_buf_adds(b, ",\"output_index\":");
+        mockllm_buf_add_num(b, i);
+        mockllm_buf_adds(b, ",\"item\":");
+        mockllm_llm_resp_call(c, b, i, 1, NULL);
+        mockllm_buf_adds(b, "}\n\n");
+        mockllm_llm_event(c);
+    }
 }
 
 

@@ -298,7 +298,8 @@ mockllm_conn_run(mockllm_conn_t *c)
 
     for ( ;; ) {
         if (c->in.oom || c->out.oom || c->tmp.oom || c->prefix.oom
-            || c->model.oom || c->instr.oom || c->readout.oom)
+            || c->model.oom || c->instr.oom || c->readout.oom
+            || c->calls.oom)
         {
             mockllm_log("out of memory");
             return MOCKLLM_CLOSE;
@@ -576,6 +577,7 @@ mockllm_conn_close(mockllm_conn_t *c)
     mockllm_buf_free(&c->model);
     mockllm_buf_free(&c->instr);
     mockllm_buf_free(&c->readout);
+    mockllm_buf_free(&c->calls);
 
     free(c);
 }

@@ -47,6 +47,23 @@ static int mockllm_read_reasoning(cJSON *model);
 static void mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root,
     int count);
 static void mockllm_read_responses(mockllm_conn_t *c, cJSON *root);
+static void mockllm_read_chat_history(mockllm_read_t *rd, cJSON *msgs);
+static void mockllm_read_chat_unanswered(mockllm_read_t *rd, cJSON *asst,
+    int k);
+static void mockllm_read_anthropic_history(mockllm_read_t *rd, cJSON *msgs);
+static void mockllm_read_responses_history(mockllm_read_t *rd, cJSON *input);
+static void mockllm_read_tools(mockllm_conn_t *c, int api, cJSON *root,
+    int answered);
+static int mockllm_read_tool(mockllm_read_t *rd, int api, cJSON *tool, int i,
+    cJSON **name, cJSON **props);
+static void mockllm_read_call(mockllm_conn_t *c, int64_t i, cJSON *name,
+    cJSON *props);
+static void mockllm_read_family(mockllm_read_t *rd, int api, cJSON *model);
+static cJSON *mockllm_read_blocks(cJSON *msg);
+static int mockllm_read_has(cJSON *list, const char *name, const char *value);
+static int mockllm_read_is(cJSON *obj, const char *name, const char *value);
+static const char *mockllm_read_string(cJSON *obj, const char *name);
+static cJSON *mockllm_read_last(cJSON *list);
 static void mockllm_read_foreign(mockllm_read_t *rd, int api, cJSON *root,
     const char **names);
 static int64_t mockllm_read_limit(mockllm_read_t *rd, int api, cJSON *root,
@@ -124,6 +141,7 @@ mockllm_read(mockllm_conn_t *c, int api)
     c->model.len = 0;
     c->instr.len = 0;
     c->readout.len = 0;
+    c->calls.len = 0;
 
     j.p = (const unsigned char *) c->in.data + c->body_start;
     j.end = j.p + c->body_len;
@@ -194,6 +212,7 @@ mockllm_read(mockllm_conn_t *c, int api)
         mockllm_read_responses(c, root);
     }
 
+    mockllm_read_family(rd, api, model);
     mockllm_read_out(c, cJSON_IsString(model) ? model : NULL);
 
     cJSON_Delete(root);
@@ -297,6 +316,11 @@ mockllm_read_chat(mockllm_conn_t *c, cJSON *root)
     rd->tools = mockllm_read_count(rd, MOCKLLM_API_OPENAI, root, "tools")
                 + mockllm_read_count(rd, MOCKLLM_API_OPENAI, root,
                                      "functions");
+
+    mockllm_read_chat_history(rd, list);
+    mockllm_read_tools(c, MOCKLLM_API_OPENAI, root,
+                       mockllm_read_is(mockllm_read_last(list), "role",
+                                       "tool"));
 }
 
 
@@ -465,6 +489,12 @@ mockllm_read_anthropic(mockllm_conn_t *c, cJSON *root, int count)
     }
 
     rd->tools = mockllm_read_count(rd, MOCKLLM_API_ANTHROPIC, root, "tools");
+
+    mockllm_read_anthropic_history(rd, list);
+    mockllm_read_tools(c, MOCKLLM_API_ANTHROPIC, root,
+                       mockllm_read_has(mockllm_read_blocks(
+                                            mockllm_read_last(list)),
+                                        "type", "tool_result"));
     rd->refs = mockllm_read_count(rd, MOCKLLM_API_ANTHROPIC, root,
                                   "mcp_servers");
 
@@ -672,6 +702,11 @@ mockllm_read_responses(mockllm_conn_t *c, cJSON *root)
     }
 
     rd->tools = mockllm_read_count(rd, MOCKLLM_API_RESPONSES, root, "tools");
+
+    mockllm_read_responses_history(rd, list);
+    mockllm_read_tools(c, MOCKLLM_API_RESPONSES, root,
+                       mockllm_read_is(mockllm_read_last(list), "type",
+                                       "function_call_output"));
 }
 
 
@@ -712,6 +747,566 @@ mockllm_read_responses_parts(mockllm_read_t *rd, cJSON *parts,
 
         k++;
     }
+}
+
+
+/*
+ * A Chat conversation's tool messages, as OpenAI holds them: each answers
+ * a call of the assistant message just before them, and each such call is
+ * answered before the next other message.
+ */
+
+static void
+mockllm_read_chat_history(mockllm_read_t *rd, cJSON *msgs)
+{
+    char         where[MOCKLLM_READ_PARAM_LEN];
+    int          i, k, first;
+    cJSON       *msg, *asst, *id, *calls;
+    const char  *role;
+
+    asst = NULL;
+    i = 0;
+    k = 0;
+
+    cJSON_ArrayForEach(msg, msgs) {
+        role = mockllm_read_string(msg, "role");
+
+        if (role && strcmp(role, "tool") == 0) {
+            id = mockllm_read_get(msg, "tool_call_id");
+            first = (rd->status == 0);
+
+            if (!cJSON_IsString(id)) {
+                snprintf(where, sizeof(where), "messages[%d].tool_call_id",
+                         i);
+                mockllm_read_missing(rd, MOCKLLM_API_OPENAI, where);
+                rd->code = first ? "missing_required_parameter" : rd->code;
+
+            } else if (asst == NULL
+                       || !mockllm_read_has(mockllm_read_get(asst,
+                                                             "tool_calls"),
+                                            "id", id->valuestring))
+            {
+                snprintf(where, sizeof(where), "messages.[%d].role", i);
+                mockllm_read_refuse(rd, where, "Invalid parameter: messages "
+                                    "with role 'tool' must be a response to "
+                                    "a preceeding message with "
+                                    "'tool_calls'.");
+            }
+
+            i++;
+            continue;
+        }
+
+        if (asst) {
+            mockllm_read_chat_unanswered(rd, asst, k);
+            asst = NULL;
+        }
+
+        calls = mockllm_read_get(msg, "tool_calls");
+
+        if (role && strcmp(role, "assistant") == 0 && cJSON_IsArray(calls)
+            && cJSON_GetArraySize(calls) > 0)
+        {
+            asst = msg;
+            k = i;
+        }
+
+        i++;
+    }
+
+    if (asst) {
+        mockllm_read_chat_unanswered(rd, asst, k);
+    }
+}
+
+
+/* each call of the assistant message k has its tool message after it */
+
+static void
+mockllm_read_chat_unanswered(mockllm_read_t *rd, cJSON *asst, int k)
+{
+    char         where[MOCKLLM_READ_PARAM_LEN];
+    cJSON       *call, *id, *msg;
+    const char  *role;
+
+    cJSON_ArrayForEach(call, mockllm_read_get(asst, "tool_calls")) {
+        id = mockllm_read_get(call, "id");
+
+        if (!cJSON_IsString(id)) {
+            continue;
+        }
+
+        for (msg = asst->next; msg; msg = msg->next) {
+            role = mockllm_read_string(msg, "role");
+
+            if (role == NULL || strcmp(role, "tool") != 0) {
+                msg = NULL;
+                break;
+            }
+
+            if (mockllm_read_is(msg, "tool_call_id", id->valuestring)) {
+                break;
+            }
+        }
+
+        if (msg == NULL) {
+            snprintf(where, sizeof(where), "messages.[%d].role", k);
+            mockllm_read_refuse(rd, where, "An assistant message with "
+                                "'tool_calls' must be followed by tool "
+                                "messages responding to each "
+                                "'tool_call_id'. The following tool_call_ids "
+                                "did not have response messages: %.64s",
+                                id->valuestring);
+            return;
+        }
+    }
+}
+
+
+/*
+ * An Anthropic conversation's tool results, as Anthropic holds them: the
+ * tool_result blocks of a message answer the tool_use blocks of the one
+ * before, each of them.
+ */
+
+static void
+mockllm_read_anthropic_history(mockllm_read_t *rd, cJSON *msgs)
+{
+    int          i, k;
+    cJSON       *msg, *prev, *block, *id;
+    const char  *type;
+
+    prev = NULL;
+    i = 0;
+
+    cJSON_ArrayForEach(msg, msgs) {
+        k = 0;
+
+        cJSON_ArrayForEach(block, mockllm_read_blocks(msg)) {
+            type = mockllm_read_type(block);
+            id = mockllm_read_get(block, "tool_use_id");
+
+            if (type == NULL || strcmp(type, "tool_result") != 0) {
+                /* void */
+
+            } else if (!cJSON_IsString(id)) {
+                mockllm_read_refuse(rd, "messages", "messages.%d.content.%d"
+                                    ".tool_use_id: Field required", i, k);
+
+            } else if (!mockllm_read_has(mockllm_read_blocks(prev), "id",
+                                         id->valuestring))
+            {
+                mockllm_read_refuse(rd, "messages", "messages.%d.content.%d:"
+                                    " unexpected `tool_use_id` found in "
+                                    "`tool_result` blocks: %.64s. Each "
+                                    "`tool_result` block must have a "
+                                    "corresponding `tool_use` block in the "
+                                    "previous message.", i, k,
+                                    id->valuestring);
+            }
+
+            k++;
+        }
+
+        cJSON_ArrayForEach(block, mockllm_read_blocks(prev)) {
+            type = mockllm_read_type(block);
+            id = mockllm_read_get(block, "id");
+
+            if (type && strcmp(type, "tool_use") == 0 && cJSON_IsString(id)
+                && !mockllm_read_has(mockllm_read_blocks(msg), "tool_use_id",
+                                     id->valuestring))
+            {
+                mockllm_read_refuse(rd, "messages", "messages.%d: `tool_use` "
+                                    "ids were found without `tool_result` "
+                                    "blocks immediately after: %.64s. Each "
+                                    "`tool_use` block must have a "
+                                    "corresponding `tool_result` block in "
+                                    "the next message.", i - 1,
+                                    id->valuestring);
+            }
+        }
+
+        prev = msg;
+        i++;
+    }
+}
+
+
+/*
+ * The Responses input's function_call_output items: each answers a
+ * function_call of the input, unless the context is stored elsewhere
+ * (previous_response_id, conversation, prompt, item_reference).
+ */
+
+static void
+mockllm_read_responses_history(mockllm_read_t *rd, cJSON *input)
+{
+    char         where[MOCKLLM_READ_PARAM_LEN];
+    int          i;
+    cJSON       *item, *id, *call;
+    const char  *type;
+
+    i = 0;
+
+    cJSON_ArrayForEach(item, input) {
+        type = mockllm_read_type(item);
+        id = mockllm_read_get(item, "call_id");
+
+        if (type == NULL || strcmp(type, "function_call_output") != 0) {
+            i++;
+            continue;
+        }
+
+        if (!cJSON_IsString(id)) {
+            snprintf(where, sizeof(where), "input[%d].call_id", i);
+            mockllm_read_missing(rd, MOCKLLM_API_RESPONSES, where);
+            i++;
+            continue;
+        }
+
+        cJSON_ArrayForEach(call, input) {
+            type = mockllm_read_type(call);
+
+            if (type && strcmp(type, "function_call") == 0
+                && mockllm_read_is(call, "call_id", id->valuestring))
+            {
+                break;
+            }
+        }
+
+        if (call == NULL && rd->refs == 0) {
+            mockllm_read_refuse(rd, "input", "No tool call found for "
+                                "function call output with call_id %.64s.",
+                                id->valuestring);
+        }
+
+        i++;
+    }
+}
+
+
+/*
+ * The tools the request declares that the client runs, and whether the
+ * answer is calls of them: x-mock-tool-calls of them, unless tool_choice
+ * says none or the last message is a tool result (answered), at least one
+ * when tool_choice forces a call, at most one without parallel calls.
+ */
+
+static void
+mockllm_read_tools(mockllm_conn_t *c, int api, cJSON *root, int answered)
+{
+    int              i, ntools, forced, parallel;
+    cJSON           *tool, *name, *props, *choice, *named, *list;
+    cJSON           *found, *found_props;
+    cJSON           *names[MOCKLLM_CALLS_MAX], *schemas[MOCKLLM_CALLS_MAX];
+    int64_t          n, k;
+    const char      *type;
+    mockllm_read_t  *rd;
+
+    rd = &c->rd;
+
+    choice = mockllm_read_get(root, "tool_choice");
+    type = cJSON_IsString(choice) ? choice->valuestring
+                                  : mockllm_read_type(choice);
+    named = NULL;
+
+    if (type && cJSON_IsObject(choice)
+        && (strcmp(type, "function") == 0 || strcmp(type, "tool") == 0))
+    {
+        named = mockllm_read_get(api == MOCKLLM_API_OPENAI
+                                 ? mockllm_read_get(choice, "function")
+                                 : choice, "name");
+        named = cJSON_IsString(named) ? named : NULL;
+    }
+
+    forced = type && (strcmp(type, "required") == 0
+                      || strcmp(type, "any") == 0);
+
+    if (api == MOCKLLM_API_ANTHROPIC) {
+        parallel = !cJSON_IsTrue(mockllm_read_get(choice,
+                                            "disable_parallel_tool_use"));
+
+    } else {
+        parallel = !cJSON_IsFalse(mockllm_read_get(root,
+                                                   "parallel_tool_calls"));
+    }
+
+    list = mockllm_read_get(root, "tools");
+    list = cJSON_IsArray(list) ? list : NULL;
+    ntools = 0;
+    i = 0;
+    found = NULL;
+    found_props = NULL;
+
+    cJSON_ArrayForEach(tool, list) {
+        if (mockllm_read_tool(rd, api, tool, i++, &name, &props)
+            != MOCKLLM_OK)
+        {
+            continue;
+        }
+
+        if (named && strcmp(name->valuestring, named->valuestring) == 0) {
+            found = name;
+            found_props = props;
+        }
+
+        if (ntools < MOCKLLM_CALLS_MAX) {
+            names[ntools] = name;
+            schemas[ntools] = props;
+        }
+
+        ntools++;
+    }
+
+    if (named && found == NULL) {
+        mockllm_read_refuse(rd, "tool_choice", api == MOCKLLM_API_ANTHROPIC
+                            ? "tool_choice.name: Tool '%.64s' not found in "
+                              "tools"
+                            : "Invalid value for 'tool_choice': no function "
+                              "named '%.64s' was specified in the 'tools' "
+                              "parameter.", named->valuestring);
+    }
+
+    if (ntools == 0 || answered || rd->status
+        || (type && strcmp(type, "none") == 0))
+    {
+        return;
+    }
+
+    n = c->req.tool_calls;
+
+    if (n == 0 && (forced || named)) {
+        n = 1;
+    }
+
+    if (!parallel && n > 1) {
+        n = 1;
+    }
+
+    for (k = 0; k < n; k++) {
+        if (found) {
+            mockllm_read_call(c, k, found, found_props);
+
+        } else {
+            mockllm_read_call(c, k, names[k % ntools], schemas[k % ntools]);
+        }
+    }
+
+    rd->calls = n;
+}
+
+
+/*
+ * A tool the client runs: Chat's and Responses' of type function,
+ * Anthropic's custom ones (its server tools are run by the model); its
+ * name, required, and the properties of its schema.
+ */
+
+static int
+mockllm_read_tool(mockllm_read_t *rd, int api, cJSON *tool, int i,
+    cJSON **name, cJSON **props)
+{
+    char         where[MOCKLLM_READ_PARAM_LEN];
+    cJSON       *fn;
+    const char  *type;
+
+    type = mockllm_read_type(tool);
+
+    if (api == MOCKLLM_API_ANTHROPIC) {
+        if (type && strcmp(type, "custom") != 0) {
+            return MOCKLLM_ERROR;
+        }
+
+        fn = tool;
+        *props = mockllm_read_get(mockllm_read_get(tool, "input_schema"),
+                                  "properties");
+        snprintf(where, sizeof(where), "tools.%d.name", i);
+
+    } else {
+        if (type == NULL || strcmp(type, "function") != 0) {
+            return MOCKLLM_ERROR;
+        }
+
+        fn = (api == MOCKLLM_API_OPENAI) ? mockllm_read_get(tool, "function")
+                                         : tool;
+        *props = mockllm_read_get(mockllm_read_get(fn, "parameters"),
+                                  "properties");
+        snprintf(where, sizeof(where),
+                 api == MOCKLLM_API_OPENAI ? "tools[%d].function.name"
+                                           : "tools[%d].name", i);
+    }
+
+    *name = mockllm_read_get(fn, "name");
+
+    if (!cJSON_IsString(*name) || (*name)->valuestring[0] == '\0') {
+        mockllm_read_missing(rd, api, where);
+        return MOCKLLM_ERROR;
+    }
+
+    return MOCKLLM_OK;
+}
+
+
+/*
+ * Call i of the answer: its tool's name, escaped, and the start of its
+ * arguments, {"PROP":", PROP the first property of the tool's schema or
+ * "arg", as JSON text and escaped again, to be put in a JSON string.
+ */
+
+static void
+mockllm_read_call(mockllm_conn_t *c, int64_t i, cJSON *name, cJSON *props)
+{
+    const char      *prop;
+    mockllm_buf_t   *b;
+    mockllm_call_t  *call;
+
+    b = &c->calls;
+    call = &c->rd.call[i];
+
+    prop = "arg";
+
+    if (cJSON_IsObject(props) && props->child && props->child->string) {
+        prop = props->child->string;
+    }
+
+    call->name = b->len;
+    mockllm_buf_add_json(b, name->valuestring, strlen(name->valuestring));
+    call->name_len = b->len - call->name;
+
+    call->key = b->len;
+    mockllm_buf_adds(b, "{\"");
+    mockllm_buf_add_json(b, prop, strlen(prop));
+    mockllm_buf_adds(b, "\":\"");
+    call->key_len = b->len - call->key;
+
+    /* reserved first: the key is escaped from the buffer into itself */
+    mockllm_buf_reserve(b, call->key_len * 6);
+    call->key_esc = b->len;
+
+    if (!b->oom) {
+        mockllm_buf_add_json(b, b->data + call->key, call->key_len);
+    }
+
+    call->key_esc_len = b->len - call->key_esc;
+}
+
+
+/*
+ * The model families, as the providers have them: a model of the other
+ * provider is not found.  The mock's generic names (m, mock-a) are
+ * served everywhere.
+ */
+
+static void
+mockllm_read_family(mockllm_read_t *rd, int api, cJSON *model)
+{
+    int          openai, anthropic;
+    size_t       n;
+    const char  *s;
+
+    if (rd->status || !cJSON_IsString(model)) {
+        return;
+    }
+
+    s = model->valuestring;
+
+    anthropic = (strstr(s, "claude") != NULL);
+    openai = !anthropic
+             && (strstr(s, "gpt") || strstr(s, "embed")
+                 || strstr(s, "davinci")
+                 || (s[0] == 'o' && s[1] >= '0' && s[1] <= '9')
+                 || (strncmp(s, "mock-o", 6) == 0
+                     && s[6] >= '0' && s[6] <= '9'));
+
+    /* bounded, at a character's start: the message is escaped as JSON */
+    n = strlen(s);
+
+    if (n > 128) {
+        n = 128;
+
+        while (n && ((unsigned char) s[n] & 0xc0) == 0x80) {
+            n--;
+        }
+    }
+
+    if (api == MOCKLLM_API_ANTHROPIC && openai) {
+        mockllm_read_refuse(rd, "model", "model: %.*s", (int) n, s);
+        rd->status = 404;
+        rd->type = "not_found_error";
+
+    } else if (api != MOCKLLM_API_ANTHROPIC && anthropic) {
+        mockllm_read_refuse(rd, "model", "The model '%.*s' does not exist "
+                            "or you do not have access to it.", (int) n, s);
+        rd->status = 404;
+        rd->code = "model_not_found";
+    }
+}
+
+
+/* a message's content blocks, when they are an array */
+
+static cJSON *
+mockllm_read_blocks(cJSON *msg)
+{
+    cJSON  *content;
+
+    content = mockllm_read_get(msg, "content");
+
+    return cJSON_IsArray(content) ? content : NULL;
+}
+
+
+/* whether one of the objects of an array has the member with the value */
+
+static int
+mockllm_read_has(cJSON *list, const char *name, const char *value)
+{
+    cJSON  *item;
+
+    cJSON_ArrayForEach(item, list) {
+        if (mockllm_read_is(item, name, value)) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static int
+mockllm_read_is(cJSON *obj, const char *name, const char *value)
+{
+    const char  *s;
+
+    s = mockllm_read_string(obj, name);
+
+    return s && strcmp(s, value) == 0;
+}
+
+
+static const char *
+mockllm_read_string(cJSON *obj, const char *name)
+{
+    cJSON  *v;
+
+    v = mockllm_read_get(obj, name);
+
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+
+static cJSON *
+mockllm_read_last(cJSON *list)
+{
+    cJSON  *item, *last;
+
+    last = NULL;
+
+    cJSON_ArrayForEach(item, list) {
+        last = item;
+    }
+
+    return last;
 }
 
 

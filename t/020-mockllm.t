@@ -857,6 +857,534 @@ for my $c (@reads) {
 
 
 ###############################################################################
+# Tool calls: x-mock-tool-calls N calls of the tools the client runs, call i
+# of tool i mod tools (or the one tool_choice names), arguments
+# {"PROP":"tok1 ... tokK"}, K the text's tokens, output tokens N x K; a
+# stream sends the arguments a token a delta, to be joined.
+
+my $weather = { type => 'object', properties => { city => { type => 'string' },
+                                                  days => { type => 'integer' } } };
+my %tools = (
+    $OAI => [ { type => 'function',
+                function => { name => 'get_weather', parameters => $weather } },
+              { type => 'function', function => { name => 'get_time' } } ],
+    # strict exists; a server tool is the model's own, never the client's
+    $ANT => [ { name => 'get_weather', input_schema => $weather, strict => $T },
+              { type => 'web_search_20250305', name => 'web_search' },
+              { name => 'get_time', input_schema => { type => 'object' } } ],
+    $RSP => [ { type => 'function', name => 'get_weather',
+                parameters => $weather },
+              { type => 'web_search' },
+              { type => 'function', name => 'get_time',
+                parameters => { type => 'object', properties => {} } } ],
+);
+
+my %finish = ($OAI => 'tool_calls', $ANT => 'tool_use', $RSP => 'completed');
+my %idre = ($OAI => qr/^call_mock_\d+_/, $ANT => qr/^toolu_mock_\d+_/,
+            $RSP => qr/^call_mock_\d+_/);
+
+sub tool_body {
+    my ($path, %o) = @_;
+    my %b = (model => 'm', tools => $tools{$path}, %o);
+
+    if ($path eq $RSP) {
+        $b{input} //= 'hello world';
+    } else {
+        $b{messages} //= $hello;
+        $b{max_tokens} //= 100 if $path eq $ANT;
+    }
+
+    $b{stream_options} = { include_usage => $T }
+        if $path eq $OAI && $b{stream};
+
+    return \%b;
+}
+
+sub post {
+    my ($path, $headers, $body) = @_;
+    my $s = connect_mockllm($m);
+    send_request($s, 'POST', $path, $headers,
+                 ref $body ? $JSON->encode($body) : $body);
+    my $res = read_response($s);
+    close $s;
+    return $res;
+}
+
+sub events {
+    my ($res) = @_;
+    my @ev;
+
+    for my $chunk (@{ $res->{chunks} }) {
+        my %ev;
+        for (split /\n/, $chunk) {
+            $ev{$1} = $2 if /^(event|data): (.*)$/;
+        }
+        $ev{data} = decode($ev{data})
+            if defined $ev{data} && $ev{data} ne '[DONE]';
+        push @ev, \%ev;
+    }
+
+    return @ev;
+}
+
+# what a client makes of the answer: { calls => [ { id, name, args (the
+# joined text), deltas, item } ], finish, output (tokens), text }
+sub calls_of {
+    my ($path, $res) = @_;
+    my (%r, @calls);
+
+    if ($res->{headers}{'content-type'} eq 'application/json') {
+        my $j = decode($res->{body});
+
+        if ($path eq $OAI) {
+            my $c = $j->{choices}[0];
+            @calls = map { { id => $_->{id}, type => $_->{type},
+                             name => $_->{function}{name},
+                             args => $_->{function}{arguments} } }
+                     @{ $c->{message}{tool_calls} // [] };
+            @r{qw(finish output text)} = ($c->{finish_reason},
+                $j->{usage}{completion_tokens}, $c->{message}{content});
+
+        } elsif ($path eq $ANT) {
+            @calls = map { { id => $_->{id}, name => $_->{name},
+                             args => $JSON->encode($_->{input}) } }
+                     grep { $_->{type} eq 'tool_use' } @{ $j->{content} };
+            @r{qw(finish output)} = ($j->{stop_reason},
+                                     $j->{usage}{output_tokens});
+            ($r{text}) = map { $_->{text} }
+                         grep { $_->{type} eq 'text' } @{ $j->{content} };
+
+        } else {
+            @calls = map { { id => $_->{call_id}, item => $_->{id},
+                             name => $_->{name}, args => $_->{arguments},
+                             status => $_->{status} } }
+                     grep { $_->{type} eq 'function_call' } @{ $j->{output} };
+            @r{qw(finish output)} = ($j->{status},
+                                     $j->{usage}{output_tokens});
+            ($r{text}) = map { $_->{content}[0]{text} }
+                         grep { $_->{type} eq 'message' } @{ $j->{output} };
+        }
+
+        $r{calls} = \@calls;
+        return \%r;
+    }
+
+    for my $ev (events($res)) {
+        my $d = $ev->{data};
+        next unless ref $d;
+
+        if ($path eq $OAI) {
+            my $c = $d->{choices}[0] or do {
+                $r{output} = $d->{usage}{completion_tokens};
+                next;
+            };
+            for my $tc (@{ $c->{delta}{tool_calls} // [] }) {
+                my $call = $calls[$tc->{index}] //= { args => '', deltas => 0 };
+                $call->{id} = $tc->{id} if defined $tc->{id};
+                $call->{type} = $tc->{type} if defined $tc->{type};
+                $call->{name} = $tc->{function}{name}
+                    if defined $tc->{function}{name};
+                my $a = $tc->{function}{arguments};
+                if (defined $a && length $a) {
+                    $call->{args} .= $a;
+                    $call->{deltas}++;
+                }
+            }
+            $r{text} .= $c->{delta}{content} // '';
+            $r{finish} = $c->{finish_reason} if $c->{finish_reason};
+
+        } elsif ($path eq $ANT) {
+            my $t = $d->{type};
+            if ($t eq 'content_block_start'
+                && $d->{content_block}{type} eq 'tool_use')
+            {
+                $calls[$d->{index}] = { id => $d->{content_block}{id},
+                                        name => $d->{content_block}{name},
+                                        args => '', deltas => 0 };
+            } elsif ($t eq 'content_block_delta'
+                     && $d->{delta}{type} eq 'input_json_delta')
+            {
+                $calls[$d->{index}]{args} .= $d->{delta}{partial_json};
+                $calls[$d->{index}]{deltas}++;
+            } elsif ($t eq 'content_block_delta') {
+                $r{text} .= $d->{delta}{text};
+            } elsif ($t eq 'content_block_stop') {
+                $calls[$d->{index}]{stopped} = 1 if $calls[$d->{index}];
+            } elsif ($t eq 'message_delta') {
+                $r{finish} = $d->{delta}{stop_reason};
+                $r{output} = $d->{usage}{output_tokens};
+            }
+
+        } else {
+            my $t = $d->{type};
+            if ($t eq 'response.output_item.added'
+                && $d->{item}{type} eq 'function_call')
+            {
+                $calls[$d->{output_index}] = { id => $d->{item}{call_id},
+                    item => $d->{item}{id}, name => $d->{item}{name},
+                    args => '', deltas => 0 };
+            } elsif ($t eq 'response.function_call_arguments.delta') {
+                my $call = $calls[$d->{output_index}];
+                $call->{args} .= $d->{delta};
+                $call->{deltas}++;
+                $call->{bad_item} = 1 if $d->{item_id} ne $call->{item};
+            } elsif ($t eq 'response.function_call_arguments.done') {
+                $calls[$d->{output_index}]{done} = $d->{arguments};
+            } elsif ($t eq 'response.output_item.done') {
+                $calls[$d->{output_index}]{status} = $d->{item}{status};
+                $calls[$d->{output_index}]{final} = $d->{item}{arguments};
+            } elsif ($t eq 'response.output_text.delta') {
+                $r{text} .= $d->{delta};
+            } elsif ($t eq 'response.completed') {
+                $r{finish} = $d->{response}{status};
+                $r{output} = $d->{response}{usage}{output_tokens};
+                $r{completed} = [ map { $_->{arguments} }
+                                  @{ $d->{response}{output} } ];
+            }
+        }
+    }
+
+    $r{calls} = \@calls;
+    return \%r;
+}
+
+sub args { $JSON->encode({ $_[0] => join ' ', map { "tok$_" } 1 .. $_[1] }) }
+
+for my $path ($OAI, $ANT, $RSP) {
+    for my $stream (0, 1) {
+        my $what = "$path " . ($stream ? 'stream' : 'whole');
+        my $res = post($path, { 'x-mock-tool-calls' => 3,
+                                'x-mock-tokens' => 4 },
+                       tool_body($path, stream => $stream ? $T : $F));
+        my $got = calls_of($path, $res);
+        my @calls = @{ $got->{calls} };
+
+        subtest "tool calls: $what, 3 calls of 2 tools" => sub {
+            is($res->{status}, 200, 'status');
+            is(scalar @calls, 3, 'three calls');
+            is($got->{finish}, $finish{$path}, 'finish');
+            is($got->{output}, 12, 'output tokens: 3 x 4');
+            ok(!defined $got->{text} || $got->{text} eq '', 'no text');
+
+            my @names = qw(get_weather get_time get_weather);
+            my @props = qw(city arg city);
+
+            for my $i (0 .. 2) {
+                my $c = $calls[$i] // {};
+                like($c->{id} // '', qr/$idre{$path}$i$/, "call $i: id");
+                like($c->{id} // '', qr/^[a-zA-Z0-9_-]+$/,
+                     "call $i: an id Anthropic takes too");
+                is($c->{name}, $names[$i], "call $i: tool i mod tools");
+                is_deeply(decode($c->{args}),
+                          decode(args($props[$i], 4)),
+                          "call $i: arguments, first property");
+                is($c->{type}, 'function', "call $i: type") if $path eq $OAI;
+                like($c->{item} // '', qr/^fc_mock_\d+_$i$/,
+                     "call $i: item id") if $path eq $RSP;
+                is($c->{status}, 'completed', "call $i: item completed")
+                    if $path eq $RSP;
+
+                next unless $stream;
+
+                is($c->{deltas}, 5, "call $i: a delta a token, and the end");
+                ok($c->{stopped}, "call $i: content_block_stop")
+                    if $path eq $ANT;
+
+                if ($path eq $RSP) {
+                    ok(!$c->{bad_item}, "call $i: deltas name the item");
+                    is($c->{done}, $c->{args},
+                       "call $i: arguments.done has them joined");
+                    is($c->{final}, $c->{args}, "call $i: output_item.done");
+                    is($got->{completed}[$i], $c->{args},
+                       "call $i: response.completed's output");
+                }
+            }
+        };
+    }
+}
+
+{
+    # what chooses the calls: tool_choice, parallel calls, the last message
+    my $tr_oai = [ @$hello,
+        { role => 'assistant', content => undef, tool_calls => [
+            { id => 'call_a', type => 'function',
+              function => { name => 'get_weather', arguments => '{}' } },
+            { id => 'call_b', type => 'function',
+              function => { name => 'get_time', arguments => '{}' } } ] },
+        { role => 'tool', tool_call_id => 'call_b', content => 'noon' },
+        { role => 'tool', tool_call_id => 'call_a', content => 'sunny' } ];
+    my $tr_ant = [ @$hello,
+        { role => 'assistant', content => [
+            { type => 'text', text => 'let me see' },
+            { type => 'tool_use', id => 'toolu_a', name => 'get_weather',
+              input => { city => 'x' } },
+            { type => 'tool_use', id => 'call_b', name => 'get_time',
+              input => {} } ] },
+        { role => 'user', content => [
+            { type => 'tool_result', tool_use_id => 'toolu_a',
+              content => 'sunny' },
+            { type => 'tool_result', tool_use_id => 'call_b',
+              content => [ { type => 'text', text => 'noon' } ] } ] } ];
+    my $tr_rsp = [
+        { role => 'user', content => 'hello world' },
+        { type => 'function_call', call_id => 'call_a', name => 'get_weather',
+          arguments => '{}' },
+        { type => 'function_call_output', call_id => 'call_a',
+          output => 'sunny' } ];
+
+    my @choose = (
+        # [ path, headers, body members, calls expected, name of each ]
+        [ $OAI, 2, { messages => $tr_oai }, 0 ],
+        [ $ANT, 2, { messages => $tr_ant }, 0 ],
+        [ $RSP, 2, { input => $tr_rsp }, 0 ],
+        [ $OAI, 2, { tool_choice => 'none' }, 0 ],
+        [ $ANT, 2, { tool_choice => { type => 'none' } }, 0 ],
+        [ $RSP, 2, { tool_choice => 'none' }, 0 ],
+        [ $OAI, 0, {}, 0 ],
+        [ $OAI, undef, { tool_choice => 'auto' }, 0 ],
+        [ $OAI, undef, { tool_choice => 'required' }, 1, 'get_weather' ],
+        [ $ANT, 0, { tool_choice => { type => 'any' } }, 1, 'get_weather' ],
+        [ $RSP, undef, { tool_choice => 'required' }, 1, 'get_weather' ],
+        [ $OAI, 3, { tool_choice => { type => 'function',
+                                      function => { name => 'get_time' } } },
+          3, 'get_time' ],
+        [ $ANT, 2, { tool_choice => { type => 'tool', name => 'get_time' } },
+          2, 'get_time' ],
+        [ $RSP, 2, { tool_choice => { type => 'function',
+                                      name => 'get_time' } }, 2, 'get_time' ],
+        [ $OAI, 3, { parallel_tool_calls => $F }, 1, 'get_weather' ],
+        [ $RSP, 3, { parallel_tool_calls => $F }, 1, 'get_weather' ],
+        [ $ANT, 3, { tool_choice => { type => 'auto',
+                                      disable_parallel_tool_use => $T } },
+          1, 'get_weather' ],
+        [ $ANT, 3, { tools => [ $tools{$ANT}[1] ] }, 0 ],
+        [ $RSP, 3, { tools => [ $tools{$RSP}[1] ] }, 0 ],
+        [ $OAI, 3, { tools => undef }, 0 ],
+        [ $OAI, 16, {}, 16, undef ],
+    );
+
+    for my $c (@choose) {
+        my ($path, $n, $members, $want, $name) = @$c;
+        my %h = ('x-mock-tokens' => 2);
+        $h{'x-mock-tool-calls'} = $n if defined $n;
+        my $res = post($path, \%h, tool_body($path, %$members));
+        my $got = calls_of($path, $res);
+        my $label = $JSON->encode($members);
+        $label = substr($label, 0, 100);
+
+        subtest "tool calls: $path, x-mock-tool-calls "
+                . ($n // 'absent') . ", $label" => sub {
+            is($res->{status}, 200, 'status');
+            is(scalar @{ $got->{calls} }, $want, "$want calls");
+
+            if ($want == 0) {
+                is($got->{text}, tokens(2), 'the text answer');
+                is($got->{finish}, { $OAI => 'stop', $ANT => 'end_turn',
+                                     $RSP => 'completed' }->{$path},
+                   'its finish');
+                return;
+            }
+
+            is($got->{output}, 2 * $want, 'output tokens');
+            is($_->{name}, $name, 'the tool') for grep { defined $name }
+                                                   @{ $got->{calls} };
+        };
+    }
+}
+
+{
+    # the other headers count the tokens of the calls
+    my $res = post($OAI, { 'x-mock-tool-calls' => 2, 'x-mock-tokens' => 3,
+                           'x-mock-die-after' => 4 },
+                   tool_body($OAI, stream => $T));
+    my $got = calls_of($OAI, $res);
+    ok(!$res->{terminated}, 'tool calls, x-mock-die-after 4: cut');
+    is_deeply([ map { $_->{args} } @{ $got->{calls} } ],
+              [ '{"city":"tok1 tok2 tok3"}', '{"arg":"tok1' ],
+              '... after the first token of the second call');
+    ok(!defined $got->{finish}, '... without a finish');
+
+    $res = post($ANT, { 'x-mock-tool-calls' => 2, 'x-mock-tokens' => 3,
+                        'x-mock-error-after' => 2 },
+                tool_body($ANT, stream => $T));
+    my @ev = events($res);
+    is($ev[-1]{event}, 'error', 'tool calls, x-mock-error-after: the error');
+    is(calls_of($ANT, $res)->{calls}[0]{args}, '{"city":"tok1 tok2',
+       '... after two tokens');
+
+    $res = post($RSP, { 'x-mock-tool-calls' => 1, 'x-mock-tokens' => 3,
+                        'x-mock-die-after' => 2 }, tool_body($RSP));
+    like($res->{body}, qr/"arguments":"\{\\"city\\":\\"tok1 tok2$/,
+         'tool calls, whole body: x-mock-die-after cuts the arguments');
+
+    $res = post($ANT, { 'x-mock-tool-calls' => 1, 'x-mock-tokens' => 100 },
+                tool_body($ANT, max_tokens => 5));
+    $got = calls_of($ANT, $res);
+    is_deeply([ $got->{finish}, $got->{output}, $got->{calls}[0]{args} ],
+              [ 'tool_use', 5, args('city', 5) ],
+              'tool calls: K is the capped text, the arguments whole');
+
+    $res = post($OAI, { 'x-mock-tool-calls' => 1, 'x-mock-tokens' => 0 },
+                tool_body($OAI, stream => $T));
+    $got = calls_of($OAI, $res);
+    is_deeply([ $got->{calls}[0]{args}, $got->{output} ],
+              [ '{"city":""}', 0 ], 'tool calls: 0 tokens, empty argument');
+
+    $res = post($OAI, { 'x-mock-tool-calls' => 2, 'x-mock-tokens' => 1,
+                        'x-mock-no-usage' => 1,
+                        'x-mock-cached-tokens' => 2 }, tool_body($OAI));
+    ok(!exists decode($res->{body})->{usage},
+       'tool calls: x-mock-no-usage');
+
+    for my $bad (17, -1, 'x') {
+        $res = post($OAI, { 'x-mock-tool-calls' => $bad }, tool_body($OAI));
+        is($res->{status}, 400, "x-mock-tool-calls $bad: 400");
+    }
+}
+
+{
+    # a tool conversation as the providers hold it
+    my $call = sub { { id => $_[0], type => 'function',
+                       function => { name => 'get_time',
+                                     arguments => '{}' } } };
+    my $asst = sub { { role => 'assistant', content => undef,
+                       tool_calls => [ map { $call->($_) } @_ ] } };
+    my $tool = sub { { role => 'tool', content => 'x',
+                       defined $_[0] ? (tool_call_id => $_[0]) : () } };
+    my $use = sub { { role => 'assistant', content => [ map {
+        { type => 'tool_use', id => $_, name => 'get_time', input => {} } }
+        @_ ] } };
+    my $result = sub { { role => 'user', content => [ map {
+        { type => 'tool_result', tool_use_id => $_, content => 'x' } }
+        @_ ] } };
+
+    my @hist = (
+        # [ path, messages or input, status, OpenAI param / Anthropic message ]
+        [ $OAI, [ @$hello, $asst->('c1'), $tool->(undef) ], 400,
+          'messages[2].tool_call_id', 'missing_required_parameter' ],
+        [ $OAI, [ @$hello, $asst->('c1'), $tool->('c2') ], 400,
+          'messages.[2].role' ],
+        [ $OAI, [ @$hello, $tool->('c1') ], 400, 'messages.[1].role' ],
+        [ $OAI, [ @$hello, $asst->('c1'), { role => 'user', content => 'x' },
+                  $tool->('c1') ], 400, 'messages.[1].role' ],
+        [ $OAI, [ @$hello, $asst->('c1', 'c2'), $tool->('c1') ], 400,
+          'messages.[1].role' ],
+        [ $OAI, [ @$hello, $asst->('c1', 'c2'), $tool->('c1'),
+                  { role => 'user', content => 'x' } ], 400,
+          'messages.[1].role' ],
+        [ $OAI, [ @$hello, $asst->('c1', 'c2'), $tool->('c2'), $tool->('c1'),
+                  { role => 'user', content => 'more' } ], 200 ],
+        [ $ANT, [ @$hello, $use->('t1'), $result->('t2') ], 400,
+          qr/^messages\.2\.content\.0: unexpected `tool_use_id` found in `tool_result` blocks: t2\. /
+        ],
+        [ $ANT, [ $result->('t1') ], 400,
+          qr/unexpected `tool_use_id` found in `tool_result` blocks: t1/ ],
+        [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t1') ], 400,
+          qr/^messages\.1: `tool_use` ids were found without `tool_result` blocks immediately after: t2\. / ],
+        [ $ANT, [ @$hello, $use->('t1'), { role => 'user', content => 'x' } ],
+          400, qr/^messages\.1: `tool_use` ids were found without/ ],
+        [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t2', 't1') ], 200 ],
+        # a prefill: the last assistant message's calls wait for no answer
+        [ $ANT, [ @$hello, $use->('t1') ], 200 ],
+        [ $RSP, [ { type => 'function_call_output', call_id => 'c1',
+                    output => 'x' } ], 400, 'input' ],
+        [ $RSP, [ { type => 'function_call_output', output => 'x' } ], 400,
+          'input[0].call_id' ],
+    );
+
+    for my $c (@hist) {
+        my ($path, $list, $status, $err, $code) = @$c;
+        my $body = tool_body($path, $path eq $RSP ? (input => $list)
+                                                  : (messages => $list));
+        my $res = post($path, {}, $body);
+        my $j = decode($res->{body});
+        my $label = substr($JSON->encode($list), 0, 110);
+
+        subtest "tool history: $path $label" => sub {
+            is($res->{status}, $status, 'status');
+            return if $status == 200;
+
+            if ($path eq $ANT) {
+                match($j, { type => 'error',
+                            error => { type => 'invalid_request_error',
+                                       message => $err } }, 'error');
+            } else {
+                match($j, { error => { type => 'invalid_request_error',
+                                       message => qr/./, param => $err,
+                                       code => $code } }, 'error');
+            }
+        };
+    }
+
+    # stored context may hold the call that an output answers
+    my $res = post($RSP, {}, tool_body($RSP,
+        previous_response_id => 'resp_1',
+        input => [ { type => 'function_call_output', call_id => 'c1',
+                     output => 'x' } ]));
+    is($res->{status}, 200, 'function_call_output after previous_response_id');
+}
+
+{
+    # the model families: each provider's models on its own endpoints
+    my @fam = (
+        [ $OAI, 'mock-claude-sonnet-4', 404 ], [ $RSP, 'claude-3-opus', 404 ],
+        [ '/v1/embeddings', 'claude-embed', 404 ],
+        [ $ANT, 'gpt-4o', 404 ], [ $ANT, 'text-embedding-3-small', 404 ],
+        [ $ANT, 'o3-mini', 404 ], [ $ANT, 'mock-o4-mini', 404 ],
+        [ $ANT, 'davinci-002', 404 ],
+        [ '/v1/messages/count_tokens', 'mock-gpt-4o', 404 ],
+        [ $OAI, 'gpt-4o', 200 ], [ $ANT, 'claude-sonnet-4', 200 ],
+        [ $OAI, 'mock-tricks', 200 ], [ $ANT, 'mock-a', 200 ],
+        [ $ANT, 'omni', 200 ], [ $ANT, 'mock-open', 200 ],
+        [ $RSP, 'm', 200 ], [ '/v1/embeddings', 'mock-a', 200 ],
+    );
+
+    for my $c (@fam) {
+        my ($path, $model, $status) = @$c;
+        my $body = $path eq '/v1/embeddings' ? { model => $model, input => 'x' }
+                 : $path eq '/v1/messages/count_tokens'
+                     ? { model => $model, messages => $hello }
+                 : tool_body($path, model => $model, tools => undef);
+        my $res = post($path, {}, $body);
+        my $j = decode($res->{body});
+
+        subtest "family: $model on $path: $status" => sub {
+            is($res->{status}, $status, 'status');
+            like($res->{headers}{'x-mock-read'} // '', qr/^model=\Q$model\E /,
+                 'x-mock-read');
+            return if $status == 200;
+
+            if ($path =~ m{^/v1/messages}) {
+                is_deeply($j, { type => 'error', error => {
+                    type => 'not_found_error', message => "model: $model" } },
+                    "Anthropic's 404");
+            } else {
+                is_deeply($j, { error => {
+                    message => "The model '$model' does not exist or you do "
+                               . "not have access to it.",
+                    type => 'invalid_request_error', param => 'model',
+                    code => 'model_not_found' } }, "OpenAI's 404");
+            }
+        };
+    }
+
+    my $res = post($OAI, {}, qq({"model":"claude \\"q\\" \\u00e9",$msgs}));
+    is(decode($res->{body})->{error}{message},
+       qq(The model 'claude "q" \xc3\xa9' does not exist or you do not have )
+       . 'access to it.', 'family: the name escaped in the message');
+
+    $res = post($OAI, {}, qq({"model":"claude-) . ('x' x 300) . qq(",$msgs}));
+    like(decode($res->{body})->{error}{message},
+         qr/^The model 'claude-x{121}' does not exist/,
+         'family: a long name cut at 128 bytes');
+
+    $res = post($OAI, { 'x-mock-status' => 429 },
+                qq({"model":"claude-x",$msgs}));
+    is($res->{status}, 429, 'family: x-mock-status comes first');
+}
+
+
+###############################################################################
 # -d MS: the default delay of each streamed token; x-mock-delay-ms wins.
 
 {

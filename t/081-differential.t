@@ -267,14 +267,14 @@ for my $api (sort keys %foreign) {
 # --- models ----------------------------------------------------------------------
 
 for my $api (qw(openai anthropic responses)) {
-    add($api, 'model with a space', with($api, model => '"gpt 4o"'), 200,
-        rd($api, model => 'gpt%204o'));
+    add($api, 'model with a space', with($api, model => '"mock 4o"'), 200,
+        rd($api, model => 'mock%204o'));
     add($api, 'model with \\u0001', with($api, model => '"gpt\\u00014o"'),
         400, rd($api, model => 'gpt%014o'));
     add($api, 'model unicode', with($api, model => "\"mod\xc3\xa8le\""), 200,
         rd($api, model => 'mod%C3%A8le'));
-    add($api, 'model escaped', with($api, model => '"gpt\\u002d4o"'), 200,
-        rd($api, model => 'gpt-4o'));
+    add($api, 'model escaped', with($api, model => '"mock\\u002d4o"'), 200,
+        rd($api, model => 'mock-4o'));
     add($api, 'model empty', with($api, model => '""'), 400,
         rd($api, model => ''));
 }
@@ -364,8 +364,11 @@ add('anthropic', 'tool use and result with an image', with('anthropic',
     . '{"type":"web_search_20250305","name":"web_search"}]'),
     200, rd('anthropic', m => 3, i => 1, f => 1, t => 2));
 add('anthropic', 'tool result as a string', with('anthropic',
-    messages => '[{"role":"user","content":[{"type":"tool_result",'
-    . '"tool_use_id":"t1","content":"ok"}]}]'), 200, rd('anthropic'));
+    messages => '[{"role":"user","content":"hi"},{"role":"assistant",'
+    . '"content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},'
+    . '{"role":"user","content":[{"type":"tool_result",'
+    . '"tool_use_id":"t1","content":"ok"}]}]'), 200,
+    rd('anthropic', m => 3));
 add('anthropic', 'mcp servers and a container', with('anthropic',
     mcp_servers => '[{"type":"url","url":"https://a","name":"a"},'
     . '{"type":"url","url":"https://b","name":"b"}]',
@@ -400,11 +403,13 @@ add('responses', 'function call and output', with('responses',
     input => '[{"role":"user","content":"hi"},{"type":"function_call",'
     . '"call_id":"c1","name":"f","arguments":"{\\"q\\":1}"},'
     . '{"type":"function_call_output","call_id":"c1","output":"ok"},'
+    . '{"type":"function_call","call_id":"c2","name":"f",'
+    . '"arguments":"{}"},'
     . '{"type":"function_call_output","call_id":"c2","output":'
     . '[{"type":"input_image","image_url":"https://x/b.png"}]}]',
     tools => '[{"type":"function","name":"f","parameters":{}},'
     . '{"type":"web_search"}]'),
-    200, rd('responses', m => 4, i => 1, t => 2));
+    200, rd('responses', m => 5, i => 1, t => 2));
 add('responses', 'references', with('responses',
     input => '[{"type":"item_reference","id":"msg_1"},{"type":"reasoning",'
     . '"id":"rs_1","encrypted_content":"' . ('z' x 200) . '"}]',

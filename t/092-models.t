@@ -55,6 +55,7 @@ my $ng = nginx(http => <<'EOF')->run();
     llm_gateway_backend  m  upstream=mock;
     llm_gateway_role     fast  m  model=mock-claude-3-5-haiku;
     llm_gateway_alias    cheap  mock-gpt-4o-mini;
+    llm_gateway_alias    small  mock-claude-3-5-haiku;
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -98,7 +99,7 @@ my @lists = (
     [ 'a key limited to one model', $one, [ 'mock-gpt-4o' ] ],
     [ 'a key for any model: the models the configuration names', $any,
       [ sort qw(cheap fast mock-claude-3-5-haiku mock-gpt-4o
-                mock-gpt-4o-mini) ] ],
+                mock-gpt-4o-mini small) ] ],
     [ 'a tier of two models: and the alias of one', $two,
       [ sort qw(cheap mock-gpt-4o mock-gpt-4o-mini) ] ],
     [ 'a key allowed a role by name', $role, [ 'fast' ] ],
@@ -235,10 +236,11 @@ SKIP: {
          '  a role: its backend\'s model in the body');
 }
 
-$r = count($any, { model => 'cheap', messages => $msg });
+# an alias of an Anthropic model: an OpenAI one is not found there
+$r = count($any, { model => 'small', messages => $msg });
 is($r->{status}, 200, 'count_tokens: 200');
 is(json($r)->{input_tokens}, 9, '  {"input_tokens": 9}');
-like($r->{headers}{'x-mock-read'} // '', qr/^model=mock-gpt-4o-mini /,
+like($r->{headers}{'x-mock-read'} // '', qr/^model=mock-claude-3-5-haiku /,
      '  an alias: resolved in the body');
 my $counted = $r->{headers}{'x-request-id'};
 like($counted // '', qr/^[0-9a-f]{32}$/, '  with x-request-id');
