@@ -31,7 +31,7 @@
 #include "stats.h"
 
 
-#define INGEST_PARAMS             15
+#define INGEST_PARAMS             17
 #define INGEST_REJECT_PARAMS      (INGEST_PARAMS + 1)
 
 
@@ -40,10 +40,13 @@ typedef struct {
     char         request_id[LLM_RECORD_ID_MAX + 1];
     char         model[LLM_RECORD_MODEL_MAX + 1];
     char         finish_reason[LLM_RECORD_FINISH_MAX + 1];
+    char         backend[LLM_RECORD_BACKEND_MAX + 1];
     const char  *api;
+    const char  *up_api;             /* NULL: no backend said */
     int64_t      num[INGEST_PARAMS];  /* by column; text ones unused */
     unsigned     has_key:1;
     unsigned     has_finish:1;
+    unsigned     has_backend:1;
 } ingest_row_t;
 
 
@@ -57,7 +60,7 @@ typedef struct {
     /* parameters of the statement in flight, for up to rows_cap rows */
     size_t          rows_cap;
     ingest_row_t   *rows;
-    char           *arrays;            /* the batch's 15 arrays, binary */
+    char           *arrays;            /* the batch's 17 arrays, binary */
     const char     *array[INGEST_PARAMS];
     int             array_len[INGEST_PARAMS];
 
@@ -101,7 +104,7 @@ static const dbconn_query_t  ingest_reject_query = {
 
 /*
  * One statement a batch, prepared once a connection: the records come as
- * 15 arrays, a column each, and everything is done for the whole batch at
+ * 17 arrays, a column each, and everything is done for the whole batch at
  * once rather than row by row (PostgreSQL's CPU a record is what the
  * gateway's throughput is bounded by):
  *
@@ -145,12 +148,13 @@ static const char  ingest_insert_sql[] =
     " unnest($10::bigint[]) AS reasoning_tokens,"
     " unnest($11::bigint[]) AS reserved_tokens,"
     " unnest($12::text[]) AS finish_reason, unnest($13::int[]) AS status,"
-    " unnest($14::int[]) AS flags, unnest($15::bigint[]) AS ts_ms) a"
+    " unnest($14::int[]) AS flags, unnest($15::bigint[]) AS ts_ms,"
+    " unnest($16::text[]) AS upstream_api, unnest($17::text[]) AS backend) a"
     "), e AS MATERIALIZED ("
     "SELECT u.request_id, u.tenant_id, u.key_id, u.model, u.api,"
     " u.input_tokens, u.output_tokens, u.cached_input_tokens,"
     " u.cache_write_tokens, u.reasoning_tokens, u.reserved_tokens,"
-    " u.finish_reason, u.status, u.flags, u.ts"
+    " u.finish_reason, u.status, u.flags, u.ts, u.upstream_api, u.backend"
     " FROM llm.usage_of_requests($1::text[]) u"
     "), pm AS MATERIALIZED ("
     "SELECT m.model, lo.*::llm.prices AS price,"
@@ -164,11 +168,11 @@ static const char  ingest_insert_sql[] =
     "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
     " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
     " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,"
-    " cost_pusd)"
+    " upstream_api, backend, cost_pusd)"
     " SELECT c.request_id, c.tenant_id, c.key_id, c.model, c.api,"
     " c.input_tokens, c.output_tokens, c.cached_input_tokens,"
     " c.cache_write_tokens, c.reasoning_tokens, c.reserved_tokens,"
-    " c.finish_reason, c.status, c.flags, c.ts,"
+    " c.finish_reason, c.status, c.flags, c.ts, c.upstream_api, c.backend,"
     " CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END"
     " FROM (SELECT q.*, llm.cost_numeric(q.price, q.input_tokens,"
     " q.cached_input_tokens, q.cache_write_tokens, q.output_tokens) AS c"
@@ -182,21 +186,23 @@ static const char  ingest_insert_sql[] =
     " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
     " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
-    " status, flags, ts_ms, error)"
+    " status, flags, ts_ms, upstream_api, backend, error)"
     " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
     " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
     " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags, r.ts_ms,"
+    " r.finish_reason, r.status, r.flags, r.ts_ms, r.upstream_api,"
+    " r.backend,"
     " 'llm.usage has this request_id already, with other figures'"
     " FROM r JOIN e u ON u.request_id = r.request_id"
     " WHERE (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
     " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
     " u.reasoning_tokens, u.reserved_tokens, u.finish_reason, u.status,"
-    " u.flags, u.ts)"
+    " u.flags, u.ts, u.upstream_api, u.backend)"
     " IS DISTINCT FROM (r.tenant_id, r.key_id, r.model, r.api,"
     " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
     " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags, r.ts)"
+    " r.finish_reason, r.status, r.flags, r.ts, r.upstream_api,"
+    " r.backend)"
     " ON CONFLICT (request_id) DO NOTHING"
     " RETURNING request_id";
 
@@ -210,27 +216,29 @@ static const char  ingest_insert_sql[] =
 
 #define INGEST_ARRAY_HEADER       20
 
-/* the longest of one row's 15 elements, lengths included */
+/* the longest of one row's 17 elements, lengths included */
 #define INGEST_ARRAY_ROW_MAX                                                  \
-    (4 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("embeddings")  \
-     + LLM_RECORD_FINISH_MAX + 9 * (4 + 8) + 2 * (4 + 4))
+    (6 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("embeddings")  \
+     + LLM_RECORD_FINISH_MAX + sizeof("embeddings") + LLM_RECORD_BACKEND_MAX  \
+     + 9 * (4 + 8) + 2 * (4 + 4))
 
 static const uint32_t  ingest_array_oid[INGEST_PARAMS] = {
-    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20
+    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20, 25, 25
 };
 
 static const int  ingest_binary[INGEST_PARAMS] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 };
 
 static const char  ingest_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
     " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
-    " status, flags, ts_ms, error)"
+    " status, flags, ts_ms, upstream_api, backend, error)"
     " VALUES ($1::text, $2::bigint, $3::bigint, $4::text, $5::text,"
     " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,"
-    " $11::bigint, $12::text, $13::int, $14::int, $15::bigint, $16::text)"
+    " $11::bigint, $12::text, $13::int, $14::int, $15::bigint, $16::text,"
+    " $17::text, $18::text)"
     " ON CONFLICT (request_id) DO NOTHING";
 
 
@@ -561,6 +569,14 @@ ingest_arrays(size_t n)
                 t = r->has_finish ? r->finish_reason : NULL;
                 break;
 
+            case 15:
+                t = r->up_api;
+                break;
+
+            case 16:
+                t = r->has_backend ? r->backend : NULL;
+                break;
+
             default:
                 t = "";
             }
@@ -691,10 +707,13 @@ ingest_bind(size_t row, const llm_record_t *rec)
     pq_text(r->model, sizeof(r->model), rec->model, rec->model_len);
     pq_text(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
               rec->finish_reason_len);
+    pq_text(r->backend, sizeof(r->backend), rec->backend, rec->backend_len);
 
     r->api = ingest_api_name(rec->api);
+    r->up_api = rec->up_api ? ingest_api_name(rec->up_api) : NULL;
     r->has_key = rec->key_id > 0;
     r->has_finish = rec->finish_reason_len != 0;
+    r->has_backend = r->backend[0] != '\0';
 
     r->num[1] = rec->tenant_id;
     r->num[2] = rec->key_id;
@@ -732,6 +751,8 @@ ingest_bind_text(size_t row)
     ingest.values[3] = r->model;
     ingest.values[4] = r->api;
     ingest.values[11] = r->has_finish ? r->finish_reason : NULL;
+    ingest.values[15] = r->up_api;
+    ingest.values[16] = r->has_backend ? r->backend : NULL;
 }
 
 

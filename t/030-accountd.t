@@ -4,7 +4,8 @@
 # line (only the key's HMAC reaches the database, the snapshot follows
 # creation and revocation), and settle records over the Unix socket
 # (one row and an ACK each, a replay is acknowledged and not counted
-# twice, a malformed frame closes only its own connection).
+# twice, a malformed frame closes only its own connection; a record of
+# version 2, from an older nginx, is written with no backend).
 
 use strict;
 use warnings;
@@ -129,7 +130,8 @@ my %rec = (
     input => 2000, output => 1500, cached => 128, cache_write => 64,
     reasoning => 300, reserved => 8000,
     ts_ms => $ts_ms, api => 2, request_id => "$tag-r1",
-    model => 'claude-sonnet-4', finish => 'stop',
+    model => 'claude-sonnet-4', finish => 'stop', up_api => 1,
+    backend => 'gpt-a',
 );
 
 my $ca = connect_accountd();
@@ -139,6 +141,7 @@ syswrite $ca, frame(%rec);
 my $ack = read_frame($ca);
 ok $ack, 'an ACK comes back';
 is $ack->{type}, 2, 'of type ACK';
+is $ack->{version}, 2, 'of version 2, which an older nginx reads';
 is $ack->{request_id}, "$tag-r1", 'for the request';
 
 $row = $dbh->selectrow_hashref(
@@ -146,17 +149,89 @@ $row = $dbh->selectrow_hashref(
     . " cached_input_tokens, cache_write_tokens, reasoning_tokens,"
     . " reserved_tokens, finish_reason, status, flags,"
     . " estimated::int, partial::int,"
-    . " (extract(epoch FROM ts) * 1000)::bigint AS ts_ms"
+    . " (extract(epoch FROM ts) * 1000)::bigint AS ts_ms,"
+    . " upstream_api, backend"
     . " FROM llm.usage WHERE request_id = ?", undef, "$tag-r1");
 
-is_deeply $row, {
+my %want = (
     tenant_id => $tenant_id, key_id => $key_id, model => 'claude-sonnet-4',
     api => 'anthropic', input_tokens => 2000, output_tokens => 1500,
     cached_input_tokens => 128, cache_write_tokens => 64,
     reasoning_tokens => 300, reserved_tokens => 8000,
     finish_reason => 'stop', status => 200, flags => 2, estimated => 0,
-    partial => 1, ts_ms => $ts_ms,
-}, 'the usage row has every field of the record';
+    partial => 1, ts_ms => $ts_ms, upstream_api => 'openai',
+    backend => 'gpt-a',
+);
+
+is_deeply $row, \%want, 'the usage row has every field of the record';
+
+# what served: a record of version 2 (an older nginx) says nothing of it,
+# nor one that reached no backend; a backend's name is stored as any text
+
+syswrite $ca, frame(%rec, version => 2, request_id => "$tag-v2");
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-v2", 'a record of version 2 is acked';
+is $ack && $ack->{version}, 2, 'at version 2';
+is_deeply usage_row("$tag-v2"),
+    { %want, upstream_api => undef, backend => undef },
+    'and written with upstream_api and backend NULL, the rest as sent';
+
+syswrite $ca, frame(%rec, request_id => "$tag-nob", up_api => 0,
+                    backend => '');
+read_frame($ca);
+is_deeply usage_row("$tag-nob"),
+    { %want, upstream_api => undef, backend => undef },
+    'a record of version 3 without a backend: NULL too';
+
+for my $b ([ 'b64', 'b' x 64, 'b' x 64, 3, 'responses' ],
+           [ 'bq', "q'\"\\,\t\n{}\xff\\N", q{q'"\,??{}?\N}, 2, 'anthropic' ],
+           [ 'b8', "claude-\xc3\xa9", "claude-\x{e9}", 4, 'embeddings' ]) {
+    my ($id, $sent, $name, $up, $up_name) = @$b;
+    syswrite $ca, frame(%rec, request_id => "$tag-$id", backend => $sent,
+                        up_api => $up);
+    read_frame($ca);
+    my $got = usage_row("$tag-$id");
+    utf8::decode($got->{backend}) if defined $got->{backend};
+    is_deeply $got, { %want, backend => $name, upstream_api => $up_name },
+        "backend $id: stored as valid UTF-8, the rest ?, up_api $up";
+}
+
+my $cf = connect_accountd();
+syswrite $cf, frame(%rec, request_id => "$tag-b65", backend => 'b' x 65);
+ok connection_closed($cf), 'a backend of 65 bytes closes the connection';
+is usage_count("$tag-b65"), 0, 'and is not written';
+
+my $cg = connect_accountd();
+syswrite $cg, frame(%rec, request_id => "$tag-up5", up_api => 5);
+ok connection_closed($cg), 'an up_api not recorded closes the connection';
+is usage_count("$tag-up5"), 0, 'and is not written';
+
+# the same figures from another backend are another record
+syswrite $ca, frame(%rec, request_id => "$tag-v2", backend => 'gpt-b');
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-v2",
+    'a replay naming another backend is acknowledged';
+is $dbh->selectrow_array(
+    'SELECT backend FROM llm.usage_rejected WHERE request_id = ?', undef,
+    "$tag-v2"), 'gpt-b', 'and kept in llm.usage_rejected with its backend';
+is usage_row("$tag-v2")->{backend}, undef, 'the row keeps its own';
+
+# the ledger's own bounds, for a row written by hand
+for my $c ([ 'upstream_api', 'count_tokens' ], [ 'backend', 'b' x 65 ],
+           [ 'backend', '' ]) {
+    my ($col, $v) = @$c;
+    my $ok = eval {
+        local $dbh->{PrintError} = 0;
+        local $dbh->{RaiseError} = 1;
+        $dbh->do("INSERT INTO llm.usage (request_id, tenant_id, model, api,"
+                 . " input_tokens, ts, $col)"
+                 . " VALUES (?, ?, 'm', 'openai', 1, now(), ?)", undef,
+                 "$tag-chk", $tenant_id, $v);
+    };
+    ok !$ok && $dbh->state eq '23514',
+        "llm.usage refuses $col '" . substr($v, 0, 12) . "' (length "
+        . length($v) . ')';
+}
 
 syswrite $ca, frame(%rec);
 $ack = read_frame($ca);
@@ -236,7 +311,8 @@ $ack = read_frame($ca);
 is $ack && $ack->{request_id}, "$tag-r6", 'the other connection still works';
 
 my $cd = connect_accountd();
-syswrite $cd, frame(%rec, request_id => "$tag-r7", type => 2, api => 0);
+syswrite $cd, frame(%rec, request_id => "$tag-r7", type => 2, api => 0,
+                    version => 2);
 ok connection_closed($cd), 'an ACK sent to accountd closes the connection';
 is usage_count("$tag-r7"), 0, 'and is not written';
 
@@ -256,6 +332,10 @@ is usage_count("$tag-bad"), 0, 'the refused record is not in llm.usage';
 like $dbh->selectrow_array(
     'SELECT error FROM llm.usage_rejected WHERE request_id = ?', undef,
     "$tag-bad") // '', qr/^23503 /, 'it is in llm.usage_rejected';
+is_deeply $dbh->selectrow_arrayref(
+    'SELECT upstream_api, backend FROM llm.usage_rejected'
+    . ' WHERE request_id = ?', undef, "$tag-bad"), [ 'openai', 'gpt-a' ],
+    'with the backend that served it';
 
 # a client that sends and hangs up at once still gets its record written
 
@@ -339,6 +419,20 @@ sub snapshot_has {
 }
 
 
+sub usage_row {
+    my ($id) = @_;
+
+    return $dbh->selectrow_hashref(
+        "SELECT tenant_id, key_id, model, api, input_tokens, output_tokens,"
+        . " cached_input_tokens, cache_write_tokens, reasoning_tokens,"
+        . " reserved_tokens, finish_reason, status, flags,"
+        . " estimated::int, partial::int,"
+        . " (extract(epoch FROM ts) * 1000)::bigint AS ts_ms,"
+        . " upstream_api, backend"
+        . " FROM llm.usage WHERE request_id = ?", undef, $id);
+}
+
+
 sub connect_accountd {
     my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $socket)
         or die "connect to $socket: $!";
@@ -347,17 +441,22 @@ sub connect_accountd {
 }
 
 
+# a settle record of version 3, or of version 2 as an older nginx sends
+
 sub frame {
     my (%r) = @_;
+    my $v = $r{version} // 3;
 
     my $p = pack('C C n N q> q> Q> Q> Q> Q> Q> Q> q> C',
-                 2, $r{type} // 1, $r{status} // 200, $r{flags} // 0,
+                 $v, $r{type} // 1, $r{status} // 200, $r{flags} // 0,
                  $r{tenant_id}, $r{key_id} // 0, $r{input} // 0,
                  $r{output} // 0, $r{cached} // 0, $r{cache_write} // 0,
                  $r{reasoning} // 0, $r{reserved} // 0, $r{ts_ms},
                  $r{api} // 1)
           . pack('C/a* C/a* C/a*', $r{request_id}, $r{model} // '',
                  $r{finish} // '');
+
+    $p .= pack('C C/a*', $r{up_api} // 0, $r{backend} // '') if $v == 3;
 
     return pack('N', length $p) . $p;
 }

@@ -785,7 +785,7 @@ llm_key_encode_begin(uint8_t *buf, size_t cap, int type, uint64_t generation,
     llm_key_put_u32(buf, LLM_KEY_BEGIN_LEN);
 
     p = buf + 4;
-    *p++ = LLM_RECORD_VERSION;
+    *p++ = LLM_FRAME_VERSION;
     *p++ = (uint8_t) type;
     p = llm_key_put_u64(p, generation);
     llm_key_put_u32(p, count);
@@ -822,7 +822,7 @@ llm_key_encode_entry(uint8_t *buf, size_t cap, const llm_key_entry_t *e)
     llm_key_put_u32(buf, (uint32_t) len);
 
     p = buf + 4;
-    *p++ = LLM_RECORD_VERSION;
+    *p++ = LLM_FRAME_VERSION;
     *p++ = LLM_REC_KEY;
     memcpy(p, e->hash, LLM_KEY_HASH_LEN);
     p += LLM_KEY_HASH_LEN;
@@ -884,7 +884,7 @@ llm_key_decode_begin(const uint8_t *buf, size_t len, int *type,
         return rc;
     }
 
-    if (frame != 4 + LLM_KEY_BEGIN_LEN || buf[4] != LLM_RECORD_VERSION
+    if (frame != 4 + LLM_KEY_BEGIN_LEN || buf[4] != LLM_FRAME_VERSION
         || (buf[5] != LLM_REC_KEYS_BEGIN && buf[5] != LLM_REC_KEYS_END))
     {
         return -1;
@@ -912,7 +912,7 @@ llm_key_decode_entry(const uint8_t *buf, size_t len, llm_key_entry_t *e,
         return rc;
     }
 
-    if (buf[4] != LLM_RECORD_VERSION || buf[5] != LLM_REC_KEY
+    if (buf[4] != LLM_FRAME_VERSION || buf[5] != LLM_REC_KEY
         || frame < 6 + LLM_KEY_HASH_LEN + 3 * 8 + 1 + 1 + 2)
     {
         return -1;

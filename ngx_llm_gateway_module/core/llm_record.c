@@ -9,7 +9,7 @@
 #include "llm_record.h"
 
 
-/* the three length bytes of the variable part */
+/* the three length bytes of version 2's variable part */
 #define LLM_RECORD_MIN_PAYLOAD    (LLM_RECORD_FIXED_LEN + 3)
 
 
@@ -20,6 +20,8 @@ static uint8_t *llm_record_put_str(uint8_t *p, const char *s, uint8_t len);
 static uint16_t llm_record_get_u16(const uint8_t *p);
 static uint32_t llm_record_get_u32(const uint8_t *p);
 static uint64_t llm_record_get_u64(const uint8_t *p);
+static int llm_record_get_str(const uint8_t *buf, size_t *off, size_t end,
+    size_t after, char *field, uint8_t *field_len, size_t max);
 static int llm_record_api_valid(uint8_t type, uint8_t api);
 
 
@@ -48,18 +50,27 @@ llm_record_set(char *field, uint8_t *field_len, size_t cap, const char *s,
 size_t
 llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
 {
+    int       v3;
     size_t    plen;
     uint8_t  *p;
 
     if (rec->request_id_len > LLM_RECORD_ID_MAX
         || rec->model_len > LLM_RECORD_MODEL_MAX
-        || rec->finish_reason_len > LLM_RECORD_FINISH_MAX)
+        || rec->finish_reason_len > LLM_RECORD_FINISH_MAX
+        || rec->backend_len > LLM_RECORD_BACKEND_MAX)
     {
         return 0;
     }
 
+    /* an acknowledgement keeps the layout an older nginx reads */
+    v3 = (rec->type != LLM_REC_ACK);
+
     plen = LLM_RECORD_MIN_PAYLOAD + rec->request_id_len + rec->model_len
            + rec->finish_reason_len;
+
+    if (v3) {
+        plen += 2 + rec->backend_len;
+    }
 
     if (cap < 4 + plen) {
         return 0;
@@ -67,7 +78,7 @@ llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
 
     p = llm_record_put_u32(buf, (uint32_t) plen);
 
-    *p++ = LLM_RECORD_VERSION;
+    *p++ = v3 ? LLM_RECORD_VERSION : LLM_FRAME_VERSION;
     *p++ = rec->type;
     p = llm_record_put_u16(p, rec->status);
     p = llm_record_put_u32(p, rec->flags);
@@ -85,6 +96,11 @@ llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
     p = llm_record_put_str(p, rec->model, rec->model_len);
     p = llm_record_put_str(p, rec->finish_reason, rec->finish_reason_len);
 
+    if (v3) {
+        *p++ = rec->up_api;
+        p = llm_record_put_str(p, rec->backend, rec->backend_len);
+    }
+
     return (size_t) (p - buf);
 }
 
@@ -93,8 +109,8 @@ int
 llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     size_t *consumed)
 {
+    int             v3;
     size_t          plen, off, end;
-    uint8_t         n;
     const uint8_t  *p;
 
     if (len < 4) {
@@ -112,11 +128,25 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
      * peer speaking something else is told off before it fills the buffer.
      */
 
-    if (len > 4 && buf[4] != LLM_RECORD_VERSION) {
+    if (len < 5) {
+        return 0;
+    }
+
+    v3 = (buf[4] == LLM_RECORD_VERSION);
+
+    if (!v3 && buf[4] != LLM_FRAME_VERSION) {
         return -1;
     }
 
-    if (len > 5 && buf[5] != LLM_REC_SETTLE && buf[5] != LLM_REC_ACK) {
+    if (v3 ? plen < LLM_RECORD_MIN_PAYLOAD + 2
+           : plen > LLM_RECORD_V2_MAX_FRAME - 4)
+    {
+        return -1;
+    }
+
+    if (len > 5
+        && !(buf[5] == LLM_REC_SETTLE || (buf[5] == LLM_REC_ACK && !v3)))
+    {
         return -1;
     }
 
@@ -150,34 +180,74 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
 
     off = 4 + LLM_RECORD_FIXED_LEN;
 
-    /* each length byte is inside the payload: plen >= MIN_PAYLOAD */
+    /*
+     * Each length byte is inside the payload (plen >= MIN_PAYLOAD), and
+     * each string leaves room for the bytes that follow it: 2 lengths,
+     * 1, then those of version 3 (its up_api and the backend's length).
+     */
 
-    n = buf[off++];
-    if (n > LLM_RECORD_ID_MAX || off + n + 2 > end) {
+    if (llm_record_get_str(buf, &off, end, v3 ? 4 : 2, rec->request_id,
+                           &rec->request_id_len, LLM_RECORD_ID_MAX)
+        != 0
+        || llm_record_get_str(buf, &off, end, v3 ? 3 : 1, rec->model,
+                              &rec->model_len, LLM_RECORD_MODEL_MAX)
+           != 0
+        || llm_record_get_str(buf, &off, end, v3 ? 2 : 0,
+                              rec->finish_reason, &rec->finish_reason_len,
+                              LLM_RECORD_FINISH_MAX)
+           != 0)
+    {
         return -1;
     }
-    memcpy(rec->request_id, buf + off, n);
-    rec->request_id_len = n;
-    off += n;
 
-    n = buf[off++];
-    if (n > LLM_RECORD_MODEL_MAX || off + n + 1 > end) {
+    if (v3) {
+        rec->up_api = buf[off++];
+
+        /* 0: no backend served */
+        if (rec->up_api && !llm_record_api_valid(rec->type, rec->up_api)) {
+            return -1;
+        }
+
+        if (llm_record_get_str(buf, &off, end, 0, rec->backend,
+                               &rec->backend_len, LLM_RECORD_BACKEND_MAX)
+            != 0)
+        {
+            return -1;
+        }
+    }
+
+    if (off != end) {
         return -1;
     }
-    memcpy(rec->model, buf + off, n);
-    rec->model_len = n;
-    off += n;
-
-    n = buf[off++];
-    if (n > LLM_RECORD_FINISH_MAX || off + n != end) {
-        return -1;
-    }
-    memcpy(rec->finish_reason, buf + off, n);
-    rec->finish_reason_len = n;
 
     *consumed = end;
 
     return 1;
+}
+
+
+/*
+ * The string at *off, its length byte then its bytes, leaving at least
+ * after bytes of the payload for the fields behind it
+ */
+
+static int
+llm_record_get_str(const uint8_t *buf, size_t *off, size_t end, size_t after,
+    char *field, uint8_t *field_len, size_t max)
+{
+    uint8_t  n;
+
+    n = buf[(*off)++];
+
+    if (n > max || *off + n + after > end) {
+        return -1;
+    }
+
+    memcpy(field, buf + *off, n);
+    *field_len = n;
+    *off += n;
+
+    return 0;
 }
 
 
@@ -197,13 +267,16 @@ llm_record_same(const llm_record_t *a, const llm_record_t *b)
            && a->reserved_tokens == b->reserved_tokens
            && a->ts_ms == b->ts_ms
            && a->api == b->api
+           && a->up_api == b->up_api
            && a->request_id_len == b->request_id_len
            && a->model_len == b->model_len
            && a->finish_reason_len == b->finish_reason_len
+           && a->backend_len == b->backend_len
            && memcmp(a->request_id, b->request_id, a->request_id_len) == 0
            && memcmp(a->model, b->model, a->model_len) == 0
            && memcmp(a->finish_reason, b->finish_reason,
-                     a->finish_reason_len) == 0;
+                     a->finish_reason_len) == 0
+           && memcmp(a->backend, b->backend, a->backend_len) == 0;
 }
 
 
@@ -310,7 +383,7 @@ llm_record_lease_encode(const llm_lease_t *l, uint8_t *buf, size_t cap)
     }
 
     p = llm_record_put_u32(buf, (uint32_t) len);
-    *p++ = LLM_RECORD_VERSION;
+    *p++ = LLM_FRAME_VERSION;
     *p++ = l->type;
     p = llm_record_put_u64(p, (uint64_t) l->tenant_id);
     p = llm_record_put_u64(p, (uint64_t) l->key_id);
@@ -351,7 +424,7 @@ llm_record_lease_decode(const uint8_t *buf, size_t len, llm_lease_t *l,
 
     plen = llm_record_get_u32(buf);
 
-    if (buf[4] != LLM_RECORD_VERSION
+    if (buf[4] != LLM_FRAME_VERSION
         || buf[5] < LLM_REC_LEASE_REQ || buf[5] > LLM_REC_LEASE_RETURN)
     {
         return -1;

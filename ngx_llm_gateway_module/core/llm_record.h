@@ -24,9 +24,17 @@
  *     u8   request_id length, then the bytes
  *     u8   model length, then the bytes
  *     u8   finish_reason length, then the bytes
+ *     u8   up_api (llm_api_e: the dialect of the backend that served; 0
+ *          when none did)
+ *     u8   backend length, then the bytes (the llm_gateway_backend's name)
  *
- * An acknowledgement (LLM_REC_ACK) uses the same layout; only request_id
- * is meaningful in it.
+ * A settle record is written at version 3; one of version 2, from an older
+ * nginx, ends after finish_reason and is read with up_api 0 and no
+ * backend.  An acknowledgement (LLM_REC_ACK) is always written and read
+ * at version 2, the layout of version 3 without its last two fields, so
+ * that an older nginx still reads it; only request_id is meaningful in it.
+ * The other frames (the key set, leases, shares) stay at version 2 too
+ * (LLM_FRAME_VERSION).
  */
 
 #ifndef _LLM_RECORD_H_INCLUDED_
@@ -37,19 +45,27 @@
 #include <stdint.h>
 
 
-#define LLM_RECORD_VERSION        2
+/* the settle record's version; every other frame's is LLM_FRAME_VERSION */
+#define LLM_RECORD_VERSION        3
+#define LLM_FRAME_VERSION         2
 
 #define LLM_RECORD_ID_MAX         64
 #define LLM_RECORD_MODEL_MAX      128
 #define LLM_RECORD_FINISH_MAX     32
+#define LLM_RECORD_BACKEND_MAX    64
 
 /* the fixed part of the payload: 1+1+2+4 + 8*9 + 1 */
 #define LLM_RECORD_FIXED_LEN      81
 
-#define LLM_RECORD_MAX_FRAME      (4 + LLM_RECORD_FIXED_LEN                  \
+/* the largest frame of version 2: an acknowledgement's, an old record's */
+#define LLM_RECORD_V2_MAX_FRAME   (4 + LLM_RECORD_FIXED_LEN                  \
                                    + 1 + LLM_RECORD_ID_MAX                    \
                                    + 1 + LLM_RECORD_MODEL_MAX                 \
                                    + 1 + LLM_RECORD_FINISH_MAX)
+
+/* the largest frame: a record of version 3, up_api and backend added */
+#define LLM_RECORD_MAX_FRAME      (LLM_RECORD_V2_MAX_FRAME                   \
+                                   + 1 + 1 + LLM_RECORD_BACKEND_MAX)
 
 
 typedef enum {
@@ -118,14 +134,17 @@ typedef struct {
     uint64_t   reasoning_tokens;
     uint64_t   reserved_tokens;
     int64_t    ts_ms;
-    uint8_t    api;
+    uint8_t    api;                  /* the client's dialect */
+    uint8_t    up_api;               /* the backend's; 0: no backend */
 
     uint8_t    request_id_len;
     uint8_t    model_len;
     uint8_t    finish_reason_len;
+    uint8_t    backend_len;
     char       request_id[LLM_RECORD_ID_MAX];
     char       model[LLM_RECORD_MODEL_MAX];
     char       finish_reason[LLM_RECORD_FINISH_MAX];
+    char       backend[LLM_RECORD_BACKEND_MAX];
 } llm_record_t;
 
 
@@ -144,10 +163,14 @@ size_t llm_record_set(char *field, uint8_t *field_len, size_t cap,
 #define llm_record_set_finish_reason(rec, s, n)                               \
     llm_record_set((rec)->finish_reason, &(rec)->finish_reason_len,           \
                    LLM_RECORD_FINISH_MAX, s, n)
+#define llm_record_set_backend(rec, s, n)                                     \
+    llm_record_set((rec)->backend, &(rec)->backend_len,                       \
+                   LLM_RECORD_BACKEND_MAX, s, n)
 
 /*
- * Writes one frame.  Returns its length (at most LLM_RECORD_MAX_FRAME),
- * or 0 if cap is too small.
+ * Writes one frame: a settle record at version 3, an acknowledgement at
+ * version 2.  Returns its length (at most LLM_RECORD_MAX_FRAME), or 0 if
+ * cap is too small or a length is beyond its field.
  */
 size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
 
@@ -155,7 +178,8 @@ size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
  * Reads one frame from the start of buf.  Returns 1 and sets *consumed
  * when a whole frame was decoded, 0 when more bytes are needed, -1 when
  * the bytes are not a valid frame (the stream cannot be resynchronised:
- * the caller closes the connection).
+ * the caller closes the connection).  A settle record of version 2 or 3,
+ * an acknowledgement of version 2.
  */
 int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     size_t *consumed);
@@ -177,8 +201,8 @@ int llm_record_same(const llm_record_t *a, const llm_record_t *b);
  * (-1: it has none).  A return gives back want, leased for the period
  * that ends at until_ms.  All are frames of their own:
  *
- *     u32 length, u8 version, u8 type, i64 tenant_id, i64 key_id,
- *     i64 want, i64 until_ms (request, return)
+ *     u32 length, u8 version (LLM_FRAME_VERSION), u8 type,
+ *     i64 tenant_id, i64 key_id, i64 want, i64 until_ms (request, return)
  *     or i64 granted, i64 remaining, i64 resets_at_ms, i64 until_ms,
  *     i64 prices[4] (answer), then u8 model length and the model.
  */

@@ -1,7 +1,8 @@
 
 /*
  * The settle record codec: the layout byte by byte, round trips,
- * truncation, corruption, and frames back to back.
+ * truncation, corruption, frames back to back, and the records of
+ * version 2 an older nginx sends.
  */
 
 
@@ -26,6 +27,9 @@ static void test_back_to_back(void);
 static void test_rejects(void);
 static void test_set(void);
 static void test_lease(void);
+static size_t test_v2_frame(const llm_record_t *rec, uint8_t *buf);
+static void test_v2(void);
+static void test_backend(void);
 
 
 /*
@@ -34,6 +38,8 @@ static void test_lease(void);
  */
 #define TEST_OFF_API       84
 #define TEST_OFF_ID_LEN    85
+#define TEST_OFF_UP_API    115
+#define TEST_OFF_BACKEND   116
 
 
 static uint32_t  test_seed = 2463534242u;
@@ -52,6 +58,8 @@ main(void)
     test_rejects();
     test_set();
     test_lease();
+    test_v2();
+    test_backend();
 
     return tap_done();
 }
@@ -75,10 +83,12 @@ test_sample(llm_record_t *rec)
     rec->reserved_tokens = 8000;
     rec->ts_ms = 1795954800123LL;
     rec->api = LLM_API_ANTHROPIC;
+    rec->up_api = LLM_API_OPENAI;
 
     llm_record_set_request_id(rec, "req-0001", 8);
     llm_record_set_model(rec, "claude-sonnet-4", 15);
     llm_record_set_finish_reason(rec, "stop", 4);
+    llm_record_set_backend(rec, "gpt-a", 5);
 }
 
 
@@ -88,6 +98,8 @@ test_sane(const llm_record_t *rec)
     return rec->request_id_len <= LLM_RECORD_ID_MAX
            && rec->model_len <= LLM_RECORD_MODEL_MAX
            && rec->finish_reason_len <= LLM_RECORD_FINISH_MAX
+           && rec->backend_len <= LLM_RECORD_BACKEND_MAX
+           && rec->up_api <= LLM_API_EMBEDDINGS
            && (rec->type == LLM_REC_SETTLE || rec->type == LLM_REC_ACK);
 }
 
@@ -138,8 +150,8 @@ test_layout(void)
         size_t       width;
         uint64_t     value;
     } fields[] = {
-        { "length",               0, 4, 111 },
-        { "version",              4, 1, 2 },
+        { "length",               0, 4, 118 },
+        { "version",              4, 1, 3 },
         { "type",                 5, 1, LLM_REC_SETTLE },
         { "status",               6, 2, 200 },
         { "flags",                8, 4, 0x6 },
@@ -156,14 +168,20 @@ test_layout(void)
         { "request_id length",   85, 1, 8 },
         { "model length",        94, 1, 15 },
         { "finish length",      110, 1, 4 },
+        { "up_api",             115, 1, LLM_API_OPENAI },
+        { "backend length",     116, 1, 5 },
     };
 
     test_sample(&rec);
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
-    tap_is(n, 115, "the sample frame is 115 bytes");
+    tap_is(n, 122, "the sample frame is 122 bytes");
     tap_is(LLM_RECORD_FIXED_LEN, 81, "the fixed part is 81 bytes");
-    tap_is(LLM_RECORD_VERSION, 2, "the format is version 2");
+    tap_is(LLM_RECORD_VERSION, 3, "the format is version 3");
+    tap_is(LLM_FRAME_VERSION, 2, "the other frames stay at version 2");
+    tap_is(LLM_RECORD_MAX_FRAME, 378, "the largest frame is 378 bytes");
+    tap_is(LLM_RECORD_V2_MAX_FRAME, 312,
+           "the largest of version 2 is 312 bytes");
 
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         tap_is(test_get(buf + fields[i].off, fields[i].width),
@@ -173,7 +191,8 @@ test_layout(void)
 
     tap_ok(memcmp(buf + 86, "req-0001", 8) == 0
            && memcmp(buf + 95, "claude-sonnet-4", 15) == 0
-           && memcmp(buf + 111, "stop", 4) == 0,
+           && memcmp(buf + 111, "stop", 4) == 0
+           && memcmp(buf + 117, "gpt-a", 5) == 0,
            "the strings follow their lengths");
 }
 
@@ -205,7 +224,7 @@ test_round_trip(void)
     test_sample(&rec);
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
-    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4,
+    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 + 5,
            "encode returns the frame length");
 
     used = 0;
@@ -236,6 +255,9 @@ test_round_trip(void)
     rec.model_len = LLM_RECORD_MODEL_MAX;
     memset(rec.finish_reason, 'f', LLM_RECORD_FINISH_MAX);
     rec.finish_reason_len = LLM_RECORD_FINISH_MAX;
+    rec.up_api = LLM_API_EMBEDDINGS;
+    memset(rec.backend, 'b', LLM_RECORD_BACKEND_MAX);
+    rec.backend_len = LLM_RECORD_BACKEND_MAX;
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
     tap_is(n, LLM_RECORD_MAX_FRAME, "the largest record fills MAX_FRAME");
@@ -253,7 +275,9 @@ test_round_trip(void)
     rec.type = LLM_REC_ACK;
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
-    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3, "the smallest frame");
+    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3,
+           "the smallest frame, an ack of version 2");
+    tap_is(buf[4], LLM_FRAME_VERSION, "an ack is written at version 2");
 
     rc = llm_record_decode(buf, n, &out, &used);
     tap_ok(rc == 1 && llm_record_same(&rec, &out),
@@ -302,6 +326,18 @@ test_round_trip(void)
     tap_is(llm_record_encode(&rec, buf, sizeof(buf)), 0,
            "encode refuses an out-of-range length");
 
+    /* a request that reached no backend */
+
+    test_sample(&rec);
+    rec.up_api = 0;
+    rec.backend_len = 0;
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(n == 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 && rc == 1
+           && used == n && llm_record_same(&rec, &out) && out.up_api == 0
+           && out.backend_len == 0,
+           "a record without a backend: up_api 0, its name empty");
+
     /* big-endian on the wire */
 
     test_sample(&rec);
@@ -345,7 +381,7 @@ static void
 test_corruption(void)
 {
     int           rc, bad, accepted;
-    size_t        n, i, used;
+    size_t        n, i, k, used;
     unsigned      v;
     uint8_t       buf[LLM_RECORD_MAX_FRAME], copy[LLM_RECORD_MAX_FRAME];
     llm_record_t  rec, out;
@@ -428,17 +464,16 @@ test_corruption(void)
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "api 255 is rejected");
 
-    memcpy(copy, buf, n);
+    /* an ack is of version 2 */
+    k = test_v2_frame(&rec, copy);
     copy[5] = LLM_REC_ACK;
     copy[TEST_OFF_API] = 0;
-    rc = llm_record_decode(copy, n, &out, &used);
+    rc = llm_record_decode(copy, k, &out, &used);
     tap_ok(rc == 1 && out.type == LLM_REC_ACK && out.api == 0,
            "an ack without an api is accepted");
 
-    memcpy(copy, buf, n);
-    copy[5] = LLM_REC_ACK;
     copy[TEST_OFF_API] = 5;
-    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+    tap_is(llm_record_decode(copy, k, &out, &used), -1,
            "an ack with an unknown api is rejected");
 
     /* the request_id length says one byte more than there is */
@@ -451,6 +486,46 @@ test_corruption(void)
     copy[TEST_OFF_ID_LEN] = LLM_RECORD_ID_MAX + 1;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "a request_id longer than its maximum is rejected");
+
+    /* the fields of version 3 */
+
+    memcpy(copy, buf, n);
+    copy[4] = LLM_FRAME_VERSION;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "a frame of version 3 labelled 2 is rejected");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_UP_API] = LLM_API_COUNT_TOKENS;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "an up_api beyond those recorded is rejected");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_UP_API] = 0xff;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "up_api 255 is rejected");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_UP_API] = LLM_API_ANTHROPIC;
+    rc = llm_record_decode(copy, n, &out, &used);
+    tap_ok(rc == 1 && out.up_api == LLM_API_ANTHROPIC && out.backend_len == 5,
+           "up_api 2, anthropic, is accepted");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_BACKEND] = 6;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "a backend length past the payload is rejected");
+
+    memcpy(copy, buf, n);
+    copy[TEST_OFF_BACKEND] = 4;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "a backend length short of the payload is rejected");
+
+    memcpy(copy, buf, n);
+    copy[5] = LLM_REC_ACK;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "an ack of version 3 is rejected");
+    tap_is(llm_record_decode(copy, 6, &out, &used), -1,
+           "an ack of version 3 is rejected at its type byte");
 }
 
 
@@ -479,7 +554,7 @@ test_random(void)
             buf[1] = 0;
             buf[2] = (uint8_t) (n >> 8);
             buf[3] = (uint8_t) n;
-            buf[4] = LLM_RECORD_VERSION;
+            buf[4] = (i & 8) ? LLM_FRAME_VERSION : LLM_RECORD_VERSION;
             buf[5] = 1 + (i & 2) / 2;
             buf[TEST_OFF_API] = (i >> 2) % 4;
         }
@@ -525,6 +600,16 @@ test_random(void)
             rec.model[k] = (char) test_rand();
         }
 
+        /* an ack carries neither: it is written at version 2 */
+        if (rec.type == LLM_REC_SETTLE) {
+            rec.up_api = test_rand() % (LLM_API_EMBEDDINGS + 1);
+            rec.backend_len = test_rand() % (LLM_RECORD_BACKEND_MAX + 1);
+
+            for (k = 0; k < rec.backend_len; k++) {
+                rec.backend[k] = (char) test_rand();
+            }
+        }
+
         n = llm_record_encode(&rec, buf, sizeof(buf));
         rc = llm_record_decode(buf, n, &out, &used);
 
@@ -552,6 +637,8 @@ test_back_to_back(void)
     llm_record_set_request_id(&b, "req-0002", 8);
     b.model_len = 0;
     b.finish_reason_len = 0;
+    b.up_api = 0;
+    b.backend_len = 0;
 
     n1 = llm_record_encode(&a, buf, sizeof(buf));
     n2 = llm_record_encode(&b, buf + n1, sizeof(buf) - n1);
@@ -623,6 +710,11 @@ test_set(void)
 
     n = llm_record_set_finish_reason(&rec, NULL, 0);
     tap_ok(n == 0 && rec.finish_reason_len == 0, "set of an empty string");
+
+    n = llm_record_set_backend(&rec, big, LLM_RECORD_BACKEND_MAX + 1);
+    tap_ok(n == LLM_RECORD_BACKEND_MAX
+           && rec.backend_len == LLM_RECORD_BACKEND_MAX,
+           "set truncates a backend of 65 bytes to 64");
 }
 
 
@@ -716,4 +808,156 @@ test_lease(void)
     buf[3]++;
     tap_is(llm_record_lease_decode(buf, n + 1, &got, &used), -1,
            "a length that does not add up is refused");
+}
+
+
+/*
+ * The sample as an older nginx writes it: version 2, which ends after
+ * finish_reason
+ */
+
+static size_t
+test_v2_frame(const llm_record_t *rec, uint8_t *buf)
+{
+    size_t  n;
+
+    n = llm_record_encode(rec, buf, LLM_RECORD_MAX_FRAME);
+    n -= 2 + rec->backend_len;
+
+    buf[0] = 0;
+    buf[1] = 0;
+    buf[2] = (uint8_t) ((n - 4) >> 8);
+    buf[3] = (uint8_t) (n - 4);
+    buf[4] = LLM_FRAME_VERSION;
+
+    return n;
+}
+
+
+static void
+test_v2(void)
+{
+    int           rc, bad;
+    size_t        n, i, used;
+    uint8_t       buf[LLM_RECORD_MAX_FRAME], copy[LLM_RECORD_MAX_FRAME];
+    llm_record_t  rec, out;
+
+    test_sample(&rec);
+    n = test_v2_frame(&rec, buf);
+    tap_is(n, 115, "a record of version 2 is 115 bytes");
+
+    used = 0;
+    rc = llm_record_decode(buf, n, &out, &used);
+    rec.up_api = 0;
+    rec.backend_len = 0;
+    tap_ok(rc == 1 && used == n && llm_record_same(&rec, &out),
+           "a record of version 2 decodes, with up_api 0 and no backend");
+
+    bad = 0;
+
+    for (i = 0; i < n; i++) {
+        used = 12345;
+
+        if (llm_record_decode(buf, i, &out, &used) != 0 || used != 12345) {
+            bad++;
+        }
+    }
+
+    tap_is(bad, 0, "each of the %d truncations of version 2 returns 0",
+           (int) n);
+
+    /* the tail of version 3 behind a frame labelled 2 */
+
+    test_sample(&rec);
+    llm_record_encode(&rec, copy, sizeof(copy));
+    copy[4] = LLM_FRAME_VERSION;
+    copy[3] -= 5;
+    copy[TEST_OFF_BACKEND] = 0;
+    tap_is(llm_record_decode(copy, n + 2, &out, &used), -1,
+           "version 2 with the bytes of version 3 behind is rejected");
+
+    memcpy(copy, buf, n);
+    copy[4] = LLM_RECORD_VERSION;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "version 3 without its last fields is rejected");
+
+    /* an ack of version 2: what accountd sends, what an older one sends */
+
+    memcpy(copy, buf, n);
+    copy[5] = LLM_REC_ACK;
+    rc = llm_record_decode(copy, n, &out, &used);
+    tap_ok(rc == 1 && out.type == LLM_REC_ACK && out.request_id_len == 8
+           && out.up_api == 0 && out.backend_len == 0,
+           "an ack of version 2 decodes");
+
+    /* bounds of version 2: its own maximum, not that of version 3 */
+
+    memcpy(copy, buf, n);
+    copy[2] = (LLM_RECORD_V2_MAX_FRAME - 3) >> 8;
+    copy[3] = (LLM_RECORD_V2_MAX_FRAME - 3) & 0xff;
+    tap_is(llm_record_decode(copy, 5, &out, &used), -1,
+           "version 2 longer than its maximum is rejected at its version");
+
+    copy[2] = (LLM_RECORD_V2_MAX_FRAME - 4) >> 8;
+    copy[3] = (LLM_RECORD_V2_MAX_FRAME - 4) & 0xff;
+    tap_is(llm_record_decode(copy, 6, &out, &used), 0,
+           "the largest payload of version 2 is accepted");
+
+    memcpy(copy, buf, n);
+    copy[3] = LLM_RECORD_FIXED_LEN + 4;
+    tap_is(llm_record_decode(copy, 5, &out, &used), 0,
+           "the smallest payload of version 2 waits");
+
+    copy[4] = LLM_RECORD_VERSION;
+    tap_is(llm_record_decode(copy, 5, &out, &used), -1,
+           "version 3 without room for its fields is rejected at once");
+}
+
+
+/* the backend's name: its bounds, as the other strings' */
+
+static void
+test_backend(void)
+{
+    int           rc;
+    size_t        n, used;
+    uint8_t       buf[LLM_RECORD_MAX_FRAME + 8];
+    llm_record_t  rec, out;
+
+    test_sample(&rec);
+    memset(rec.backend, 'b', LLM_RECORD_BACKEND_MAX);
+    rec.backend_len = LLM_RECORD_BACKEND_MAX;
+    rec.up_api = LLM_API_ANTHROPIC;
+
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(rc == 1 && out.backend_len == 64 && llm_record_same(&rec, &out),
+           "a backend of 64 bytes round trips");
+
+    /* the 65th byte, as an older or a hostile peer could send it */
+
+    buf[TEST_OFF_BACKEND] = LLM_RECORD_BACKEND_MAX + 1;
+    buf[n] = 'b';
+    buf[3]++;
+    tap_is(llm_record_decode(buf, n + 1, &out, &used), -1,
+           "a backend of 65 bytes is rejected");
+
+    buf[TEST_OFF_BACKEND] = 0xff;
+    tap_is(llm_record_decode(buf, n + 1, &out, &used), -1,
+           "a backend length of 255 is rejected");
+
+    rec.backend_len = LLM_RECORD_BACKEND_MAX + 1;
+    tap_is(llm_record_encode(&rec, buf, sizeof(buf)), 0,
+           "encode refuses a backend of 65 bytes");
+
+    /* an ack names no backend, whatever the record held */
+
+    test_sample(&rec);
+    rec.type = LLM_REC_ACK;
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(n == 115 && buf[4] == LLM_FRAME_VERSION && rc == 1
+           && out.up_api == 0 && out.backend_len == 0
+           && out.request_id_len == 8,
+           "an ack leaves out up_api and the backend");
 }
