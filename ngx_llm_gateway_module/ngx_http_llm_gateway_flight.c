@@ -8,6 +8,7 @@
 
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_flight.h"
+#include "ngx_http_llm_gateway_backend.h"
 #include "ngx_http_llm_gateway_zone.h"
 
 
@@ -93,4 +94,13 @@ ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->flight->status = r->upstream ? r->upstream->headers_in.status_n
                                       : r->headers_out.status;
     ctx->flight->usage = ctx->sse.usage;
+
+    /* what served it, the last attempt's */
+    if (ctx->backend) {
+        ctx->flight->up_api = (u_char) ctx->up_api;
+        ctx->flight->backend_len = (u_char) ngx_min(ctx->backend->name.len,
+                                                    LLM_RECORD_BACKEND_MAX);
+        ngx_memcpy(ctx->flight->backend, ctx->backend->name.data,
+                   ctx->flight->backend_len);
+    }
 }

@@ -221,8 +221,11 @@ typedef struct {
     int64_t                      max_tokens;  /* all choices' */
     llm_usage_t                  usage;
     u_char                       api;
+    u_char                       up_api;    /* the backend's dialect */
     u_char                       request_id_len;
     u_char                       model_len;
+    u_char                       backend_len;
+    u_char                       backend[LLM_RECORD_BACKEND_MAX];
     unsigned                     stream:1;  /* the client asked for one */
     unsigned                     budget_held:1;
     unsigned                     journal_held:1;
@@ -265,7 +268,7 @@ typedef struct {
 
 
 /* bumped whenever the layout of the zone changes */
-#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  18
+#define NGX_HTTP_LLM_GATEWAY_ZONE_VERSION  19
 
 
 typedef struct {

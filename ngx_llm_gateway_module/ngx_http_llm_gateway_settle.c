@@ -12,6 +12,7 @@
 
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_settle.h"
+#include "ngx_http_llm_gateway_backend.h"
 #include "ngx_http_llm_gateway_accountd.h"
 #include "ngx_http_llm_gateway_auth.h"
 #include "ngx_http_llm_gateway_budget.h"
@@ -345,6 +346,12 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
     rec->ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
     rec->api = ctx->req.api;
 
+    if (ctx->backend) {
+        rec->up_api = (uint8_t) ctx->up_api;
+        llm_record_set_backend(rec, (char *) ctx->backend->name.data,
+                               ctx->backend->name.len);
+    }
+
     llm_record_set_request_id(rec, (char *) ctx->request_id.data,
                               ctx->request_id.len);
     llm_record_set_model(rec, ctx->req.model, ctx->req.model_len);
@@ -562,6 +569,8 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     rec.reserved_tokens = f->reserved;
     rec.ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
     rec.api = f->api;
+    rec.up_api = f->up_api;
+    llm_record_set_backend(&rec, (char *) f->backend, f->backend_len);
 
     llm_record_set_request_id(&rec, (char *) f->data, f->request_id_len);
     llm_record_set_model(&rec, (char *) f->data + f->request_id_len,

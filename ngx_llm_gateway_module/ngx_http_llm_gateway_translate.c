@@ -527,7 +527,7 @@ ngx_http_llm_gateway_translate_body(ngx_http_request_t *r,
 
             status = NGX_HTTP_BAD_GATEWAY;
             r->headers_out.status = status;
-            rc = llm_tx_body_error(&cf, status, NULL, 0, &out, &out_len);
+            rc = llm_tx_body_error(&cf, status, "", 0, &out, &out_len);
         }
 
     } else {
