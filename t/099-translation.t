@@ -26,6 +26,7 @@ stack();
 my $t = new_tenant(tier => 'big');
 my $m = mockllm();
 my $echo = LLMGW::Nginx::free_port();
+my $busy = LLMGW::Nginx::free_port();
 
 # the echo backends answer with the headers they got, in their dialect
 my $ant_echo = '{"id":"msg_echo","type":"message","role":"assistant",'
@@ -47,12 +48,13 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
 
     llm_gateway_backend  oai       upstream=mock api=openai;
     llm_gateway_backend  ant       upstream=mock api=anthropic;
-    llm_gateway_backend  ant-busy  upstream=mock api=anthropic;
+    llm_gateway_backend  ant-busy  upstream=busy api=anthropic;
     llm_gateway_backend  ant-echo  upstream=echo api=anthropic;
     llm_gateway_backend  oai-echo  upstream=echo api=openai;
 
     upstream mock { server 127.0.0.1:$m->{port}; }
     upstream echo { server 127.0.0.1:$echo; }
+    upstream busy { server 127.0.0.1:$busy; }
 
     llm_gateway_role  claude     ant  model=mock-claude-sonnet-4;
     llm_gateway_role  gpt        oai  model=mock-gpt-4o-mini;
@@ -62,16 +64,8 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
     llm_gateway_role  claude-e   ant-echo  model=mock-claude-echo;
     llm_gateway_role  gpt-e      oai-echo  model=mock-gpt-echo;
 
-    # the busy backend answers Anthropic's 529 overloaded_error
-    map \$llm_backend \$mock_status {
-        ant-busy  529;
-        default   "";
-    }
-
     server {
         listen  127.0.0.1:%%PORT%%;
-
-        proxy_set_header  x-mock-status  \$mock_status;
 
         location = /v1/chat/completions {
             llm_gateway  zone=llm api=openai;
@@ -86,6 +80,16 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
         location = /v1/responses {
             llm_gateway  zone=llm api=responses;
             proxy_pass   http://\$llm_upstream\$llm_upstream_uri;
+        }
+    }
+
+    # the busy backend: the mock answering Anthropic's 529 overloaded_error
+    server {
+        listen  127.0.0.1:$busy;
+
+        location / {
+            proxy_set_header  x-mock-status  529;
+            proxy_pass        http://mock;
         }
     }
 
