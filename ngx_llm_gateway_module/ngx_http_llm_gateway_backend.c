@@ -22,7 +22,7 @@
 
 static char *ngx_http_llm_gateway_backend_zone(ngx_conf_t *cf,
     ngx_http_llm_gateway_backend_t *b);
-static ngx_int_t ngx_http_llm_gateway_backend_limit_param(
+static ngx_int_t ngx_http_llm_gateway_backend_dialect(
     ngx_http_llm_gateway_backend_t *b, ngx_str_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
@@ -99,23 +99,8 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             continue;
         }
 
-        if (ngx_http_llm_gateway_backend_limit_param(b, &value[i]) == NGX_OK)
+        if (ngx_http_llm_gateway_backend_dialect(b, &value[i]) == NGX_OK)
         {
-            continue;
-        }
-
-        if (ngx_strcmp(value[i].data, "api=openai") == 0) {
-            b->api = LLM_API_OPENAI;
-            continue;
-        }
-
-        if (ngx_strcmp(value[i].data, "api=anthropic") == 0) {
-            b->api = LLM_API_ANTHROPIC;
-            continue;
-        }
-
-        if (ngx_strcmp(value[i].data, "api=responses") == 0) {
-            b->api = LLM_API_RESPONSES;
             continue;
         }
 
@@ -202,12 +187,13 @@ invalid:
 
 
 /*
- * limit_param=: the name Chat's default output limit goes under.  OpenAI's
- * reasoning models refuse max_tokens; some compatible servers know only it.
+ * What the backend's API is: api=, and limit_param=, the name Chat's
+ * default output limit goes under (OpenAI's reasoning models refuse
+ * max_tokens; some compatible servers know only it).
  */
 
 static ngx_int_t
-ngx_http_llm_gateway_backend_limit_param(ngx_http_llm_gateway_backend_t *b,
+ngx_http_llm_gateway_backend_dialect(ngx_http_llm_gateway_backend_t *b,
     ngx_str_t *v)
 {
     if (ngx_strcmp(v->data, "limit_param=max_tokens") == 0) {
@@ -217,6 +203,22 @@ ngx_http_llm_gateway_backend_limit_param(ngx_http_llm_gateway_backend_t *b,
 
     if (ngx_strcmp(v->data, "limit_param=max_completion_tokens") == 0) {
         b->chat_max_tokens = 0;
+        return NGX_OK;
+    }
+
+    /* api=: the dialect it speaks, translated to where a client's is not */
+    if (ngx_strcmp(v->data, "api=openai") == 0) {
+        b->api = LLM_API_OPENAI;
+        return NGX_OK;
+    }
+
+    if (ngx_strcmp(v->data, "api=anthropic") == 0) {
+        b->api = LLM_API_ANTHROPIC;
+        return NGX_OK;
+    }
+
+    if (ngx_strcmp(v->data, "api=responses") == 0) {
+        b->api = LLM_API_RESPONSES;
         return NGX_OK;
     }
 

@@ -84,7 +84,9 @@ my %env = (
     LLMGW_DATABASE_URL => $s->{LLMGW_DATABASE_URL},
     LLMGW_ACCOUNTD_CONF => $s->{LLMGW_ACCOUNTD_CONF},
     LLMGW_MODEL => $model,
-    LLMGW_ANTHROPIC_MODEL => 'mock-claude-3-5-haiku');
+    LLMGW_ANTHROPIC_MODEL => 'mock-claude-3-5-haiku',
+    LLMGW_TRANSLATED_CHAT_MODEL => 'mock-claude-3-5-haiku',
+    LLMGW_TRANSLATED_MESSAGES_MODEL => 'mock-gpt-4o-mini');
 
 is_deeply([ sort @names ], [ sort keys %env ],
           'demo.env has the variables make run writes');
@@ -169,6 +171,15 @@ for my $i (0 .. $#blocks) {
 
     if ($b =~ /\$LLMGW_FREE_KEY/) {
         like($text, qr/^data: \[DONE\]/m, 'the demo key streams');
+    }
+
+    # the translated pair: each client's own stream, from the other API
+    if ($b =~ /\$LLMGW_TRANSLATED_CHAT_MODEL/) {
+        like($text, qr/^data: \{.*"chat\.completion\.chunk".*"content":"tok1 /m,
+             'an OpenAI client streams the Anthropic model');
+        like($text, qr/^event: message_stop$/m,
+             'an Anthropic client streams the OpenAI model')
+            or diag($text);
     }
 
     if ($i == $create) {
