@@ -196,7 +196,8 @@ $(eval $(call programs,$(OBJ),$(BUILD),$$(CC) $$(CFLAGS)))
                     $(BUILD)/fuzz/obj/*/*.d)
 
 # The official SDKs, pinned, for t/050-sdk.t: real clients of the gateway.
-sdk: $(BUILD)/sdk/clients.mjs $(BUILD)/sdk/matrix.mjs $(BUILD)/sdk/models.mjs
+sdk: $(BUILD)/sdk/clients.mjs $(BUILD)/sdk/matrix.mjs $(BUILD)/sdk/models.mjs \
+     $(BUILD)/sdk/tools.mjs
 
 $(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs t/sdk/embed.mjs \
                           t/sdk/package.json t/sdk/package-lock.json
@@ -211,6 +212,10 @@ $(BUILD)/sdk/clients.mjs: t/sdk/clients.mjs t/sdk/estimate.mjs t/sdk/embed.mjs \
 # the client matrix (t/098): the same packages, copied without npm ci
 $(BUILD)/sdk/matrix.mjs: t/sdk/matrix.mjs $(BUILD)/sdk/clients.mjs
 	cp t/sdk/matrix.mjs $@
+
+# t/100's tool calls through translating roles, the same way
+$(BUILD)/sdk/tools.mjs: t/sdk/tools.mjs $(BUILD)/sdk/clients.mjs
+	cp t/sdk/tools.mjs $@
 
 # t/092-models.t's clients, beside the installed SDKs
 $(BUILD)/sdk/models.mjs: t/sdk/models.mjs $(BUILD)/sdk/clients.mjs

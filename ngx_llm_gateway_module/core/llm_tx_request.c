@@ -1749,8 +1749,10 @@ llm_txr_msg_tools(llm_txr_t *t, const cJSON *in, cJSON *root)
     const cJSON  *list, *v, *tc, *schema;
     const char   *name, *desc, *type;
 
+    /* eager_input_streaming: how soon the arguments stream, not what */
     static const char *const  known[] = {
-        "type", "name", "description", "input_schema", "cache_control", NULL
+        "type", "name", "description", "input_schema", "cache_control",
+        "eager_input_streaming", NULL
     };
     static const char *const  known_tc[] = {
         "type", "name", "disable_parallel_tool_use", NULL
