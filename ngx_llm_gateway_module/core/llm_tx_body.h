@@ -44,8 +44,11 @@
 #include "llm_tx.h"
 
 
-/* the most of a token figure read: the sums stay far from overflowing */
-#define LLM_TX_BODY_TOKENS_MAX    9007199254740992LL
+/*
+ * The most of a token figure read, 2^50: a sum of four stays exact as a
+ * double, as JSON clients read numbers
+ */
+#define LLM_TX_BODY_TOKENS_MAX    1125899906842624LL
 
 /* the most of a backend's error message kept, in bytes, whole characters */
 #define LLM_TX_BODY_MESSAGE_MAX   2048

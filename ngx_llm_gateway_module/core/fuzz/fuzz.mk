@@ -4,7 +4,8 @@
 # and key-set frames), fuzz_provider (providers' refusals), fuzz_pacer
 # (the upstream pacer, against its own books), fuzz_fair (the fairness
 # core, against its books and bounds), fuzz_breaker (the breaker, against
-# its books).  Each has its seed corpus in
+# its books), fuzz_tx_body (whole answers and errors between dialects).
+# Each has its seed corpus in
 # fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
@@ -29,7 +30,8 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) $(or $(CJSON_CFLAGS),-I/usr/include/cjson)
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker
+FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker \
+                   tx_body
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
