@@ -59,7 +59,8 @@
  * 0; -1 when it is not one of cf->from (the gateway then sends a 502 of
  * its own), or not JSON, or a dialect neither side may speak; -2 out of
  * memory.  *out, NUL-terminated, from cJSON's allocator (cJSON_free).
- * cf->model, cf->id and cf->created are read; the rest is the streams'.
+ * cf->model, cf->id, cf->created and (Responses' max_output_tokens)
+ * cf->max_tokens are read; the rest is the streams'.
  */
 int llm_tx_body(const llm_tx_conf_t *cf, const char *body, size_t len,
     char **out, size_t *out_len);
