@@ -23,6 +23,8 @@ my @targets = (
     [ 'fuzz_fair', "$core/fuzz/corpus/fair" ],
     [ 'fuzz_breaker', "$core/fuzz/corpus/breaker" ],
     [ 'fuzz_tx_request', "$core/fuzz/corpus/tx_request" ],
+    [ 'fuzz_tx_stream', "$core/fuzz/corpus/tx_stream" ],
+    [ 'fuzz_tx_body', "$core/fuzz/corpus/tx_body" ],
 );
 
 for my $t (@targets) {

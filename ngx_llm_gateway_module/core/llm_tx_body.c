@@ -69,12 +69,12 @@ typedef struct {
 
 
 static cJSON *llm_tx_body_parse(const char *body, size_t len);
-static int llm_tx_body_read_chat(llm_tx_body_ctx_t *t, const cJSON *root,
+static int llm_tx_body_read_chat(const cJSON *root,
     llm_tx_body_answer_t *a);
-static int llm_tx_body_chat_tools(llm_tx_body_ctx_t *t, const cJSON *msg,
+static int llm_tx_body_chat_tools(const cJSON *msg,
     llm_tx_body_answer_t *a);
-static int llm_tx_body_read_messages(llm_tx_body_ctx_t *t,
-    const cJSON *root, llm_tx_body_answer_t *a);
+static int llm_tx_body_read_messages(const cJSON *root,
+    llm_tx_body_answer_t *a);
 static void llm_tx_body_read_usage(const cJSON *u, int anthropic,
     llm_tx_body_answer_t *a);
 static int64_t llm_tx_body_tokens(const cJSON *o, const char *name);
@@ -166,10 +166,10 @@ llm_tx_body(const llm_tx_conf_t *cf, const char *body, size_t len,
     }
 
     if (cf->from == LLM_API_OPENAI) {
-        rc = llm_tx_body_read_chat(&t, root, &a);
+        rc = llm_tx_body_read_chat(root, &a);
 
     } else if (cf->from == LLM_API_ANTHROPIC) {
-        rc = llm_tx_body_read_messages(&t, root, &a);
+        rc = llm_tx_body_read_messages(root, &a);
 
     } else {
         rc = -1;
@@ -248,8 +248,7 @@ llm_tx_body_parse(const char *body, size_t len)
  */
 
 static int
-llm_tx_body_read_chat(llm_tx_body_ctx_t *t, const cJSON *root,
-    llm_tx_body_answer_t *a)
+llm_tx_body_read_chat(const cJSON *root, llm_tx_body_answer_t *a)
 {
     const char   *s;
     const cJSON  *choice, *msg, *c, *part;
@@ -290,7 +289,7 @@ llm_tx_body_read_chat(llm_tx_body_ctx_t *t, const cJSON *root,
         }
     }
 
-    if (llm_tx_body_chat_tools(t, msg, a) != 0) {
+    if (llm_tx_body_chat_tools(msg, a) != 0) {
         return -2;
     }
 
@@ -321,8 +320,7 @@ llm_tx_body_read_chat(llm_tx_body_ctx_t *t, const cJSON *root,
 /* tool_calls, and the deprecated function_call, as one list */
 
 static int
-llm_tx_body_chat_tools(llm_tx_body_ctx_t *t, const cJSON *msg,
-    llm_tx_body_answer_t *a)
+llm_tx_body_chat_tools(const cJSON *msg, llm_tx_body_answer_t *a)
 {
     const cJSON         *calls, *call, *fn;
     llm_tx_body_tool_t  *tool;
@@ -361,8 +359,6 @@ llm_tx_body_chat_tools(llm_tx_body_ctx_t *t, const cJSON *msg,
         tool->input = NULL;
     }
 
-    (void) t;
-
     return 0;
 }
 
@@ -370,8 +366,7 @@ llm_tx_body_chat_tools(llm_tx_body_ctx_t *t, const cJSON *msg,
 /* Messages' {"type":"message","content":[blocks],"stop_reason","usage"} */
 
 static int
-llm_tx_body_read_messages(llm_tx_body_ctx_t *t, const cJSON *root,
-    llm_tx_body_answer_t *a)
+llm_tx_body_read_messages(const cJSON *root, llm_tx_body_answer_t *a)
 {
     int                  n;
     const char          *s, *type;
@@ -449,8 +444,6 @@ llm_tx_body_read_messages(llm_tx_body_ctx_t *t, const cJSON *root,
 
     llm_tx_body_read_usage(llm_tx_body_get(root, "usage"),
                            1, a);
-
-    (void) t;
 
     return 0;
 }

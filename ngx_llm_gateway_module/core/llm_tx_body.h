@@ -44,8 +44,11 @@
 #include "llm_tx.h"
 
 
-/* the most of a token figure read: the sums stay far from overflowing */
-#define LLM_TX_BODY_TOKENS_MAX    9007199254740992LL
+/*
+ * The most of a token figure read, 2^50: a sum of four stays exact as a
+ * double, as JSON clients read numbers
+ */
+#define LLM_TX_BODY_TOKENS_MAX    1125899906842624LL
 
 /* the most of a backend's error message kept, in bytes, whole characters */
 #define LLM_TX_BODY_MESSAGE_MAX   2048
@@ -56,7 +59,8 @@
  * 0; -1 when it is not one of cf->from (the gateway then sends a 502 of
  * its own), or not JSON, or a dialect neither side may speak; -2 out of
  * memory.  *out, NUL-terminated, from cJSON's allocator (cJSON_free).
- * cf->model, cf->id and cf->created are read; the rest is the streams'.
+ * cf->model, cf->id, cf->created and (Responses' max_output_tokens)
+ * cf->max_tokens are read; the rest is the streams'.
  */
 int llm_tx_body(const llm_tx_conf_t *cf, const char *body, size_t len,
     char **out, size_t *out_len);

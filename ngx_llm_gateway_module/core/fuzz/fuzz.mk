@@ -6,7 +6,8 @@
 # core, against its books and bounds), fuzz_breaker (the breaker, against
 # its books), fuzz_tx_request (the request translator, against what each
 # backend requires), fuzz_tx_stream (the stream translator: what it writes
-# must be a stream of the client's dialect).  Each has its seed corpus in
+# must be a stream of the client's dialect), fuzz_tx_body (whole answers
+# and errors between dialects).  Each has its seed corpus in
 # fuzz/corpus/<name>.
 #
 #   make fuzz-build    build $(BUILD)/fuzz/fuzz_*
@@ -32,7 +33,7 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
 FUZZ_TIME       ?= 60
 
 FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker \
-                   tx_request tx_stream
+                   tx_request tx_stream tx_body
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 

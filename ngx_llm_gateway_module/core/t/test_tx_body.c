@@ -137,9 +137,9 @@
 
 #define LARGEST                                                               \
     "{\"type\":\"message\",\"content\":[],\"usage\":{\"input_tokens\":"     \
-    "9007199254740992,\"output_tokens\":9007199254740992,"                  \
-    "\"cache_read_input_tokens\":9007199254740992,"                         \
-    "\"cache_creation_input_tokens\":9007199254740992}}"
+    "1125899906842624,\"output_tokens\":1125899906842624,"                  \
+    "\"cache_read_input_tokens\":1125899906842624,"                         \
+    "\"cache_creation_input_tokens\":1125899906842624}}"
 
 #define MSG_REFUSAL                                                           \
     "{\"id\":\"msg_r\",\"type\":\"message\",\"role\":\"assistant\","         \
@@ -714,8 +714,9 @@ test_bounds(void)
         { "1.5", 0 },
         { "1e300", 0 },
         { "-0", 0 },
-        { "9007199254740992", 9007199254740992LL },
-        { "9007199254740994", 0 },
+        { "1125899906842624", LLM_TX_BODY_TOKENS_MAX },
+        { "1125899906842625", 0 },
+        { "9007199254740992", 0 },
         { "\"7\"", 0 },
         { "null", 0 },
         { "true", 0 },
@@ -740,8 +741,8 @@ test_bounds(void)
         size_t   len;
 
         llm_tx_body(&conf, LARGEST, sizeof(LARGEST) - 1, &out, &len);
-        tap_ok(out && strstr(out, "\"prompt_tokens\":27021597764222976,")
-               && strstr(out, "\"total_tokens\":36028797018963968,"),
+        tap_ok(out && strstr(out, "\"prompt_tokens\":3377699720527872,")
+               && strstr(out, "\"total_tokens\":4503599627370496,"),
                "sums written as integers");
         cJSON_free(out);
     }
