@@ -9,6 +9,8 @@
 #
 #   /plain/v1/chat/completions   proxy_pass, proxy_buffering off
 #   /v1/chat/completions         llm_gateway zone=llm api=openai
+#   /tx/v1/chat/completions      the same, to a Messages backend: the
+#                                request and the stream translated
 #
 # and build/bench/ttfb sends the same request to mockllm directly, to the
 # one and to the other, in turn, and prints the table.  At the end the
@@ -48,7 +50,7 @@ my $t = new_tenant(tier => 'bench');
 
 my $server = nginx_server(keepalive => 64, request_id => 1,
                           plain => '/plain/v1/chat/completions',
-                          gateway => 1);
+                          gateway => 1, translated => 1);
 
 # log_level warn: Debian's nginx is built --with-debug, and a debug log
 # would be what is measured
@@ -70,7 +72,8 @@ my @cmd = ($client, '-n', $o{n}, '-w', $o{warmup}, '-g', $o{gap},
            '-c', $o{streams}, '-s', $o{secs}, '-r', $o{rounds}, '-o', $json,
            "direct=http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
            'proxy_pass=' . $ng->url('/plain/v1/chat/completions'),
-           'gateway=' . $ng->url('/v1/chat/completions'));
+           'gateway=' . $ng->url('/v1/chat/completions'),
+           'translated=' . $ng->url('/tx/v1/chat/completions'));
 
 # the key in the environment, not on a command line
 local $ENV{LLMGW_KEY} = $t->{key};
@@ -95,7 +98,9 @@ sub ledger {
     close($fh);
 
     my $want = 0;
-    $want += $_->{targets}{gateway}{requests} for values %{ $r->{series} };
+    for my $series (values %{ $r->{series} }) {
+        $want += $series->{targets}{$_}{requests} for qw(gateway translated);
+    }
 
     my $rows = ledger_rows($t->{id}, $want, 10, 0.1);
     printf("ledger: %d llm.usage rows for the %d gateway requests%s\n",

@@ -80,6 +80,17 @@ EOF
         }
 EOF
 
+    # the same Chat request to a Messages backend: the answer translated,
+    # event by event; the alias names a model of the mock's Anthropic family
+    push(@l, <<'EOF') if $o{translated};
+        # (d) the gateway, translating
+        location = /tx/v1/chat/completions {
+            llm_gateway        zone=llm api=openai backend=bench-messages;
+            llm_gateway_alias  mock-gpt-4o-mini mock-claude-bench;
+            proxy_pass         http://$llm_upstream$llm_upstream_uri;
+        }
+EOF
+
     push(@l, <<'EOF') if $o{metrics};
         location = /metrics {
             llm_gateway_metrics;
@@ -97,8 +108,13 @@ EOF
         proxy_set_header    X-Request-Id $request_id;
 EOF
 
+    my $backend = !$o{translated} ? '' : <<'EOF';
+    llm_gateway_backend  bench-messages  upstream=mock api=anthropic;
+
+EOF
+
     return <<"EOF";
-    upstream mock {
+${backend}    upstream mock {
         server     127.0.0.1:%%MOCK%%;
         keepalive  $o{keepalive};
     }
