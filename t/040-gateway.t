@@ -151,6 +151,10 @@ for my $c (@ok) {
                         cached_input_tokens finish_reason status)} ],
               [ $pro->{id}, $body->{model}, $in, $out, $cached, $fin, 200 ],
               "$name: the mock's counts in the ledger");
+
+    # these locations name no llm_gateway_backend: nothing to say of one
+    is_deeply([ @$u{qw(upstream_api backend)} ], [ undef, undef ],
+              "$name: no backend in the ledger");
 }
 
 # An upstream that fails: its status and body pass through; the row says so

@@ -567,6 +567,33 @@ is($new->do(q{
            ('r5', 1, 'm-a', 'openai', 1, 1, '2026-11-02 00:00:00+00')
     ON CONFLICT (request_id, ts) DO NOTHING}) + 0, 1,
    'after it, accountd\'s insert writes the new row and skips the replay');
+
+# the later migrations, then 012 on rows that predate it: they keep every
+# figure and name no backend; a row that names one keeps it as it moves
+# into its month's partition
+is(migrate('005_caps', '006_shares', '007_key_caps', '008_ingest',
+           '009_worker_exited', '010_ingest_rate', '011_embeddings'), '',
+   'the scratch database at 011');
+@before = $new->selectrow_array($fingerprint);
+is(migrate('012_translation'), '', '012 applies to it');
+is_deeply([ $new->selectrow_array($fingerprint) ], \@before,
+          '012: every row as it was');
+is_deeply($new->selectall_arrayref(q{
+    SELECT request_id, upstream_api, backend
+      FROM llm.usage_of_requests('{r1,r2,r3,r4,r5}') ORDER BY 1}),
+    [ map { [ "r$_", undef, undef ] } 1 .. 5 ],
+    'the rows from before it name no backend, in the batch look-up too');
+$new->do(q{
+    INSERT INTO llm.usage (request_id, tenant_id, model, api, input_tokens,
+                           output_tokens, ts, upstream_api, backend)
+    VALUES ('r6', 1, 'm-a', 'openai', 1, 1, '2033-03-03 00:00:00+00',
+            'anthropic', 'claude-a')});
+$new->do(q{SELECT llm.create_usage_partition('2033-03-01')});
+is_deeply($new->selectrow_arrayref(q{
+    SELECT tableoid::regclass::text, api, upstream_api, backend
+      FROM llm.usage WHERE request_id = 'r6'}),
+    [ 'llm.usage_2033_03', 'openai', 'anthropic', 'claude-a' ],
+    'a row that names its backend keeps it, moved into its partition');
 $new->disconnect();
 
 diag(sprintf '004 upgraded the scratch database in %.2f s', $took);

@@ -181,9 +181,9 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     off = 4 + LLM_RECORD_FIXED_LEN;
 
     /*
-     * Each length byte is inside the payload (plen >= MIN_PAYLOAD), and
-     * each string leaves room for the bytes that follow it: 2 lengths,
-     * 1, then those of version 3 (its up_api and the backend's length).
+     * Each length byte is inside the payload (plen >= MIN_PAYLOAD): each
+     * string leaves room for the bytes behind it, the lengths of the
+     * strings after it and, in version 3, up_api and the backend's length.
      */
 
     if (llm_record_get_str(buf, &off, end, v3 ? 4 : 2, rec->request_id,

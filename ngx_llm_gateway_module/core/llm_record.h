@@ -7,7 +7,7 @@
  * Wire format, all integers big-endian:
  *
  *     u32  length of what follows (the payload)
- *     u8   version (LLM_RECORD_VERSION)
+ *     u8   version (LLM_RECORD_VERSION; an ack's LLM_FRAME_VERSION)
  *     u8   type (llm_record_type_e)
  *     u16  http status sent to the client
  *     u32  flags (LLM_REC_F_*)

@@ -3,11 +3,12 @@
  * libFuzzer target for the record codec and the lease frames.  The input
  * is first the stream one side of the socket reads: frame after frame, each
  * decoded as its type byte says, until one is incomplete or malformed.  A
- * frame that decodes encodes to the same bytes (the encoding is canonical),
- * every shorter prefix of it asks for more bytes, and the other codec
- * refuses it.  Then the same bytes fill a record and a lease field by
- * field: what encodes decodes to what it was, or is refused if its type or
- * api is one the decoder does not take.
+ * frame that decodes encodes to the same bytes (the encoding is
+ * canonical; a settle record of version 2 to those of version 3, its two
+ * fields added empty), every shorter prefix of it asks for more bytes,
+ * and the other codec refuses it.  Then the same bytes fill a record and
+ * a lease field by field: what encodes decodes to what it was, or is
+ * refused if its type or api is one the decoder does not take.
  */
 
 
@@ -27,6 +28,8 @@ typedef struct {
 
 static void fuzz_stream(const uint8_t *data, size_t size);
 static void fuzz_record_frame(const uint8_t *p, size_t n,
+    const llm_record_t *rec);
+static void fuzz_record_again(const uint8_t *p, size_t n,
     const llm_record_t *rec);
 static void fuzz_lease_frame(const uint8_t *p, size_t n,
     const llm_lease_t *l);
@@ -133,22 +136,65 @@ fuzz_stream(const uint8_t *data, size_t size)
 static void
 fuzz_record_frame(const uint8_t *p, size_t n, const llm_record_t *rec)
 {
-    uint8_t  *out;
-
     if (n > LLM_RECORD_MAX_FRAME
         || rec->request_id_len > LLM_RECORD_ID_MAX
         || rec->model_len > LLM_RECORD_MODEL_MAX
         || rec->finish_reason_len > LLM_RECORD_FINISH_MAX
+        || rec->backend_len > LLM_RECORD_BACKEND_MAX
         || (rec->type != LLM_REC_SETTLE && rec->type != LLM_REC_ACK)
         || (rec->api > LLM_API_EMBEDDINGS)
+        || (rec->up_api > LLM_API_EMBEDDINGS)
         || (rec->api == 0 && rec->type != LLM_REC_ACK))
     {
         fuzz_fail("record", "a field is out of range");
     }
 
-    fuzz_prefixes(p, n, 0);
+    if (p[4] == LLM_FRAME_VERSION
+        ? n > LLM_RECORD_V2_MAX_FRAME || rec->up_api || rec->backend_len
+        : p[4] != LLM_RECORD_VERSION || rec->type != LLM_REC_SETTLE)
+    {
+        fuzz_fail("record", "a version and its fields do not agree");
+    }
 
-    /* exactly the frame's size, so that an overflow shows */
+    fuzz_prefixes(p, n, 0);
+    fuzz_record_again(p, n, rec);
+}
+
+
+/*
+ * The frame encoded again, into exactly its size, so that an overflow
+ * shows: the same bytes, or those of version 3 for one of version 2
+ */
+
+static void
+fuzz_record_again(const uint8_t *p, size_t n, const llm_record_t *rec)
+{
+    size_t    m;
+    uint8_t  *out;
+
+    if (p[4] == LLM_FRAME_VERSION && rec->type == LLM_REC_SETTLE) {
+        m = n + 2;
+
+        out = malloc(m);
+        if (out == NULL) {
+            abort();
+        }
+
+        if (llm_record_encode(rec, out, m) != m
+            || out[0] != 0 || out[1] != 0
+            || (size_t) ((out[2] << 8) | out[3]) != m - 4
+            || out[4] != LLM_RECORD_VERSION
+            || memcmp(out + 5, p + 5, n - 5) != 0
+            || out[n] != 0 || out[n + 1] != 0)
+        {
+            fuzz_fail("record", "version 2 is not version 3 without its "
+                      "last fields");
+        }
+
+        free(out);
+        return;
+    }
+
     out = malloc(n);
     if (out == NULL) {
         abort();
@@ -267,9 +313,12 @@ fuzz_record_fields(const uint8_t *data, size_t size)
     rec.request_id_len = fuzz_take(&s, 1) % (LLM_RECORD_ID_MAX + 2);
     rec.model_len = fuzz_take(&s, 1) % (LLM_RECORD_MODEL_MAX + 2);
     rec.finish_reason_len = fuzz_take(&s, 1) % (LLM_RECORD_FINISH_MAX + 2);
+    rec.up_api = (uint8_t) fuzz_take(&s, 1);
+    rec.backend_len = fuzz_take(&s, 1) % (LLM_RECORD_BACKEND_MAX + 2);
     fuzz_take_str(&s, rec.request_id, LLM_RECORD_ID_MAX);
     fuzz_take_str(&s, rec.model, LLM_RECORD_MODEL_MAX);
     fuzz_take_str(&s, rec.finish_reason, LLM_RECORD_FINISH_MAX);
+    fuzz_take_str(&s, rec.backend, LLM_RECORD_BACKEND_MAX);
 
     buf = malloc(LLM_RECORD_MAX_FRAME);
     if (buf == NULL) {
@@ -280,7 +329,8 @@ fuzz_record_fields(const uint8_t *data, size_t size)
 
     if (rec.request_id_len > LLM_RECORD_ID_MAX
         || rec.model_len > LLM_RECORD_MODEL_MAX
-        || rec.finish_reason_len > LLM_RECORD_FINISH_MAX)
+        || rec.finish_reason_len > LLM_RECORD_FINISH_MAX
+        || rec.backend_len > LLM_RECORD_BACKEND_MAX)
     {
         if (n != 0) {
             fuzz_fail("record fields", "a string too long was encoded");
@@ -289,8 +339,15 @@ fuzz_record_fields(const uint8_t *data, size_t size)
         goto done;
     }
 
+    /* an acknowledgement is of version 2: neither field is written */
+    if (rec.type == LLM_REC_ACK) {
+        rec.up_api = 0;
+        rec.backend_len = 0;
+    }
+
     if (n != (size_t) 4 + LLM_RECORD_FIXED_LEN + 3 + rec.request_id_len
-             + rec.model_len + rec.finish_reason_len)
+             + rec.model_len + rec.finish_reason_len
+             + (rec.type == LLM_REC_ACK ? 0 : 2 + rec.backend_len))
     {
         fuzz_fail("record fields", "the frame has the wrong length");
     }
@@ -298,7 +355,8 @@ fuzz_record_fields(const uint8_t *data, size_t size)
     valid = (rec.type == LLM_REC_SETTLE || rec.type == LLM_REC_ACK)
             && ((rec.api >= LLM_API_OPENAI
                  && rec.api <= LLM_API_EMBEDDINGS)
-                || (rec.type == LLM_REC_ACK && rec.api == 0));
+                || (rec.type == LLM_REC_ACK && rec.api == 0))
+            && rec.up_api <= LLM_API_EMBEDDINGS;
 
     rc = llm_record_decode(buf, n, &back, &used);
 

@@ -1012,6 +1012,18 @@ main(int argc, char **argv)
     n = seed_settle(buf, sizeof(buf), 1);
     seed_write(dir, "record", "settle-full", buf, n);
 
+    /* as an older nginx sends it: version 2, without up_api and backend */
+    n = seed_settle(buf, sizeof(buf), 0) - 2 - 8;
+    buf[3] = (uint8_t) (n - 4);
+    buf[4] = LLM_FRAME_VERSION;
+    seed_write(dir, "record", "settle-v2", buf, n);
+
+    m = seed_settle(buf, sizeof(buf), 0);
+    memcpy(buf + m, buf, m);
+    buf[m + 3] = (uint8_t) (n - 4);
+    buf[m + 4] = LLM_FRAME_VERSION;
+    seed_write(dir, "record", "settle-v3-v2", buf, m + n);
+
     memset(&rec, 0, sizeof(llm_record_t));
     rec.type = LLM_REC_ACK;
     llm_record_set_request_id(&rec, "req-0001", 8);
@@ -1301,6 +1313,10 @@ seed_settle(uint8_t *buf, size_t cap, int full)
     llm_record_set_model(&rec, "gpt-4o-mini", 11);
     llm_record_set_finish_reason(&rec, "stop", 4);
 
+    /* a Chat Completions request a Messages backend served */
+    rec.up_api = LLM_API_ANTHROPIC;
+    llm_record_set_backend(&rec, "claude-a", 8);
+
     if (full) {
         memset(s, 'z', sizeof(s));
 
@@ -1318,6 +1334,8 @@ seed_settle(uint8_t *buf, size_t cap, int full)
         llm_record_set_request_id(&rec, s, sizeof(s));
         llm_record_set_model(&rec, s, sizeof(s));
         llm_record_set_finish_reason(&rec, s, sizeof(s));
+        llm_record_set_backend(&rec, s, sizeof(s));
+        rec.up_api = LLM_API_EMBEDDINGS;
     }
 
     return llm_record_encode(&rec, buf, cap);
