@@ -67,6 +67,13 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
+    if (value[1].len > LLM_RECORD_BACKEND_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "backend name \"%V\" is longer than %d bytes",
+                           &value[1], LLM_RECORD_BACKEND_MAX);
+        return NGX_CONF_ERROR;
+    }
+
     if (lmcf->backends->nelts == NGX_HTTP_LLM_GATEWAY_BACKENDS) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "more than %d backends",
                            NGX_HTTP_LLM_GATEWAY_BACKENDS);

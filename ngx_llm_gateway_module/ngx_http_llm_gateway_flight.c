@@ -96,7 +96,7 @@ ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->flight->usage = ctx->sse.usage;
 
     /* what served it, the last attempt's */
-    if (ctx->backend) {
+    if (ctx->backend && ctx->up_api <= LLM_API_EMBEDDINGS) {
         ctx->flight->up_api = (u_char) ctx->up_api;
         ctx->flight->backend_len = (u_char) ngx_min(ctx->backend->name.len,
                                                     LLM_RECORD_BACKEND_MAX);

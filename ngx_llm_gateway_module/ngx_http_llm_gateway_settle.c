@@ -346,7 +346,8 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
     rec->ts_ms = (int64_t) tp->sec * 1000 + tp->msec;
     rec->api = ctx->req.api;
 
-    if (ctx->backend) {
+    /* the APIs a ledger row names: those of requests that generate */
+    if (ctx->backend && ctx->up_api <= LLM_API_EMBEDDINGS) {
         rec->up_api = (uint8_t) ctx->up_api;
         llm_record_set_backend(rec, (char *) ctx->backend->name.data,
                                ctx->backend->name.len);

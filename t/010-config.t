@@ -119,6 +119,14 @@ llm_gateway_backend a rpm=1;
     [ 'a backend with an unknown parameter', '', '',
       qr/invalid parameter "rps=1"/, "llm_gateway_backend a rps=1;
 " ],
+    [ 'backends of each API', '', '', undef,
+      "llm_gateway_backend a api=openai;\nllm_gateway_backend b api=anthropic;\n"
+      . "llm_gateway_backend c api=responses limit_param=max_tokens;\n" ],
+    [ 'a backend of an unknown API', '', '', qr/invalid parameter "api=gemini"/,
+      "llm_gateway_backend a api=gemini;\n" ],
+    [ 'a backend name the ledger cannot hold', '', '',
+      qr/backend name "x{65}" is longer than 64 bytes/,
+      "llm_gateway_backend " . ('x' x 65) . ";\n" ],
     [ 'a role with weight 0', '', '', qr/invalid parameter "weight=0"/,
       "llm_gateway_backend a;
 llm_gateway_role r a weight=0;

@@ -123,11 +123,8 @@ my $id = $r->{headers}{'x-request-id'};
 my $row = usage_rows($id)->[0];
 is($row->{model}, 'gpt-a', "the ledger has a's model");
 
-TODO: {
-    local $TODO = 'the module does not fill the record\'s backend yet';
-    is_deeply([ @{ $row // {} }{qw(api upstream_api backend)} ],
-              [ 'openai', 'openai', 'a' ], 'and the backend that served');
-}
+is_deeply([ @{ $row // {} }{qw(api upstream_api backend)} ],
+          [ 'openai', 'openai', 'a' ], 'and the backend that served');
 
 $r = ask('fast-chat', 280);
 is(served($r), 'a', 'a again: 11 + 287 of its 300');
@@ -144,10 +141,7 @@ is(scalar(@$rows), 1, 'the request that failed over: one row');
 is($rows->[0]{model}, 'gpt-b', "with b's model");
 is($rows->[0]{output_tokens}, 4, 'and what b served');
 
-TODO: {
-    local $TODO = 'the module does not fill the record\'s backend yet';
-    is($rows->[0]{backend}, 'b', 'b is the backend that served it');
-}
+is($rows->[0]{backend}, 'b', 'b is the backend that served it');
 is(limits($a)->{refused_quota}, 1, 'a refused once');
 
 my $sent = limits($a)->{requests};
