@@ -1037,7 +1037,13 @@ llm_txr_chat_tools(llm_txr_t *t, const cJSON *in, cJSON *root)
         }
 
         if (params) {
-            llm_txr_add_dup(t, tool, "input_schema", params);
+            schema = llm_txr_add_dup(t, tool, "input_schema", params);
+
+            /* Messages requires the type OpenAI takes as implied */
+            if (schema && llm_txr_get(schema, "type") == NULL) {
+                cJSON_DeleteItemFromObjectCaseSensitive(schema, "type");
+                llm_txr_add_str(t, schema, "type", "object");
+            }
 
         } else {
             schema = llm_txr_add(t, tool, "input_schema",
@@ -1138,29 +1144,35 @@ llm_txr_chat_options(llm_txr_t *t, const cJSON *in, cJSON *root)
 
     v = llm_txr_get(in, "stop");
 
-    if (cJSON_IsString(v)) {
-        stop = llm_txr_add(t, root, "stop_sequences", cJSON_CreateArray());
-        llm_txr_add_str(t, stop, NULL, v->valuestring);
+    if (v && !cJSON_IsString(v) && !cJSON_IsArray(v)) {
+        return llm_txr_bad(t, "stop", "a string or an array");
+    }
 
-    } else if (cJSON_IsArray(v)) {
-        i = 0;
+    /* an empty sequence stops nothing, and Messages refuses it */
+    stop = NULL;
+    i = 0;
 
-        cJSON_ArrayForEach(s, v) {
-            old = llm_txr_index(t, "stop", i++);
+    for (s = cJSON_IsArray(v) ? v->child : v; s; s = s->next) {
+        old = llm_txr_index(t, "stop", i++);
 
-            if (!cJSON_IsString(s)) {
-                return llm_txr_bad(t, NULL, "a string");
+        if (!cJSON_IsString(s)) {
+            return llm_txr_bad(t, NULL, "a string");
+        }
+
+        if (s->valuestring[0] != '\0') {
+            if (stop == NULL) {
+                stop = llm_txr_add(t, root, "stop_sequences",
+                                   cJSON_CreateArray());
             }
 
-            llm_txr_pop(t, old);
+            llm_txr_add_str(t, stop, NULL, s->valuestring);
         }
 
-        if (v->child) {
-            llm_txr_add_dup(t, root, "stop_sequences", v);
-        }
+        llm_txr_pop(t, old);
 
-    } else if (v) {
-        return llm_txr_bad(t, "stop", "a string or an array");
+        if (v == s) {
+            break;
+        }
     }
 
     if (llm_txr_number(t, in, root, "temperature", 1) != 0

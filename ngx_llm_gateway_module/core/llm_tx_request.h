@@ -34,14 +34,16 @@
  *   function messages, functions, function_call, a message's name,
  *     audio: refused
  *   tools [{type function, function {name, description, parameters,
- *     strict}}] -> [{name, description, input_schema: the parameters or
- *     an empty object schema}]; strict is not written (Messages has no
- *     such switch); another type of tool is refused
+ *     strict}}] -> [{name, description, input_schema: the parameters
+ *     (with "type": "object" when they have no type) or an empty object
+ *     schema}]; strict is not written (Messages has no such switch);
+ *     another type of tool is refused
  *   tool_choice auto, none, required, {function {name}} -> {type auto},
  *     {type none}, {type any}, {type tool, name}; parallel_tool_calls
  *     false -> disable_parallel_tool_use (on auto when no choice was
  *     given); without tools neither is written (Messages refuses it)
- *   stop (a string or strings) -> stop_sequences; temperature and top_p
+ *   stop (a string or strings) -> stop_sequences, without empty ones
+ *     (they stop nothing; Messages refuses them); temperature and top_p
  *     -> the same, refused above 1 (Messages' range); user ->
  *     metadata.user_id; stream -> stream
  *   refused: n above 1, logprobs, top_logprobs, logit_bias (but {}),

@@ -136,6 +136,23 @@ static const tx_case_t  chat_cases[] = {
       "'q'}],'tools':[{'name':'f','input_schema':{'type':'object',"
       "'properties':{}}}],'tool_choice':{'type':'auto'}}", NULL },
 
+    /* an untyped schema typed; empty stop sequences dropped */
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'tools':[{'type':'function','function':{'name':'f',"
+            "'parameters':{'properties':{}}}},{'type':'function',"
+            "'function':{'name':'g','parameters':{'type':null}}}],"
+            "'stop':['','a','']}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "'q'}],'tools':[{'name':'f','input_schema':{'properties':{},'type':"
+      "'object'}},{'name':'g','input_schema':{'type':'object'}}],"
+      "'stop_sequences':['a']}", NULL },
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'stop':'','temperature':0}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "'q'}],'temperature':0}", NULL },
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'stop':['a',2]}", NULL, "stop[1]" },
+
     /* null is absent; a choice without tools is not written */
     { O, A, "{'model':'x','messages':[{'role':'user','content':'q'},null],"
             "'tool_choice':'auto','tools':null,'temperature':null,'stop':"
