@@ -1345,7 +1345,8 @@ llm_txr_msg_system(llm_txr_t *t, const cJSON *in, cJSON *msgs)
 
     sys = llm_txr_get(in, "system");
 
-    if (sys == NULL) {
+    /* OpenAI refuses a message of no parts */
+    if (sys == NULL || (cJSON_IsArray(sys) && sys->child == NULL)) {
         return 0;
     }
 

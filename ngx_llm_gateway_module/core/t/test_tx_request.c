@@ -367,6 +367,12 @@ static const tx_case_t  msg_cases[] = {
       "{'name':'f','parameters':{'type':'object'}}}],'tool_choice':'auto'}",
       NULL },
 
+    /* no system message of no parts */
+    { A, O, "{'model':'x','max_tokens':5,'system':[],'messages':[{'role':"
+            "'user','content':[]},{'role':'user','content':'q'}]}",
+      "{'model':'M','messages':[{'role':'user','content':'q'}],"
+      "'max_completion_tokens':100}", NULL },
+
     /* refused */
     { A, O, "{'model':'x','max_tokens':5,'messages':[],'top_k':2}", NULL,
       "top_k" },
