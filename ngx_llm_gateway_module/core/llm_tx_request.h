@@ -60,13 +60,14 @@
  *     image_url with a data: URL, image url -> image_url, document base64
  *     PDF -> file {filename "document.pdf", file_data: a data: URL};
  *     other sources refused; tool_result -> a tool message {tool_call_id,
- *     content: the string, or the text blocks joined with newlines}, the
+ *     content: the string, the text blocks joined with newlines, or ""}, the
  *     tool messages before the rest of that user message; a result with
  *     an image is refused; is_error is not written (the text says it)
- *   assistant: text blocks -> content (a string, the texts concatenated,
- *     or null); tool_use -> tool_calls [{id, type function, function
- *     {name, arguments: the input printed compactly}}]; thinking and the
- *     server tools' blocks are refused
+ *   assistant: text blocks -> content (a string, the texts concatenated;
+ *     null when there are tool calls alone); tool_use -> tool_calls
+ *     [{id, type function, function {name, arguments: the input printed
+ *     compactly}}]; thinking and the server tools' blocks are refused;
+ *     a document's title, context or citations are refused
  *   tools [{name, description, input_schema}] -> [{type function,
  *     function {name, description, parameters}}]; a server tool (a type
  *     other than custom) is refused
@@ -145,7 +146,8 @@ typedef struct {
 /*
  * 0 translated (out->body, out->len); -1 refused (a 400 naming
  * out->param, out->message); -2 out of memory, or not a JSON object.
- * out->body is NULL but on 0.
+ * out->body is NULL but on 0.  A call's arguments that cJSON could not
+ * parse for want of memory read as not an object: refused.
  */
 int llm_tx_request(const llm_tx_request_conf_t *cf, const char *body,
     size_t len, llm_tx_request_t *out);
