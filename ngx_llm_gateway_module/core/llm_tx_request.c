@@ -74,6 +74,8 @@ static int llm_txr_resp_input(llm_txr_t *t, const cJSON *in, cJSON *msgs);
 static int llm_txr_resp_message(llm_txr_t *t, const cJSON *item,
     cJSON *msgs, cJSON **asst);
 static cJSON *llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user);
+static int llm_txr_resp_url(llm_txr_t *t, const char *member,
+    const char *url, int image);
 static int llm_txr_resp_call(llm_txr_t *t, const cJSON *item, cJSON *msgs,
     cJSON **asst);
 static int llm_txr_resp_output(llm_txr_t *t, const cJSON *item,
@@ -2267,6 +2269,14 @@ llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
         return NULL;
     }
 
+    if (t->cf->to == LLM_API_ANTHROPIC
+        && llm_txr_resp_url(t, type[6] == 'i' ? "image_url" : "file_data",
+                            s, type[6] == 'i')
+           != 0)
+    {
+        return NULL;
+    }
+
     p = llm_txr_text(t, type[6] == 'i' ? "image_url" : "file", NULL);
     v = llm_txr_add(t, p, type[6] == 'i' ? "image_url" : "file",
                     cJSON_CreateObject());
@@ -2288,6 +2298,50 @@ llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
     }
 
     return p;
+}
+
+
+/*
+ * What Messages takes of an image or a file, said in the client's terms
+ * rather than in those of the Chat body the second step reads.
+ */
+
+static int
+llm_txr_resp_url(llm_txr_t *t, const char *member, const char *url,
+    int image)
+{
+    char         media[LLM_TXR_MEDIA_MAX];
+    size_t       i;
+    const char  *data;
+
+    if (image
+        && (strncmp(url, "http://", 7) == 0
+            || strncmp(url, "https://", 8) == 0))
+    {
+        return 0;
+    }
+
+    if (llm_txr_parse_data(url, media, sizeof(media), &data) != 0) {
+        return llm_txr_fail(t, member, "only %s can be sent to a backend of "
+                            "another dialect",
+                            image ? "an http(s) URL or a base64 data: URL"
+                                  : "a PDF as a base64 data: URL");
+    }
+
+    for (i = 0; image && llm_txr_images[i]; i++) {
+        if (strcmp(media, llm_txr_images[i]) == 0) {
+            return 0;
+        }
+    }
+
+    if (!image && strcmp(media, "application/pdf") == 0) {
+        return 0;
+    }
+
+    return llm_txr_fail(t, member, "only %s can be sent to a backend of "
+                        "another dialect",
+                        image ? "JPEG, PNG, GIF and WebP images"
+                              : "a PDF as a base64 data: URL");
 }
 
 

@@ -81,8 +81,9 @@
  *     mcp_servers, container; any member not named here
  *
  * Responses -> Chat Completions (and -> Messages: to Chat, then Chat to
- * Messages; a refusal of the second step names the member of the Chat
- * body, "messages[i]..." for input items):
+ * Messages; what Messages refuses of arguments, temperature, images and
+ * files is named in the client's terms, anything else the second step
+ * refuses by the member of the Chat body, "messages[i]..."):
  *   instructions -> a first system message; input a string -> one user
  *     message; items: message (user, assistant, system, developer; a
  *     string or input_text, output_text, refusal parts -> text,

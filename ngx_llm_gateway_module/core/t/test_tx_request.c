@@ -575,10 +575,33 @@ static const tx_case_t  resp_cases[] = {
     { R, A, "{'model':'x','input':'q','temperature':1.5}", NULL,
       "temperature" },
 
-    /* the second step names the Chat body's member */
+    /* what Messages takes of images and files, named in Responses' terms */
     { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
             "'input_image','image_url':'ftp://x'}]}]}", NULL,
-      "messages[0].content[0].image_url.url" },
+      "input[0].content[0].image_url" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'data:image/tiff;base64,AA'}]}]}",
+      NULL, "input[0].content[0].image_url" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_file','file_data':'data:text/csv;base64,AA'}]}]}",
+      NULL, "input[0].content[0].file_data" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_file','file_data':'JVBE'}]}]}",
+      NULL, "input[0].content[0].file_data" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://x/a.png'},{'type':"
+            "'input_image','image_url':'data:image/gif;base64,R0lG'}]}]}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "[{'type':'image','source':{'type':'url','url':'https://x/a.png'}},"
+      "{'type':'image','source':{'type':'base64','media_type':'image/gif',"
+      "'data':'R0lG'}}]}]}", NULL },
+
+    /* Chat takes any: the backend judges */
+    { R, O, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'ftp://x'}]}]}",
+      "{'model':'M','messages':[{'role':'user','content':[{'type':"
+      "'image_url','image_url':{'url':'ftp://x'}}]}],"
+      "'max_completion_tokens':100}", NULL },
 };
 
 
