@@ -74,6 +74,8 @@ static int llm_txr_resp_input(llm_txr_t *t, const cJSON *in, cJSON *msgs);
 static int llm_txr_resp_message(llm_txr_t *t, const cJSON *item,
     cJSON *msgs, cJSON **asst);
 static cJSON *llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user);
+static int llm_txr_resp_url(llm_txr_t *t, const char *member,
+    const char *url, int image);
 static int llm_txr_resp_call(llm_txr_t *t, const cJSON *item, cJSON *msgs,
     cJSON **asst);
 static int llm_txr_resp_output(llm_txr_t *t, const cJSON *item,
@@ -1037,7 +1039,13 @@ llm_txr_chat_tools(llm_txr_t *t, const cJSON *in, cJSON *root)
         }
 
         if (params) {
-            llm_txr_add_dup(t, tool, "input_schema", params);
+            schema = llm_txr_add_dup(t, tool, "input_schema", params);
+
+            /* Messages requires the type OpenAI takes as implied */
+            if (schema && llm_txr_get(schema, "type") == NULL) {
+                cJSON_DeleteItemFromObjectCaseSensitive(schema, "type");
+                llm_txr_add_str(t, schema, "type", "object");
+            }
 
         } else {
             schema = llm_txr_add(t, tool, "input_schema",
@@ -1138,29 +1146,35 @@ llm_txr_chat_options(llm_txr_t *t, const cJSON *in, cJSON *root)
 
     v = llm_txr_get(in, "stop");
 
-    if (cJSON_IsString(v)) {
-        stop = llm_txr_add(t, root, "stop_sequences", cJSON_CreateArray());
-        llm_txr_add_str(t, stop, NULL, v->valuestring);
+    if (v && !cJSON_IsString(v) && !cJSON_IsArray(v)) {
+        return llm_txr_bad(t, "stop", "a string or an array");
+    }
 
-    } else if (cJSON_IsArray(v)) {
-        i = 0;
+    /* an empty sequence stops nothing, and Messages refuses it */
+    stop = NULL;
+    i = 0;
 
-        cJSON_ArrayForEach(s, v) {
-            old = llm_txr_index(t, "stop", i++);
+    for (s = cJSON_IsArray(v) ? v->child : v; s; s = s->next) {
+        old = llm_txr_index(t, "stop", i++);
 
-            if (!cJSON_IsString(s)) {
-                return llm_txr_bad(t, NULL, "a string");
+        if (!cJSON_IsString(s)) {
+            return llm_txr_bad(t, NULL, "a string");
+        }
+
+        if (s->valuestring[0] != '\0') {
+            if (stop == NULL) {
+                stop = llm_txr_add(t, root, "stop_sequences",
+                                   cJSON_CreateArray());
             }
 
-            llm_txr_pop(t, old);
+            llm_txr_add_str(t, stop, NULL, s->valuestring);
         }
 
-        if (v->child) {
-            llm_txr_add_dup(t, root, "stop_sequences", v);
-        }
+        llm_txr_pop(t, old);
 
-    } else if (v) {
-        return llm_txr_bad(t, "stop", "a string or an array");
+        if (v == s) {
+            break;
+        }
     }
 
     if (llm_txr_number(t, in, root, "temperature", 1) != 0
@@ -1333,7 +1347,8 @@ llm_txr_msg_system(llm_txr_t *t, const cJSON *in, cJSON *msgs)
 
     sys = llm_txr_get(in, "system");
 
-    if (sys == NULL) {
+    /* OpenAI refuses a message of no parts */
+    if (sys == NULL || (cJSON_IsArray(sys) && sys->child == NULL)) {
         return 0;
     }
 
@@ -2256,6 +2271,14 @@ llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
         return NULL;
     }
 
+    if (t->cf->to == LLM_API_ANTHROPIC
+        && llm_txr_resp_url(t, type[6] == 'i' ? "image_url" : "file_data",
+                            s, type[6] == 'i')
+           != 0)
+    {
+        return NULL;
+    }
+
     p = llm_txr_text(t, type[6] == 'i' ? "image_url" : "file", NULL);
     v = llm_txr_add(t, p, type[6] == 'i' ? "image_url" : "file",
                     cJSON_CreateObject());
@@ -2277,6 +2300,50 @@ llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
     }
 
     return p;
+}
+
+
+/*
+ * What Messages takes of an image or a file, said in the client's terms
+ * rather than in those of the Chat body the second step reads.
+ */
+
+static int
+llm_txr_resp_url(llm_txr_t *t, const char *member, const char *url,
+    int image)
+{
+    char         media[LLM_TXR_MEDIA_MAX];
+    size_t       i;
+    const char  *data;
+
+    if (image
+        && (strncmp(url, "http://", 7) == 0
+            || strncmp(url, "https://", 8) == 0))
+    {
+        return 0;
+    }
+
+    if (llm_txr_parse_data(url, media, sizeof(media), &data) != 0) {
+        return llm_txr_fail(t, member, "only %s can be sent to a backend of "
+                            "another dialect",
+                            image ? "an http(s) URL or a base64 data: URL"
+                                  : "a PDF as a base64 data: URL");
+    }
+
+    for (i = 0; image && llm_txr_images[i]; i++) {
+        if (strcmp(media, llm_txr_images[i]) == 0) {
+            return 0;
+        }
+    }
+
+    if (!image && strcmp(media, "application/pdf") == 0) {
+        return 0;
+    }
+
+    return llm_txr_fail(t, member, "only %s can be sent to a backend of "
+                        "another dialect",
+                        image ? "JPEG, PNG, GIF and WebP images"
+                              : "a PDF as a base64 data: URL");
 }
 
 

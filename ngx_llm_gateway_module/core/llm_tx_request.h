@@ -34,14 +34,16 @@
  *   function messages, functions, function_call, a message's name,
  *     audio: refused
  *   tools [{type function, function {name, description, parameters,
- *     strict}}] -> [{name, description, input_schema: the parameters or
- *     an empty object schema}]; strict is not written (Messages has no
- *     such switch); another type of tool is refused
+ *     strict}}] -> [{name, description, input_schema: the parameters
+ *     (with "type": "object" when they have no type) or an empty object
+ *     schema}]; strict is not written (Messages has no such switch);
+ *     another type of tool is refused
  *   tool_choice auto, none, required, {function {name}} -> {type auto},
  *     {type none}, {type any}, {type tool, name}; parallel_tool_calls
  *     false -> disable_parallel_tool_use (on auto when no choice was
  *     given); without tools neither is written (Messages refuses it)
- *   stop (a string or strings) -> stop_sequences; temperature and top_p
+ *   stop (a string or strings) -> stop_sequences, without empty ones
+ *     (they stop nothing; Messages refuses them); temperature and top_p
  *     -> the same, refused above 1 (Messages' range); user ->
  *     metadata.user_id; stream -> stream
  *   refused: n above 1, logprobs, top_logprobs, logit_bias (but {}),
@@ -58,13 +60,14 @@
  *     image_url with a data: URL, image url -> image_url, document base64
  *     PDF -> file {filename "document.pdf", file_data: a data: URL};
  *     other sources refused; tool_result -> a tool message {tool_call_id,
- *     content: the string, or the text blocks joined with newlines}, the
+ *     content: the string, the text blocks joined with newlines, or ""}, the
  *     tool messages before the rest of that user message; a result with
  *     an image is refused; is_error is not written (the text says it)
- *   assistant: text blocks -> content (a string, the texts concatenated,
- *     or null); tool_use -> tool_calls [{id, type function, function
- *     {name, arguments: the input printed compactly}}]; thinking and the
- *     server tools' blocks are refused
+ *   assistant: text blocks -> content (a string, the texts concatenated;
+ *     null when there are tool calls alone); tool_use -> tool_calls
+ *     [{id, type function, function {name, arguments: the input printed
+ *     compactly}}]; thinking and the server tools' blocks are refused;
+ *     a document's title, context or citations are refused
  *   tools [{name, description, input_schema}] -> [{type function,
  *     function {name, description, parameters}}]; a server tool (a type
  *     other than custom) is refused
@@ -78,8 +81,9 @@
  *     mcp_servers, container; any member not named here
  *
  * Responses -> Chat Completions (and -> Messages: to Chat, then Chat to
- * Messages; a refusal of the second step names the member of the Chat
- * body, "messages[i]..." for input items):
+ * Messages; what Messages refuses of arguments, temperature, images and
+ * files is named in the client's terms, anything else the second step
+ * refuses by the member of the Chat body, "messages[i]..."):
  *   instructions -> a first system message; input a string -> one user
  *     message; items: message (user, assistant, system, developer; a
  *     string or input_text, output_text, refusal parts -> text,
@@ -143,7 +147,8 @@ typedef struct {
 /*
  * 0 translated (out->body, out->len); -1 refused (a 400 naming
  * out->param, out->message); -2 out of memory, or not a JSON object.
- * out->body is NULL but on 0.
+ * out->body is NULL but on 0.  A call's arguments that cJSON could not
+ * parse for want of memory read as not an object: refused.
  */
 int llm_tx_request(const llm_tx_request_conf_t *cf, const char *body,
     size_t len, llm_tx_request_t *out);

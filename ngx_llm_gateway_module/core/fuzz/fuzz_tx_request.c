@@ -20,7 +20,20 @@
 
 #include <cJSON.h>
 
+#include "llm_inspect.h"
 #include "llm_tx_request.h"
+
+
+/*
+ * What the gateway admits: deep and long enough for anything libFuzzer
+ * makes.  A call's arguments, a string in the client's body, are an object
+ * in Messages' as deep as cJSON reads one: the backend's depth is more.
+ */
+static const llm_inspect_conf_t  fuzz_inspect_conf = {
+    256, 1000000000, 64, (size_t) -1, 1000, 100000, 0
+};
+
+#define FUZZ_DEPTH_MAX   (64 + 1000 + 8)
 
 
 static void fuzz_refused(const llm_tx_request_t *out);
@@ -28,6 +41,8 @@ static void fuzz_translated(const llm_tx_request_conf_t *cf,
     const llm_tx_request_t *out);
 static void fuzz_messages(const cJSON *root);
 static void fuzz_chat(const llm_tx_request_conf_t *cf, const cJSON *root);
+static void fuzz_inspected(const llm_tx_request_conf_t *cf,
+    const char *body, size_t len, const llm_tx_request_t *out);
 static void fuzz_printable(const char *s, size_t size, const char *what);
 static void fuzz_fail(const char *how, const char *what);
 
@@ -92,6 +107,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     fuzz_translated(&cf, &out);
+    fuzz_inspected(&cf, (const char *) data + 1, size - 1, &out);
 
     if (cf.from == LLM_API_ANTHROPIC) {
         cf.from = LLM_API_OPENAI;
@@ -277,6 +293,42 @@ fuzz_chat(const llm_tx_request_conf_t *cf, const cJSON *root)
                                                           "include_usage")))
     {
         fuzz_fail("chat", "a stream without its usage");
+    }
+}
+
+
+/*
+ * A body the gateway admits from the client gives one it admits for the
+ * backend, read as the same request: the gateway reads a body as its
+ * upstream does, so the backend reads it.
+ */
+
+static void
+fuzz_inspected(const llm_tx_request_conf_t *cf, const char *body, size_t len,
+    const llm_tx_request_t *out)
+{
+    llm_request_t       req, up;
+    llm_inspect_conf_t  icf;
+
+    if (llm_inspect(cf->from, body, len, &fuzz_inspect_conf, &req) != 0) {
+        return;
+    }
+
+    icf = fuzz_inspect_conf;
+    icf.max_depth = FUZZ_DEPTH_MAX;
+
+    if (llm_inspect(cf->to, out->body, out->len, &icf, &up) != 0) {
+        fprintf(stderr, "fuzz_tx_request: %s: %s\n%s\n", up.param,
+                up.message, out->body);
+        fuzz_fail("inspected", "the backend's body is refused");
+    }
+
+    if (up.max_tokens != cf->max_tokens || up.max_tokens_missing
+        || up.stream != out->stream || up.stream != req.stream
+        || up.add_include_usage)
+    {
+        fprintf(stderr, "fuzz_tx_request: %s\n", out->body);
+        fuzz_fail("inspected", "the backend's body is another request");
     }
 }
 

@@ -136,6 +136,23 @@ static const tx_case_t  chat_cases[] = {
       "'q'}],'tools':[{'name':'f','input_schema':{'type':'object',"
       "'properties':{}}}],'tool_choice':{'type':'auto'}}", NULL },
 
+    /* an untyped schema typed; empty stop sequences dropped */
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'tools':[{'type':'function','function':{'name':'f',"
+            "'parameters':{'properties':{}}}},{'type':'function',"
+            "'function':{'name':'g','parameters':{'type':null}}}],"
+            "'stop':['','a','']}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "'q'}],'tools':[{'name':'f','input_schema':{'properties':{},'type':"
+      "'object'}},{'name':'g','input_schema':{'type':'object'}}],"
+      "'stop_sequences':['a']}", NULL },
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'stop':'','temperature':0}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "'q'}],'temperature':0}", NULL },
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'}],"
+            "'stop':['a',2]}", NULL, "stop[1]" },
+
     /* null is absent; a choice without tools is not written */
     { O, A, "{'model':'x','messages':[{'role':'user','content':'q'},null],"
             "'tool_choice':'auto','tools':null,'temperature':null,'stop':"
@@ -350,6 +367,12 @@ static const tx_case_t  msg_cases[] = {
       "{'name':'f','parameters':{'type':'object'}}}],'tool_choice':'auto'}",
       NULL },
 
+    /* no system message of no parts */
+    { A, O, "{'model':'x','max_tokens':5,'system':[],'messages':[{'role':"
+            "'user','content':[]},{'role':'user','content':'q'}]}",
+      "{'model':'M','messages':[{'role':'user','content':'q'}],"
+      "'max_completion_tokens':100}", NULL },
+
     /* refused */
     { A, O, "{'model':'x','max_tokens':5,'messages':[],'top_k':2}", NULL,
       "top_k" },
@@ -552,10 +575,33 @@ static const tx_case_t  resp_cases[] = {
     { R, A, "{'model':'x','input':'q','temperature':1.5}", NULL,
       "temperature" },
 
-    /* the second step names the Chat body's member */
+    /* what Messages takes of images and files, named in Responses' terms */
     { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
             "'input_image','image_url':'ftp://x'}]}]}", NULL,
-      "messages[0].content[0].image_url.url" },
+      "input[0].content[0].image_url" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'data:image/tiff;base64,AA'}]}]}",
+      NULL, "input[0].content[0].image_url" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_file','file_data':'data:text/csv;base64,AA'}]}]}",
+      NULL, "input[0].content[0].file_data" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_file','file_data':'JVBE'}]}]}",
+      NULL, "input[0].content[0].file_data" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://x/a.png'},{'type':"
+            "'input_image','image_url':'data:image/gif;base64,R0lG'}]}]}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "[{'type':'image','source':{'type':'url','url':'https://x/a.png'}},"
+      "{'type':'image','source':{'type':'base64','media_type':'image/gif',"
+      "'data':'R0lG'}}]}]}", NULL },
+
+    /* Chat takes any: the backend judges */
+    { R, O, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'ftp://x'}]}]}",
+      "{'model':'M','messages':[{'role':'user','content':[{'type':"
+      "'image_url','image_url':{'url':'ftp://x'}}]}],"
+      "'max_completion_tokens':100}", NULL },
 };
 
 
