@@ -22,6 +22,7 @@ my @targets = (
     [ 'fuzz_pacer', "$core/fuzz/corpus/pacer" ],
     [ 'fuzz_fair', "$core/fuzz/corpus/fair" ],
     [ 'fuzz_breaker', "$core/fuzz/corpus/breaker" ],
+    [ 'fuzz_tx_stream', "$core/fuzz/corpus/tx_stream" ],
 );
 
 for my $t (@targets) {
