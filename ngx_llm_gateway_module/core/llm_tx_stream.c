@@ -1394,6 +1394,8 @@ llm_tx_resp_done(llm_tx_stream_t *t, llm_tx_out_t *o)
     if (it->tool) {
         llm_tx_resp_event(t, o, "response.function_call_arguments.done");
         llm_tx_resp_item_id(t, o, n);
+        llm_tx_puts(o, ",\"name\":");
+        llm_tx_put_str(o, t->mem + it->name_off, it->name_len);
         llm_tx_puts(o, ",\"arguments\":");
         llm_tx_put_str(o, t->mem + it->text_off, it->text_len);
         llm_tx_puts(o, "}\n\n");
