@@ -95,7 +95,7 @@ void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
 
 /*
  * One backend event (event may be empty: OpenAI names none; the data's
- * "type" is what decides a Messages event).  skipped: llm_sse dropped its
+ * "type" decides a Messages event, the event line only when it has none).  skipped: llm_sse dropped its
  * data as too large.  Returns 0, or -1 if out failed
  * or the memory could not grow (beyond cf->max); then every later call
  * returns -1 too.
