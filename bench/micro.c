@@ -19,6 +19,8 @@
  *               with OpenSSL's one-shot HMAC() for comparison
  *   sse         the SSE/usage parser over a stream's delta event, whole
  *               and split, as the body filter feeds it
+ *   translator  llm_tx_stream_event() of a text delta event, Chat to
+ *               Messages and Messages to Chat, its output discarded
  *   node        the bytes of a tenant's node, of a request in flight, and
  *               of the slab chunk that holds each
  *
@@ -36,6 +38,16 @@
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_auth.h"
 #include "llm_pacer.h"
+#include "llm_tx_stream.h"
+
+
+static int
+bench_discard(void *ctx, const char *p, size_t len)
+{
+    *(size_t *) ctx += len;
+
+    return 0;
+}
 
 
 static double
@@ -261,6 +273,73 @@ main(void)
         sink += sse.usage.delta_events;
 
         printf("sse event, split %8.1f ns  the same in two reads\n", ns);
+    }
+
+    /*
+     * The translator, one text delta event at a time, the stream started
+     * and its text block open: what a translated stream adds an event.
+     */
+    {
+        size_t             out;
+        llm_tx_conf_t      cf;
+        llm_tx_stream_t    tx;
+        static const char  chat[] =
+            "{\"id\":\"chatcmpl-1234567890\",\"object\":"
+            "\"chat.completion.chunk\",\"created\":1700000000,\"model\":"
+            "\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_0123\","
+            "\"choices\":[{\"index\":0,\"delta\":{\"content\":\" tok12\"},"
+            "\"logprobs\":null,\"finish_reason\":null}]}";
+        static const char  start[] =
+            "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\","
+            "\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+            "\"claude-sonnet-4-5\",\"content\":[],\"usage\":"
+            "{\"input_tokens\":20,\"output_tokens\":1}}}";
+        static const char  block[] =
+            "{\"type\":\"content_block_start\",\"index\":0,"
+            "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}";
+        static const char  delta[] =
+            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+            "{\"type\":\"text_delta\",\"text\":\" tok12\"}}";
+
+        memset(&cf, 0, sizeof(llm_tx_conf_t));
+        cf.from = LLM_API_OPENAI;
+        cf.to = LLM_API_ANTHROPIC;
+        cf.model = "gpt-4o-mini";
+        cf.model_len = 11;
+        cf.id = "0123456789abcdef0123456789abcdef";
+        cf.id_len = 32;
+        cf.created = 1700000000;
+        out = 0;
+
+        llm_tx_stream_init(&tx, &cf);
+
+        ns = BENCH(1000000, {
+            (void) llm_tx_stream_event(&tx, "", 0, chat, sizeof(chat) - 1,
+                                       0, bench_discard, &out);
+        });
+
+        printf("translator, ns per event, Chat to Messages %8.1f ns  "
+               "a text delta chunk of %zu bytes\n", ns, sizeof(chat) - 1);
+
+        cf.from = LLM_API_ANTHROPIC;
+        cf.to = LLM_API_OPENAI;
+
+        llm_tx_stream_init(&tx, &cf);
+        (void) llm_tx_stream_event(&tx, "message_start", 13, start,
+                                   sizeof(start) - 1, 0, bench_discard, &out);
+        (void) llm_tx_stream_event(&tx, "content_block_start", 19, block,
+                                   sizeof(block) - 1, 0, bench_discard, &out);
+
+        ns = BENCH(1000000, {
+            (void) llm_tx_stream_event(&tx, "content_block_delta", 19, delta,
+                                       sizeof(delta) - 1, 0, bench_discard,
+                                       &out);
+        });
+
+        printf("translator, ns per event, Messages to Chat %8.1f ns  "
+               "a text_delta event of %zu bytes\n", ns, sizeof(delta) - 1);
+
+        sink += out;
     }
 
     /* the slab rounds a chunk up to a power of two, 8 bytes at least */

@@ -112,7 +112,7 @@ static int llm_tx_chat_tools(llm_tx_stream_t *t, llm_tx_out_t *o,
     const cJSON *calls);
 static void llm_tx_chat_usage(llm_tx_stream_t *t, const cJSON *usage);
 static int llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o,
-    const char *data, size_t len);
+    const char *event, size_t event_len, const char *data, size_t len);
 static int llm_tx_messages_block(llm_tx_stream_t *t, llm_tx_out_t *o,
     const cJSON *root, int start);
 static void llm_tx_messages_usage(llm_tx_stream_t *t, const cJSON *usage);
@@ -207,7 +207,7 @@ llm_tx_stream_event(llm_tx_stream_t *t, const char *event,
         rc = llm_tx_fail(t, &o, "upstream event too large");
 
     } else if (t->cf.from == LLM_API_ANTHROPIC) {
-        rc = llm_tx_messages_event(t, &o, data, len);
+        rc = llm_tx_messages_event(t, &o, event, event_len, data, len);
 
     } else {
         rc = llm_tx_chat_event(t, &o, data, len);
@@ -427,8 +427,8 @@ llm_tx_chat_usage(llm_tx_stream_t *t, const cJSON *usage)
 
 
 static int
-llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *data,
-    size_t len)
+llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
+    size_t event_len, const char *data, size_t len)
 {
     int           rc;
     cJSON        *root;
@@ -444,6 +444,11 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *data,
 
     type = llm_tx_string(root, "type");
     rc = 0;
+
+    /* an error without its type still says what it is on its event line */
+    if (type == NULL && event_len == 5 && memcmp(event, "error", 5) == 0) {
+        type = "error";
+    }
 
     if (type == NULL) {
         /* not an event of the Messages API: skipped as unknown types are */
@@ -1394,6 +1399,8 @@ llm_tx_resp_done(llm_tx_stream_t *t, llm_tx_out_t *o)
     if (it->tool) {
         llm_tx_resp_event(t, o, "response.function_call_arguments.done");
         llm_tx_resp_item_id(t, o, n);
+        llm_tx_puts(o, ",\"name\":");
+        llm_tx_put_str(o, t->mem + it->name_off, it->name_len);
         llm_tx_puts(o, ",\"arguments\":");
         llm_tx_put_str(o, t->mem + it->text_off, it->text_len);
         llm_tx_puts(o, "}\n\n");
@@ -1578,7 +1585,8 @@ llm_tx_model(llm_tx_stream_t *t, llm_tx_out_t *o)
         llm_tx_put_str(o, t->model, t->model_len);
 
     } else {
-        llm_tx_put_str(o, t->cf.model ? t->cf.model : "", t->cf.model_len);
+        llm_tx_put_str(o, t->cf.model ? t->cf.model : "",
+                       t->cf.model ? t->cf.model_len : 0);
     }
 }
 

@@ -94,8 +94,9 @@ typedef struct {
 void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
 
 /*
- * One backend event (event may be empty: OpenAI names none).  skipped:
- * llm_sse dropped its data as too large.  Returns 0, or -1 if out failed
+ * One backend event (event may be empty: OpenAI names none; the data's
+ * "type" decides a Messages event, the event line only when it has none).  skipped: llm_sse dropped its
+ * data as too large.  Returns 0, or -1 if out failed
  * or the memory could not grow (beyond cf->max); then every later call
  * returns -1 too.
  */
@@ -112,12 +113,15 @@ int llm_tx_stream_done(const llm_tx_stream_t *t);
 
 /*
  * The backend's stream ended before its end: closes what the client's
- * SDK must see closed before the gateway's own error event
+ * stream has open, before the gateway's own error event
  * (llm_sse_error_event() of the client's dialect).  Chat: nothing.
- * Messages: content_block_stop of an open block (the SDKs raise the error
- * event; a block left open makes some of them report a truncated block
- * instead).  Responses: nothing (its "error" event needs no closed item).
- * Marks the stream done: later events give nothing.  Returns 0 or -1.
+ * Messages: content_block_stop of an open block, so that a client that
+ * keeps what came before the error (the SDKs raise the error event
+ * wherever it comes) holds only whole blocks; no message_delta nor
+ * message_stop, as the error is the end.  Responses: nothing, its "error"
+ * event being the end whatever is in progress.  Marks the stream done:
+ * later events give nothing.  Returns 0, or -1 if out failed (now or
+ * before).
  */
 int llm_tx_stream_abort(llm_tx_stream_t *t, llm_tx_out_pt out, void *ctx);
 

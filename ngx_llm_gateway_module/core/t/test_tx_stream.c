@@ -83,7 +83,12 @@ typedef struct {
     char          args[4][256];
     char          done_args[4][256];
     int           tools;
+    char          final_text[1024];    /* Responses: the final object's */
+    char          final_args[4][256];
 } reader_t;
+
+
+static void reader_final(reader_t *r, const cJSON *resp);
 
 
 /* backend Chat Completions */
@@ -573,12 +578,44 @@ reader_event(void *ctx, const char *event, size_t event_len,
             strcat(r->done_args[i], cJSON_GetStringValue(
                                         cJSON_GetObjectItem(root,
                                                             "arguments")));
+
+        } else if (strncmp(type, "response.", 9) == 0) {
+            reader_final(r, cJSON_GetObjectItem(root, "response"));
         }
 
         break;
     }
 
     cJSON_Delete(root);
+}
+
+
+/* the output of Responses' final object: its texts and arguments */
+
+static void
+reader_final(reader_t *r, const cJSON *resp)
+{
+    int           n;
+    const char   *s;
+    const cJSON  *item, *part;
+
+    n = 0;
+
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(resp, "output")) {
+        s = cJSON_GetStringValue(cJSON_GetObjectItem(item, "arguments"));
+
+        if (s && n < 4) {
+            strcat(r->final_args[n++], s);
+        }
+
+        cJSON_ArrayForEach(part, cJSON_GetObjectItem(item, "content")) {
+            s = cJSON_GetStringValue(cJSON_GetObjectItem(part, "text"));
+
+            if (s) {
+                strcat(r->final_text, s);
+            }
+        }
+    }
 }
 
 
@@ -640,14 +677,22 @@ check_client(const tx_case_t *c, const char *out)
                c->name);
     tap_is_str(r.text, c->text, "%s: the text", c->name);
 
+    if (c->to == RESPONSES) {
+        tap_is_str(r.final_text, c->text, "%s: the text in the response",
+                   c->name);
+    }
+
     for (i = 0; i < 2; i++) {
         if (c->args[i]) {
             tap_is_str(reader_args(&r, i), c->args[i],
                        "%s: tool call %d's arguments", c->name, i);
 
             if (c->to == RESPONSES) {
-                tap_is_str(r.done_args[i + 0], c->args[i],
+                tap_is_str(r.done_args[i], c->args[i],
                            "%s: tool call %d's arguments done", c->name, i);
+                tap_is_str(r.final_args[i], c->args[i],
+                           "%s: tool call %d's arguments in the response",
+                           c->name, i);
             }
         }
     }
@@ -797,6 +842,21 @@ test_errors(void)
                "\"type\":\"rate_limit_error\",\"param\":null,"
                "\"code\":null}}\n\n",
                "a first error: Chat's error alone, its message escaped");
+    free(got);
+
+    got = run(&cf, MSG_START "event: error\ndata: {'error':{'type':"
+                   "'api_error','message':'Internal'}}\n\n", &rc);
+    tap_ok(last_done && strstr(got, "data: {\"error\":{\"message\":"
+                               "\"Internal\",\"type\":\"server_error\"")
+                        != NULL,
+           "an error event without its type: the event line says it");
+    free(got);
+
+    cf.model = NULL;
+    got = run(&cf, "event: message_start\ndata: {'type':'message_start',"
+                   "'message':{}}\n\n", &rc);
+    tap_ok(strstr(got, "\"model\":\"\"") != NULL,
+           "no model from the backend nor the client: an empty one");
     free(got);
 
     conf(&cf, OPENAI, ANTHROPIC);
