@@ -1275,12 +1275,13 @@ for my $path ($OAI, $ANT, $RSP) {
         [ $OAI, [ @$hello, $asst->('c1', 'c2'), $tool->('c2'), $tool->('c1'),
                   { role => 'user', content => 'more' } ], 200 ],
         [ $ANT, [ @$hello, $use->('t1'), $result->('t2') ], 400,
-          qr/^messages\.2\.content\.0: unexpected `tool_use_id` found in `tool_result` blocks: t2\. /
-        ],
+          qr/^messages\.2\.content\.0:\ unexpected\ `tool_use_id`\ found\ in
+             \ `tool_result`\ blocks:\ t2\.\ Each\ /x ],
         [ $ANT, [ $result->('t1') ], 400,
           qr/unexpected `tool_use_id` found in `tool_result` blocks: t1/ ],
         [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t1') ], 400,
-          qr/^messages\.1: `tool_use` ids were found without `tool_result` blocks immediately after: t2\. / ],
+          qr/^messages\.1:\ `tool_use`\ ids\ were\ found\ without
+             \ `tool_result`\ blocks\ immediately\ after:\ t2\.\ /x ],
         [ $ANT, [ @$hello, $use->('t1'), { role => 'user', content => 'x' } ],
           400, qr/^messages\.1: `tool_use` ids were found without/ ],
         [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t2', 't1') ], 200 ],
