@@ -1236,10 +1236,42 @@ for my $path ($OAI, $ANT, $RSP) {
     ok(!exists decode($res->{body})->{usage},
        'tool calls: x-mock-no-usage');
 
-    for my $bad (17, -1, 'x') {
+    for my $bad (17, 170, -1, 'x') {
         $res = post($OAI, { 'x-mock-tool-calls' => $bad }, tool_body($OAI));
         is($res->{status}, 400, "x-mock-tool-calls $bad: 400");
     }
+
+    $res = post($OAI, { 'x-mock-tool-calls' => 16, 'x-mock-tokens' => 1 },
+                tool_body($OAI, tools => [ $tools{$OAI}[1] ]));
+    is(scalar @{ calls_of($OAI, $res)->{calls} }, 16,
+       'x-mock-tool-calls 16: 16 calls');
+}
+
+{
+    # each numeric header's bound: one more is refused, not cut to it
+    my %bound = ('x-mock-tokens' => 1000000, 'x-mock-reasoning-tokens'
+                 => 1000000, 'x-mock-die-after' => 1000000,
+                 'x-mock-error-after' => 1000000,
+                 'x-mock-prompt-tokens' => 2147483647,
+                 'x-mock-cached-tokens' => 2147483647,
+                 'x-mock-cache-creation-tokens' => 2147483647,
+                 'x-mock-ttfb-ms' => 3600000, 'x-mock-delay-ms' => 3600000,
+                 'x-mock-usage-repeat' => 1000,
+                 'x-mock-pad-bytes' => 16 * 1024 * 1024,
+                 'x-mock-tool-calls' => 16);
+
+    for my $h (sort keys %bound) {
+        for my $v ($bound{$h} + 1, $bound{$h} . '0', '9' x 30) {
+            my $res = post($OAI, { $h => $v }, tool_body($OAI));
+            is($res->{status}, 400, "$h: $v is above its bound: 400");
+        }
+    }
+
+    my $res = post($OAI, { 'x-mock-prompt-tokens' => 2147483647,
+                           'x-mock-usage-repeat' => 1000 },
+                   tool_body($OAI, tools => undef));
+    is(decode($res->{body})->{usage}{prompt_tokens}, 2147483647,
+       'x-mock-prompt-tokens 2147483647: its bound is taken');
 }
 
 {
