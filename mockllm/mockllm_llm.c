@@ -1,8 +1,8 @@
 
 /*
  * The LLM endpoints: routing, the request JSON, and the OpenAI (Chat
- * Completions and Responses) and Anthropic responses, whole or streamed.
- * The formulas are at the top of mockllm.c.
+ * Completions and Responses) and Anthropic responses, text or tool calls,
+ * whole or streamed.  mockllm/README.md specifies them.
  */
 
 

@@ -1,10 +1,12 @@
 
 /*
  * The body of an LLM request, read as each provider reads it: strict JSON
- * (RFC 8259), then the members of the dialect of the endpoint, as the
- * head comment of mockllm.c says, apart from the gateway's own reading of
- * the same rules.  What it read is reported in x-mock-read, refused or not,
- * so that a test can put it beside the gateway's own reading.
+ * (RFC 8259), then the members of the dialect of the endpoint, a tool
+ * conversation's history and the model's family, as mockllm/README.md
+ * says, apart from the gateway's own reading of the same rules.  What it
+ * read is reported in x-mock-read, refused or not, so that a test can put
+ * it beside the gateway's own reading; the tool calls to answer are noted
+ * for the response.
  */
 
 
