@@ -1323,6 +1323,31 @@ for my $path ($OAI, $ANT, $RSP) {
                     output => 'x' } ], 400, 'input' ],
         [ $RSP, [ { type => 'function_call_output', output => 'x' } ], 400,
           'input[0].call_id' ],
+        # the calls typed as the providers type them
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { id => 'c1', type => 'function', function => {
+                  name => 'f', arguments => { q => 1 } } } ] },
+                  $tool->('c1') ], 400,
+          'messages[1].tool_calls[0].function.arguments', 'invalid_type' ],
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { id => 'c1',
+                function => { name => 'f', arguments => '{}' } } ] },
+                  $tool->('c1') ], 400, 'messages[1].tool_calls[0].type' ],
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { type => 'function', function => { name => 'f',
+                                                  arguments => '{}' } } ] } ],
+          400, 'messages[1].tool_calls[0].id' ],
+        [ $ANT, [ @$hello, $use->('call 1'), $result->('call 1') ], 400,
+          qr/^messages\.1\.content\.0\.tool_use\.id: String should match/ ],
+        [ $ANT, [ @$hello, { role => 'assistant', content => [
+              { type => 'tool_use', id => 't1', name => 'f',
+                input => '{}' } ] }, $result->('t1') ], 400,
+          qr/^messages\.1\.content\.0\.tool_use\.input:
+             \ Input\ should\ be\ a\ valid\ dictionary$/x ],
+        [ $RSP, [ { type => 'function_call', name => 'f',
+                    arguments => '{}' } ], 400, 'input[0].call_id' ],
+        [ $RSP, [ { type => 'function_call', call_id => 'c', name => 'f',
+                    arguments => {} } ], 400, 'input[0].arguments' ],
     );
 
     for my $c (@hist) {
@@ -1355,6 +1380,12 @@ for my $path ($OAI, $ANT, $RSP) {
         input => [ { type => 'function_call_output', call_id => 'c1',
                      output => 'x' } ]));
     is($res->{status}, 200, 'function_call_output after previous_response_id');
+
+    # an Anthropic tool the client runs has its input_schema
+    $res = post($ANT, {}, tool_body($ANT, tools => [ { name => 'f' } ]));
+    is(decode($res->{body})->{error}{message},
+       'tools.0.custom.input_schema: Field required',
+       'an Anthropic tool without input_schema: 400');
 }
 
 {
