@@ -1564,10 +1564,11 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
                                 "\"index\":0,\"content_block\":"
                                 "{\"type\":\"text\",\"text\":\"\"}}\n\n");
             mockllm_llm_event(c);
-        }
 
-        mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
-        mockllm_llm_event(c);
+            mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}"
+                                "\n\n");
+            mockllm_llm_event(c);
+        }
     }
 
     if (r->pad) {
@@ -2225,6 +2226,13 @@ mockllm_llm_call_open(mockllm_conn_t *c, int64_t i)
         mockllm_buf_adds(b, "\",\"name\":\"");
         mockllm_llm_call_name(c, b, i);
         mockllm_buf_adds(b, "\",\"input\":{}}}\n\n");
+
+        if (i == 0) {
+            /* after the first block's start, as Anthropic sends it */
+            mockllm_llm_event(c);
+            mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}"
+                                "\n\n");
+        }
     }
 
     mockllm_llm_event(c);

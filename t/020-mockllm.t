@@ -1048,6 +1048,18 @@ sub calls_of {
     return \%r;
 }
 
+# what a Chat chunk is: role, openI, argsI, its finish, usage, [DONE]
+sub chat_kind {
+    my ($d) = @_;
+    return $d unless ref $d;
+    my $c = $d->{choices}[0] or return 'usage';
+    my $tc = $c->{delta}{tool_calls};
+    return $c->{finish_reason} if $c->{finish_reason};
+    return 'role' if $c->{delta}{role};
+    return ($tc->[0]{id} ? 'open' : 'args') . $tc->[0]{index} if $tc;
+    return 'other';
+}
+
 sub args { $JSON->encode({ $_[0] => join ' ', map { "tok$_" } 1 .. $_[1] }) }
 
 for my $path ($OAI, $ANT, $RSP) {
@@ -1189,6 +1201,35 @@ for my $path ($OAI, $ANT, $RSP) {
             is($_->{name}, $name, 'the tool') for grep { defined $name }
                                                    @{ $got->{calls} };
         };
+    }
+}
+
+{
+    # each dialect's events in their order, two calls of one token
+    my %order = (
+        $OAI => [ qw(role open0 args0 args0 open1 args1 args1 tool_calls
+                     usage [DONE]) ],
+        $ANT => [ qw(message_start content_block_start ping
+                     content_block_delta content_block_delta
+                     content_block_stop content_block_start
+                     content_block_delta content_block_delta
+                     content_block_stop message_delta message_stop) ],
+        $RSP => [ qw(response.created response.in_progress),
+                  (qw(response.output_item.added
+                      response.function_call_arguments.delta
+                      response.function_call_arguments.delta
+                      response.function_call_arguments.done
+                      response.output_item.done)) x 2,
+                  'response.completed' ],
+    );
+
+    for my $path ($OAI, $ANT, $RSP) {
+        my $res = post($path, { 'x-mock-tool-calls' => 2,
+                                'x-mock-tokens' => 1 },
+                       tool_body($path, stream => $T));
+        my @ev = map { $_->{event} // chat_kind($_->{data}) } events($res);
+        is_deeply(\@ev, $order{$path},
+                  "tool calls, $path stream: the events in their order");
     }
 }
 
