@@ -545,7 +545,7 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
 static int
 mockllm_http_header_number(mockllm_conn_t *c, int id, char *v, size_t n)
 {
-    int64_t         val;
+    int64_t         val, max, *field;
     mockllm_req_t  *r;
 
     r = &c->req;
@@ -553,77 +553,80 @@ mockllm_http_header_number(mockllm_conn_t *c, int id, char *v, size_t n)
     switch (id) {
 
     case MOCKLLM_H_TOKENS:
-        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
-        r->tokens = val;
+        max = MOCKLLM_TOKENS_MAX;
+        field = &r->tokens;
         break;
 
     case MOCKLLM_H_PROMPT_TOKENS:
-        val = mockllm_http_number(v, n, INT32_MAX);
-        r->prompt_tokens = val;
+        max = INT32_MAX;
+        field = &r->prompt_tokens;
         break;
 
     case MOCKLLM_H_CACHED_TOKENS:
-        val = mockllm_http_number(v, n, INT32_MAX);
-        r->cached_tokens = val;
+        max = INT32_MAX;
+        field = &r->cached_tokens;
         break;
 
     case MOCKLLM_H_CACHE_CREATION_TOKENS:
-        val = mockllm_http_number(v, n, INT32_MAX);
-        r->cache_creation_tokens = val;
+        max = INT32_MAX;
+        field = &r->cache_creation_tokens;
         break;
 
     case MOCKLLM_H_REASONING_TOKENS:
-        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
-        r->reasoning_tokens = val;
+        max = MOCKLLM_TOKENS_MAX;
+        field = &r->reasoning_tokens;
         break;
 
     case MOCKLLM_H_TTFB:
-        val = mockllm_http_number(v, n, MOCKLLM_DELAY_MAX);
-        r->ttfb = val;
+        max = MOCKLLM_DELAY_MAX;
+        field = &r->ttfb;
         break;
 
     case MOCKLLM_H_DELAY:
-        val = mockllm_http_number(v, n, MOCKLLM_DELAY_MAX);
-        r->delay = val;
+        max = MOCKLLM_DELAY_MAX;
+        field = &r->delay;
         break;
 
     case MOCKLLM_H_DIE_AFTER:
-        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
-        r->die_after = val;
+        max = MOCKLLM_TOKENS_MAX;
+        field = &r->die_after;
         break;
 
     case MOCKLLM_H_ERROR_AFTER:
-        val = mockllm_http_number(v, n, MOCKLLM_TOKENS_MAX);
-        r->error_after = val;
+        max = MOCKLLM_TOKENS_MAX;
+        field = &r->error_after;
         break;
 
     case MOCKLLM_H_USAGE_REPEAT:
-        val = mockllm_http_number(v, n, MOCKLLM_REPEAT_MAX);
-        r->usage_repeat = val;
+        max = MOCKLLM_REPEAT_MAX;
+        field = &r->usage_repeat;
         break;
 
     case MOCKLLM_H_PAD_BYTES:
-        val = mockllm_http_number(v, n, MOCKLLM_PAD_MAX);
-        r->pad_bytes = val;
+        max = MOCKLLM_PAD_MAX;
+        field = &r->pad_bytes;
         break;
 
     case MOCKLLM_H_TOOL_CALLS:
-        /* above the bound is refused, not cut to it */
-        val = mockllm_http_number(v, n, MOCKLLM_CALLS_MAX + 1);
-        val = (val > MOCKLLM_CALLS_MAX) ? -1 : val;
-        r->tool_calls = val;
+        max = MOCKLLM_CALLS_MAX;
+        field = &r->tool_calls;
         break;
 
     default: /* MOCKLLM_H_STATUS */
-        val = mockllm_http_number(v, n, 999);
-
-        if (val != 200 && (val < 400 || val > 599)) {
-            val = -1;
-        }
-
-        r->status = val;
+        max = 999;
+        field = &r->status;
         break;
     }
+
+    /* above the bound is refused, not cut to it */
+    val = mockllm_http_number(v, n, max + 1);
+    val = (val > max) ? -1 : val;
+
+    if (id == MOCKLLM_H_STATUS && val != 200 && (val < 400 || val > 599)) {
+        val = -1;
+    }
+
+    *field = val;
 
     if (val < 0) {
         r->bad_header = mockllm_http_headers[id].name;

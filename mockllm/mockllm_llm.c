@@ -1,8 +1,8 @@
 
 /*
  * The LLM endpoints: routing, the request JSON, and the OpenAI (Chat
- * Completions and Responses) and Anthropic responses, whole or streamed.
- * The formulas are at the top of mockllm.c.
+ * Completions and Responses) and Anthropic responses, text or tool calls,
+ * whole or streamed.  mockllm/README.md specifies them.
  */
 
 
@@ -1564,10 +1564,11 @@ mockllm_llm_stream_start(mockllm_conn_t *c)
                                 "\"index\":0,\"content_block\":"
                                 "{\"type\":\"text\",\"text\":\"\"}}\n\n");
             mockllm_llm_event(c);
-        }
 
-        mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
-        mockllm_llm_event(c);
+            mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}"
+                                "\n\n");
+            mockllm_llm_event(c);
+        }
     }
 
     if (r->pad) {
@@ -2225,6 +2226,13 @@ mockllm_llm_call_open(mockllm_conn_t *c, int64_t i)
         mockllm_buf_adds(b, "\",\"name\":\"");
         mockllm_llm_call_name(c, b, i);
         mockllm_buf_adds(b, "\",\"input\":{}}}\n\n");
+
+        if (i == 0) {
+            /* after the first block's start, as Anthropic sends it */
+            mockllm_llm_event(c);
+            mockllm_buf_adds(b, "event: ping\ndata: {\"type\":\"ping\"}"
+                                "\n\n");
+        }
     }
 
     mockllm_llm_event(c);

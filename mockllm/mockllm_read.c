@@ -1,10 +1,12 @@
 
 /*
  * The body of an LLM request, read as each provider reads it: strict JSON
- * (RFC 8259), then the members of the dialect of the endpoint, as the
- * head comment of mockllm.c says, apart from the gateway's own reading of
- * the same rules.  What it read is reported in x-mock-read, refused or not,
- * so that a test can put it beside the gateway's own reading.
+ * (RFC 8259), then the members of the dialect of the endpoint, a tool
+ * conversation's history and the model's family, as mockllm/README.md
+ * says, apart from the gateway's own reading of the same rules.  What it
+ * read is reported in x-mock-read, refused or not, so that a test can put
+ * it beside the gateway's own reading; the tool calls to answer are noted
+ * for the response.
  */
 
 
@@ -50,8 +52,13 @@ static void mockllm_read_responses(mockllm_conn_t *c, cJSON *root);
 static void mockllm_read_chat_history(mockllm_read_t *rd, cJSON *msgs);
 static void mockllm_read_chat_unanswered(mockllm_read_t *rd, cJSON *asst,
     int k);
+static void mockllm_read_chat_calls(mockllm_read_t *rd, cJSON *calls, int i);
+static void mockllm_read_anthropic_use(mockllm_read_t *rd, cJSON *block,
+    int i, int k);
 static void mockllm_read_anthropic_history(mockllm_read_t *rd, cJSON *msgs);
 static void mockllm_read_responses_history(mockllm_read_t *rd, cJSON *input);
+static void mockllm_read_responses_call(mockllm_read_t *rd, cJSON *item,
+    int i);
 static void mockllm_read_tools(mockllm_conn_t *c, int api, cJSON *root,
     int answered);
 static int mockllm_read_tool(mockllm_read_t *rd, int api, cJSON *tool, int i,
@@ -807,6 +814,7 @@ mockllm_read_chat_history(mockllm_read_t *rd, cJSON *msgs)
         if (role && strcmp(role, "assistant") == 0 && cJSON_IsArray(calls)
             && cJSON_GetArraySize(calls) > 0)
         {
+            mockllm_read_chat_calls(rd, calls, i);
             asst = msg;
             k = i;
         }
@@ -864,6 +872,108 @@ mockllm_read_chat_unanswered(mockllm_read_t *rd, cJSON *asst, int k)
 
 
 /*
+ * The calls of a Chat assistant message, as OpenAI types them: an id, the
+ * type function, the function's name and its arguments as a string (not
+ * an object: a translation's mistake).
+ */
+
+static void
+mockllm_read_chat_calls(mockllm_read_t *rd, cJSON *calls, int i)
+{
+    char         where[MOCKLLM_READ_PARAM_LEN];
+    int          j, first;
+    cJSON       *call, *fn, *args;
+    const char  *type;
+
+    j = 0;
+
+    cJSON_ArrayForEach(call, calls) {
+        fn = mockllm_read_get(call, "function");
+        args = mockllm_read_get(fn, "arguments");
+        type = mockllm_read_string(call, "type");
+        first = (rd->status == 0);
+
+        if (mockllm_read_string(call, "id") == NULL) {
+            snprintf(where, sizeof(where), "messages[%d].tool_calls[%d].id",
+                     i, j);
+            mockllm_read_missing(rd, MOCKLLM_API_OPENAI, where);
+
+        } else if (type == NULL || strcmp(type, "function") != 0) {
+            snprintf(where, sizeof(where),
+                     "messages[%d].tool_calls[%d].type", i, j);
+            mockllm_read_bad(rd, MOCKLLM_API_OPENAI, where, "'function'");
+
+        } else if (mockllm_read_string(fn, "name") == NULL) {
+            snprintf(where, sizeof(where),
+                     "messages[%d].tool_calls[%d].function.name", i, j);
+            mockllm_read_missing(rd, MOCKLLM_API_OPENAI, where);
+
+        } else if (!cJSON_IsString(args)) {
+            snprintf(where, sizeof(where),
+                     "messages[%d].tool_calls[%d].function.arguments", i, j);
+
+            if (args == NULL) {
+                mockllm_read_missing(rd, MOCKLLM_API_OPENAI, where);
+
+            } else {
+                mockllm_read_refuse(rd, where, "Invalid type for '%s': "
+                                    "expected a string, but got %s instead.",
+                                    where, cJSON_IsObject(args)
+                                           ? "an object" : "another type");
+                rd->code = first ? "invalid_type" : rd->code;
+            }
+        }
+
+        j++;
+    }
+}
+
+
+/*
+ * An Anthropic tool_use block, as Anthropic types it: an id of its
+ * pattern, a name, and the input as an object.
+ */
+
+static void
+mockllm_read_anthropic_use(mockllm_read_t *rd, cJSON *block, int i, int k)
+{
+    cJSON       *input;
+    const char  *id, *p;
+
+    id = mockllm_read_string(block, "id");
+    input = mockllm_read_get(block, "input");
+
+    for (p = id; p && *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+              || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+        {
+            break;
+        }
+    }
+
+    if (id == NULL) {
+        mockllm_read_refuse(rd, "messages", "messages.%d.content.%d.tool_use"
+                            ".id: Field required", i, k);
+
+    } else if (*p || p == id) {
+        mockllm_read_refuse(rd, "messages", "messages.%d.content.%d.tool_use"
+                            ".id: String should match pattern "
+                            "'^[a-zA-Z0-9_-]+$'", i, k);
+
+    } else if (mockllm_read_string(block, "name") == NULL) {
+        mockllm_read_refuse(rd, "messages", "messages.%d.content.%d.tool_use"
+                            ".name: Field required", i, k);
+
+    } else if (!cJSON_IsObject(input)) {
+        mockllm_read_refuse(rd, "messages", "messages.%d.content.%d.tool_use"
+                            ".input: %s", i, k,
+                            input ? "Input should be a valid dictionary"
+                                  : "Field required");
+    }
+}
+
+
+/*
  * An Anthropic conversation's tool results, as Anthropic holds them: the
  * tool_result blocks of a message answer the tool_use blocks of the one
  * before, each of them.
@@ -886,7 +996,10 @@ mockllm_read_anthropic_history(mockllm_read_t *rd, cJSON *msgs)
             type = mockllm_read_type(block);
             id = mockllm_read_get(block, "tool_use_id");
 
-            if (type == NULL || strcmp(type, "tool_result") != 0) {
+            if (type && strcmp(type, "tool_use") == 0) {
+                mockllm_read_anthropic_use(rd, block, i, k);
+
+            } else if (type == NULL || strcmp(type, "tool_result") != 0) {
                 /* void */
 
             } else if (!cJSON_IsString(id)) {
@@ -952,6 +1065,10 @@ mockllm_read_responses_history(mockllm_read_t *rd, cJSON *input)
         type = mockllm_read_type(item);
         id = mockllm_read_get(item, "call_id");
 
+        if (type && strcmp(type, "function_call") == 0) {
+            mockllm_read_responses_call(rd, item, i);
+        }
+
         if (type == NULL || strcmp(type, "function_call_output") != 0) {
             i++;
             continue;
@@ -981,6 +1098,32 @@ mockllm_read_responses_history(mockllm_read_t *rd, cJSON *input)
         }
 
         i++;
+    }
+}
+
+
+/* a Responses function_call item: its call_id, name and arguments */
+
+static void
+mockllm_read_responses_call(mockllm_read_t *rd, cJSON *item, int i)
+{
+    char          where[MOCKLLM_READ_PARAM_LEN];
+    size_t        k;
+    const char   *name;
+
+    static const char  *members[] = { "call_id", "name", "arguments", NULL };
+
+    for (k = 0; members[k]; k++) {
+        name = members[k];
+
+        if (mockllm_read_get(item, name) == NULL) {
+            snprintf(where, sizeof(where), "input[%d].%s", i, name);
+            mockllm_read_missing(rd, MOCKLLM_API_RESPONSES, where);
+
+        } else if (mockllm_read_string(item, name) == NULL) {
+            snprintf(where, sizeof(where), "input[%d].%s", i, name);
+            mockllm_read_bad(rd, MOCKLLM_API_RESPONSES, where, "a string");
+        }
     }
 }
 
@@ -1120,6 +1263,18 @@ mockllm_read_tool(mockllm_read_t *rd, int api, cJSON *tool, int i,
         fn = tool;
         *props = mockllm_read_get(mockllm_read_get(tool, "input_schema"),
                                   "properties");
+
+        if (!cJSON_IsObject(mockllm_read_get(tool, "input_schema"))) {
+            snprintf(where, sizeof(where), "tools.%d.custom.input_schema", i);
+
+            if (mockllm_read_get(tool, "input_schema") == NULL) {
+                mockllm_read_missing(rd, api, where);
+
+            } else {
+                mockllm_read_bad(rd, api, where, "a valid dictionary");
+            }
+        }
+
         snprintf(where, sizeof(where), "tools.%d.name", i);
 
     } else {

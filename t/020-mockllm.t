@@ -1048,6 +1048,18 @@ sub calls_of {
     return \%r;
 }
 
+# what a Chat chunk is: role, openI, argsI, its finish, usage, [DONE]
+sub chat_kind {
+    my ($d) = @_;
+    return $d unless ref $d;
+    my $c = $d->{choices}[0] or return 'usage';
+    my $tc = $c->{delta}{tool_calls};
+    return $c->{finish_reason} if $c->{finish_reason};
+    return 'role' if $c->{delta}{role};
+    return ($tc->[0]{id} ? 'open' : 'args') . $tc->[0]{index} if $tc;
+    return 'other';
+}
+
 sub args { $JSON->encode({ $_[0] => join ' ', map { "tok$_" } 1 .. $_[1] }) }
 
 for my $path ($OAI, $ANT, $RSP) {
@@ -1193,6 +1205,35 @@ for my $path ($OAI, $ANT, $RSP) {
 }
 
 {
+    # each dialect's events in their order, two calls of one token
+    my %order = (
+        $OAI => [ qw(role open0 args0 args0 open1 args1 args1 tool_calls
+                     usage [DONE]) ],
+        $ANT => [ qw(message_start content_block_start ping
+                     content_block_delta content_block_delta
+                     content_block_stop content_block_start
+                     content_block_delta content_block_delta
+                     content_block_stop message_delta message_stop) ],
+        $RSP => [ qw(response.created response.in_progress),
+                  (qw(response.output_item.added
+                      response.function_call_arguments.delta
+                      response.function_call_arguments.delta
+                      response.function_call_arguments.done
+                      response.output_item.done)) x 2,
+                  'response.completed' ],
+    );
+
+    for my $path ($OAI, $ANT, $RSP) {
+        my $res = post($path, { 'x-mock-tool-calls' => 2,
+                                'x-mock-tokens' => 1 },
+                       tool_body($path, stream => $T));
+        my @ev = map { $_->{event} // chat_kind($_->{data}) } events($res);
+        is_deeply(\@ev, $order{$path},
+                  "tool calls, $path stream: the events in their order");
+    }
+}
+
+{
     # the other headers count the tokens of the calls
     my $res = post($OAI, { 'x-mock-tool-calls' => 2, 'x-mock-tokens' => 3,
                            'x-mock-die-after' => 4 },
@@ -1236,10 +1277,42 @@ for my $path ($OAI, $ANT, $RSP) {
     ok(!exists decode($res->{body})->{usage},
        'tool calls: x-mock-no-usage');
 
-    for my $bad (17, -1, 'x') {
+    for my $bad (17, 170, -1, 'x') {
         $res = post($OAI, { 'x-mock-tool-calls' => $bad }, tool_body($OAI));
         is($res->{status}, 400, "x-mock-tool-calls $bad: 400");
     }
+
+    $res = post($OAI, { 'x-mock-tool-calls' => 16, 'x-mock-tokens' => 1 },
+                tool_body($OAI, tools => [ $tools{$OAI}[1] ]));
+    is(scalar @{ calls_of($OAI, $res)->{calls} }, 16,
+       'x-mock-tool-calls 16: 16 calls');
+}
+
+{
+    # each numeric header's bound: one more is refused, not cut to it
+    my %bound = ('x-mock-tokens' => 1000000, 'x-mock-reasoning-tokens'
+                 => 1000000, 'x-mock-die-after' => 1000000,
+                 'x-mock-error-after' => 1000000,
+                 'x-mock-prompt-tokens' => 2147483647,
+                 'x-mock-cached-tokens' => 2147483647,
+                 'x-mock-cache-creation-tokens' => 2147483647,
+                 'x-mock-ttfb-ms' => 3600000, 'x-mock-delay-ms' => 3600000,
+                 'x-mock-usage-repeat' => 1000,
+                 'x-mock-pad-bytes' => 16 * 1024 * 1024,
+                 'x-mock-tool-calls' => 16);
+
+    for my $h (sort keys %bound) {
+        for my $v ($bound{$h} + 1, $bound{$h} . '0', '9' x 30) {
+            my $res = post($OAI, { $h => $v }, tool_body($OAI));
+            is($res->{status}, 400, "$h: $v is above its bound: 400");
+        }
+    }
+
+    my $res = post($OAI, { 'x-mock-prompt-tokens' => 2147483647,
+                           'x-mock-usage-repeat' => 1000 },
+                   tool_body($OAI, tools => undef));
+    is(decode($res->{body})->{usage}{prompt_tokens}, 2147483647,
+       'x-mock-prompt-tokens 2147483647: its bound is taken');
 }
 
 {
@@ -1275,12 +1348,13 @@ for my $path ($OAI, $ANT, $RSP) {
         [ $OAI, [ @$hello, $asst->('c1', 'c2'), $tool->('c2'), $tool->('c1'),
                   { role => 'user', content => 'more' } ], 200 ],
         [ $ANT, [ @$hello, $use->('t1'), $result->('t2') ], 400,
-          qr/^messages\.2\.content\.0: unexpected `tool_use_id` found in `tool_result` blocks: t2\. /
-        ],
+          qr/^messages\.2\.content\.0:\ unexpected\ `tool_use_id`\ found\ in
+             \ `tool_result`\ blocks:\ t2\.\ Each\ /x ],
         [ $ANT, [ $result->('t1') ], 400,
           qr/unexpected `tool_use_id` found in `tool_result` blocks: t1/ ],
         [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t1') ], 400,
-          qr/^messages\.1: `tool_use` ids were found without `tool_result` blocks immediately after: t2\. / ],
+          qr/^messages\.1:\ `tool_use`\ ids\ were\ found\ without
+             \ `tool_result`\ blocks\ immediately\ after:\ t2\.\ /x ],
         [ $ANT, [ @$hello, $use->('t1'), { role => 'user', content => 'x' } ],
           400, qr/^messages\.1: `tool_use` ids were found without/ ],
         [ $ANT, [ @$hello, $use->('t1', 't2'), $result->('t2', 't1') ], 200 ],
@@ -1290,6 +1364,31 @@ for my $path ($OAI, $ANT, $RSP) {
                     output => 'x' } ], 400, 'input' ],
         [ $RSP, [ { type => 'function_call_output', output => 'x' } ], 400,
           'input[0].call_id' ],
+        # the calls typed as the providers type them
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { id => 'c1', type => 'function', function => {
+                  name => 'f', arguments => { q => 1 } } } ] },
+                  $tool->('c1') ], 400,
+          'messages[1].tool_calls[0].function.arguments', 'invalid_type' ],
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { id => 'c1',
+                function => { name => 'f', arguments => '{}' } } ] },
+                  $tool->('c1') ], 400, 'messages[1].tool_calls[0].type' ],
+        [ $OAI, [ @$hello, { role => 'assistant', tool_calls => [
+              { type => 'function', function => { name => 'f',
+                                                  arguments => '{}' } } ] } ],
+          400, 'messages[1].tool_calls[0].id' ],
+        [ $ANT, [ @$hello, $use->('call 1'), $result->('call 1') ], 400,
+          qr/^messages\.1\.content\.0\.tool_use\.id: String should match/ ],
+        [ $ANT, [ @$hello, { role => 'assistant', content => [
+              { type => 'tool_use', id => 't1', name => 'f',
+                input => '{}' } ] }, $result->('t1') ], 400,
+          qr/^messages\.1\.content\.0\.tool_use\.input:
+             \ Input\ should\ be\ a\ valid\ dictionary$/x ],
+        [ $RSP, [ { type => 'function_call', name => 'f',
+                    arguments => '{}' } ], 400, 'input[0].call_id' ],
+        [ $RSP, [ { type => 'function_call', call_id => 'c', name => 'f',
+                    arguments => {} } ], 400, 'input[0].arguments' ],
     );
 
     for my $c (@hist) {
@@ -1322,6 +1421,12 @@ for my $path ($OAI, $ANT, $RSP) {
         input => [ { type => 'function_call_output', call_id => 'c1',
                      output => 'x' } ]));
     is($res->{status}, 200, 'function_call_output after previous_response_id');
+
+    # an Anthropic tool the client runs has its input_schema
+    $res = post($ANT, {}, tool_body($ANT, tools => [ { name => 'f' } ]));
+    is(decode($res->{body})->{error}{message},
+       'tools.0.custom.input_schema: Field required',
+       'an Anthropic tool without input_schema: 400');
 }
 
 {
