@@ -78,6 +78,8 @@ static ngx_int_t ngx_http_llm_gateway_parse_int(ngx_str_t *value, size_t skip,
 static ngx_int_t ngx_http_llm_gateway_add_variables(ngx_conf_t *cf);
 static ngx_int_t ngx_http_llm_gateway_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_gateway_uri_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_llm_gateway_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_llm_gateway_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_gateway_reconf(ngx_cycle_t *cycle,
@@ -356,7 +358,7 @@ static ngx_http_variable_t  ngx_http_llm_gateway_vars[] = {
     { ngx_string("llm_parts"), NULL, ngx_http_llm_gateway_variable,
       NGX_HTTP_LLM_GATEWAY_VAR_PARTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_upstream_uri"), NULL, ngx_http_llm_gateway_variable,
+    { ngx_string("llm_upstream_uri"), NULL, ngx_http_llm_gateway_uri_variable,
       NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM_URI, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
@@ -1816,29 +1818,37 @@ ngx_http_llm_gateway_add_variables(ngx_conf_t *cf)
 }
 
 
+/* $llm_upstream_uri: always a path, the location's where not translated */
+
+static ngx_int_t
+ngx_http_llm_gateway_uri_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_str_t  uri;
+
+    ngx_http_llm_gateway_translate_uri(r->main,
+                                       ngx_http_llm_gateway_ctx_get(r->main),
+                                       &uri);
+
+    v->data = uri.data;
+    v->len = uri.len;
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_gateway_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     u_char                      *p;
     int64_t                      n;
-    ngx_str_t                    uri;
     ngx_http_llm_gateway_ctx_t  *ctx;
 
     ctx = ngx_http_llm_gateway_ctx_get(r->main);
-
-    if (data == NGX_HTTP_LLM_GATEWAY_VAR_UPSTREAM_URI) {
-        /* always a path: the location's where nothing is translated */
-        ngx_http_llm_gateway_translate_uri(r->main, ctx, &uri);
-
-        v->data = uri.data;
-        v->len = uri.len;
-        v->valid = 1;
-        v->no_cacheable = 0;
-        v->not_found = 0;
-
-        return NGX_OK;
-    }
 
     v->not_found = 1;
 
