@@ -95,10 +95,10 @@ void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
 
 /*
  * One backend event (event may be empty: OpenAI names none; the data's
- * "type" decides a Messages event, the event line only when it has none).  skipped: llm_sse dropped its
- * data as too large.  Returns 0, or -1 if out failed
- * or the memory could not grow (beyond cf->max); then every later call
- * returns -1 too.
+ * "type" decides a Messages event, the event line only when it has
+ * none).  skipped: llm_sse dropped its data as too large.  Returns 0, or
+ * -1 if out failed or the memory could not grow (beyond cf->max); then
+ * every later call returns -1 too.
  */
 int llm_tx_stream_event(llm_tx_stream_t *t, const char *event,
     size_t event_len, const char *data, size_t len, unsigned skipped,
