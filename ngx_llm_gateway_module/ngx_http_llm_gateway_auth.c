@@ -916,8 +916,12 @@ static ngx_uint_t
 ngx_http_llm_gateway_auth_other_dialect(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_table_elt_t *h)
 {
-    /* a translated request: Anthropic's headers go to Anthropic alone */
-    return ctx->translated && ctx->up_api != LLM_API_ANTHROPIC
+    /*
+     * A translated request: Anthropic's headers go to Anthropic alone; so
+     * does the version added for an earlier attempt's translation.
+     */
+    return (ctx->translated || ctx->version_added)
+           && ctx->up_api != LLM_API_ANTHROPIC
            && h->key.len > sizeof("anthropic-") - 1
            && ngx_strncmp(h->lowcase_key, "anthropic-",
                           sizeof("anthropic-") - 1)
@@ -952,6 +956,8 @@ ngx_http_llm_gateway_auth_anthropic_version(ngx_http_request_t *r,
     ngx_str_set(&h->value, "2023-06-01");
     h->lowcase_key = (u_char *) "anthropic-version";
     h->hash = ngx_hash_key(h->lowcase_key, h->key.len);
+
+    ctx->version_added = 1;
 
     return NGX_OK;
 }

@@ -13,6 +13,7 @@
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_filter.h"
 #include "ngx_http_llm_gateway_auth.h"
+#include "ngx_http_llm_gateway_backend.h"
 #include "ngx_http_llm_gateway_ctx.h"
 #include "ngx_http_llm_gateway_failover.h"
 #include "ngx_http_llm_gateway_flight.h"
@@ -34,6 +35,9 @@
 /* the most held back to cut out a usage chunk: real ones are < 1k */
 #define NGX_HTTP_LLM_GATEWAY_HOLD_MAX      4096
 
+/* a translated stream's output buffer: many events, reused once sent */
+#define NGX_HTTP_LLM_GATEWAY_TX_BUF        4096
+
 
 /* the dialect the backend answers in: the client's unless translated */
 #define ngx_http_llm_gateway_filter_api(ctx)                                  \
@@ -47,6 +51,8 @@ typedef struct {
     ngx_buf_t                   *last_buf;  /* the last piece's */
     ngx_chain_t                **last;
     ngx_chain_t                **tail;      /* last, before this buffer */
+    ngx_http_llm_gateway_ctx_t  *ctx;
+    ngx_buf_t                   *tx;        /* a translation's, to append to */
     unsigned                     used:1;    /* buf itself is a piece */
 } ngx_http_llm_gateway_out_t;
 
@@ -79,6 +85,14 @@ static ngx_int_t ngx_http_llm_gateway_held_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in);
 static int ngx_http_llm_gateway_out_tx(void *data, const char *p,
     size_t len);
+static ngx_int_t ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out);
+static ngx_buf_t *ngx_http_llm_gateway_tx_buf(ngx_http_llm_gateway_out_t *o,
+    size_t len);
+static ngx_int_t ngx_http_llm_gateway_tx_failed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o);
+static void ngx_http_llm_gateway_held_failed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc);
 static char *ngx_http_llm_gateway_grow(void *data, char *old, size_t len,
     size_t size);
 
@@ -311,6 +325,43 @@ ngx_http_llm_gateway_hold(ngx_http_request_t *r,
 }
 
 
+/*
+ * A held answer the upstream cut: nothing of it was sent, so the client
+ * gets an error of its own dialect with the gateway's status (nginx would
+ * close the connection without a byte once the upstream's header was
+ * "sent").
+ */
+
+static void
+ngx_http_llm_gateway_held_failed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    r->headers_out.status = (rc == NGX_HTTP_GATEWAY_TIME_OUT)
+                            ? NGX_HTTP_GATEWAY_TIME_OUT
+                            : NGX_HTTP_BAD_GATEWAY;
+    r->headers_out.status_line.len = 0;
+    r->keepalive = 0;
+
+    /* what came is not the answer: not read, not translated */
+    ctx->json_overflow = 1;
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return;
+    }
+
+    b->last_buf = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    (void) ngx_http_output_filter(r, &out);
+}
+
+
 static ngx_int_t
 ngx_http_llm_gateway_held_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in)
@@ -362,6 +413,13 @@ ngx_http_llm_gateway_held_body(ngx_http_request_t *r,
     ngx_http_clear_content_length(r);
     ngx_http_clear_accept_ranges(r);
     ngx_http_clear_etag(r);
+    ngx_http_clear_last_modified(r);
+
+    /* the answer is the gateway's writing: in no encoding */
+    if (r->headers_out.content_encoding) {
+        r->headers_out.content_encoding->hash = 0;
+        r->headers_out.content_encoding = NULL;
+    }
 
     r->headers_out.content_length_n = body.len;
     ngx_str_set(&r->headers_out.content_type, "application/json");
@@ -433,7 +491,9 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     if (ctx->streaming) {
-        rc = ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
+        rc = ctx->translated
+             ? ngx_http_llm_gateway_tx_body(r, ctx, in, &out)
+             : ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
         ngx_http_llm_gateway_json_pool(NULL);
 
         ngx_http_llm_gateway_flight_note(ctx);
@@ -450,6 +510,15 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_llm_gateway_idem_keep(r, ctx, out);
 
         rc = ngx_http_next_body_filter(r, out);
+
+        if (ctx->translated) {
+            /* the translation's buffers, once sent, take the next events */
+            ngx_chain_update_chains(r->pool, &ctx->tx_free, &ctx->tx_busy,
+                                    &out,
+                                    (ngx_buf_tag_t)
+                                        &ngx_http_llm_gateway_module);
+            return rc;
+        }
 
         /*
          * The links are ours, and the filters below keep copies of them,
@@ -562,17 +631,9 @@ ngx_http_llm_gateway_stream_body(ngx_http_request_t *r,
         if (ngx_buf_in_memory(b) && ngx_buf_size(b)) {
             len = b->last - b->pos;
 
-            if (ctx->translated) {
-                if (ngx_http_llm_gateway_translate_stream(ctx, b->pos, len,
-                                              ngx_http_llm_gateway_out_tx, &o)
-                    != NGX_OK)
-                {
-                    return NGX_ERROR;
-                }
-
-            } else if (llm_sse_filter(&ctx->sse, (char *) b->pos, len,
-                                      ngx_http_llm_gateway_out, &o)
-                       != 0)
+            if (llm_sse_filter(&ctx->sse, (char *) b->pos, len,
+                               ngx_http_llm_gateway_out, &o)
+                != 0)
             {
                 return NGX_ERROR;
             }
@@ -677,12 +738,192 @@ ngx_http_llm_gateway_out(void *data, const char *p, size_t len)
 }
 
 
-/* a translator's output is its own: always copied */
+/*
+ * A translated stream: each buffer of the backend's is read and consumed;
+ * what the translator writes goes into buffers of the module's own, events
+ * after events, reused once sent (ctx->tx_free, tx_busy), so that a long
+ * stream holds a few of them, not one an event.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out)
+{
+    ngx_int_t                    rc;
+    ngx_buf_t                   *b, *last;
+    ngx_uint_t                   flush, last_buf, last_in_chain, sync;
+    ngx_chain_t                 *cl;
+    ngx_http_llm_gateway_out_t   o;
+
+    ngx_memzero(&o, sizeof(ngx_http_llm_gateway_out_t));
+
+    o.request = r;
+    o.ctx = ctx;
+    o.last = out;
+    *out = NULL;
+
+    flush = 0;
+    last_buf = 0;
+    last_in_chain = 0;
+    sync = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (ngx_buf_in_memory(b) && ngx_buf_size(b)) {
+            rc = ngx_http_llm_gateway_translate_stream(ctx, b->pos,
+                                                       b->last - b->pos,
+                                                   ngx_http_llm_gateway_out_tx,
+                                                       &o);
+            if (rc == NGX_DECLINED
+                && ngx_http_llm_gateway_tx_failed(r, ctx, &o) != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+        }
+
+        /* read or not (a file buffer is not), it is not the client's */
+        b->pos = b->last;
+        b->file_pos = b->file_last;
+
+        flush |= b->flush;
+        last_in_chain |= b->last_in_chain;
+        sync |= b->sync;
+
+        if (b->last_buf) {
+            last_buf = 1;
+
+            if (ngx_http_llm_gateway_stream_end(r, ctx, &o) != NGX_OK) {
+                return NGX_ERROR;
+            }
+        }
+    }
+
+    if (flush || last_buf || last_in_chain || sync) {
+        last = o.last_buf;
+
+        if (last == NULL) {
+            /* nothing written: the flags alone, in a buffer of no memory */
+            last = ngx_http_llm_gateway_tx_buf(&o, 0);
+            if (last == NULL) {
+                return NGX_ERROR;
+            }
+
+            last->temporary = 0;
+        }
+
+        last->flush = flush;
+        last->last_buf = last_buf;
+        last->last_in_chain = last_in_chain;
+        last->sync = sync;
+    }
+
+    *o.last = NULL;
+
+    return NGX_OK;
+}
+
+
+/* a translator's output is its own: copied, into the current buffer */
 
 static int
 ngx_http_llm_gateway_out_tx(void *data, const char *p, size_t len)
 {
-    return (ngx_http_llm_gateway_out_copy(data, p, len) == NGX_OK) ? 0 : -1;
+    ngx_buf_t                   *b;
+    ngx_http_llm_gateway_out_t  *o = data;
+
+    if (len == 0) {
+        return 0;
+    }
+
+    b = o->tx;
+
+    if (b == NULL || (size_t) (b->end - b->last) < len) {
+        b = ngx_http_llm_gateway_tx_buf(o, len);
+        if (b == NULL) {
+            return -1;
+        }
+
+        o->tx = b;
+    }
+
+    b->last = ngx_cpymem(b->last, p, len);
+
+    return 0;
+}
+
+
+/* a buffer of at least len bytes, free or new, at the end of the chain */
+
+static ngx_buf_t *
+ngx_http_llm_gateway_tx_buf(ngx_http_llm_gateway_out_t *o, size_t len)
+{
+    size_t        size;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    cl = ngx_chain_get_free_buf(o->request->pool, &o->ctx->tx_free);
+    if (cl == NULL) {
+        return NULL;
+    }
+
+    b = cl->buf;
+
+    if (len && (b->start == NULL || (size_t) (b->end - b->start) < len)) {
+        size = ngx_max(len, NGX_HTTP_LLM_GATEWAY_TX_BUF);
+
+        b->start = ngx_palloc(o->request->pool, size);
+        if (b->start == NULL) {
+            return NULL;
+        }
+
+        b->end = b->start + size;
+    }
+
+    b->pos = b->start;
+    b->last = b->start;
+    b->temporary = (b->start != NULL);
+    b->flush = 0;
+    b->last_buf = 0;
+    b->last_in_chain = 0;
+    b->sync = 0;
+    b->tag = (ngx_buf_tag_t) &ngx_http_llm_gateway_module;
+
+    cl->next = NULL;
+    *o->last = cl;
+    o->last = &cl->next;
+    o->last_buf = b;
+
+    return b;
+}
+
+
+/*
+ * The translator could not go on (its memory, a write): the client's
+ * stream ends with the gateway's error event, the backend's goes on being
+ * metered.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_tx_failed(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o)
+{
+    size_t   n;
+    u_char   msg[160];
+    char     event[512];
+
+    ngx_snprintf(msg, sizeof(msg), "The gateway could not translate the "
+                 "response; request %V.%Z", &ctx->request_id);
+
+    n = llm_sse_error_event(ctx->req.api, (char *) msg, event, sizeof(event));
+
+    ctx->error_event = 1;
+
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "llm gateway: the stream of backend \"%V\" could not be "
+                  "translated, error event sent", &ctx->backend->name);
+
+    return ngx_http_llm_gateway_out_copy(o, event, n);
 }
 
 
@@ -714,6 +955,7 @@ ngx_http_llm_gateway_out_copy(ngx_http_llm_gateway_out_t *o, const char *p,
     *o->last = ln;
     o->last = &ln->next;
     o->last_buf = b;
+    o->tx = NULL;
 
     return NGX_OK;
 }
@@ -732,6 +974,7 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
 {
     size_t        n;
     u_char        msg[160];
+    ngx_uint_t    done;
     const char   *closing, *why;
     llm_usage_t  *u;
     char          event[512];
@@ -742,6 +985,8 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
 
     ctx->response_done = 1;
 
+    u = &ctx->sse.usage;
+
     if (ctx->translated) {
         /* the translator's output ends between events */
         closing = "";
@@ -749,22 +994,35 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
         if (ngx_http_llm_gateway_translate_stream_end(ctx,
                                                    ngx_http_llm_gateway_out_tx,
                                                    o)
-            != NGX_OK)
+            == NGX_OK)
+        {
+            done = ngx_http_llm_gateway_translate_stream_done(ctx);
+
+            /* the client's stream is whole, or ended with an error */
+            if (done) {
+                ctx->error_event |= (done == 2 && !u->error);
+                return NGX_OK;
+            }
+        }
+
+        if (ctx->error_event || r->connection->error || ctx->client_closed)
+        {
+            return NGX_OK;
+        }
+
+    } else {
+        if (llm_sse_filter_end(&ctx->sse, ngx_http_llm_gateway_out, o,
+                               &closing)
+            != 0)
         {
             return NGX_ERROR;
         }
 
-    } else if (llm_sse_filter_end(&ctx->sse, ngx_http_llm_gateway_out, o,
-                                  &closing)
-               != 0)
-    {
-        return NGX_ERROR;
-    }
-
-    u = &ctx->sse.usage;
-
-    if (u->done || u->error || r->connection->error || ctx->client_closed) {
-        return NGX_OK;
+        if (u->done || u->error || r->connection->error
+            || ctx->client_closed)
+        {
+            return NGX_OK;
+        }
     }
 
     why = ctx->fail_reason ? ctx->fail_reason : "the stream ended early";
@@ -831,6 +1089,11 @@ ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r, ngx_int_t rc)
                        ? "the upstream timed out"
                        : "the upstream connection failed";
 
+    if (ctx->tx_hold && !ctx->response_done && !r->header_sent) {
+        ngx_http_llm_gateway_held_failed(r, ctx, rc);
+        return;
+    }
+
     if (!ctx->streaming || ctx->response_done || !r->header_sent) {
         return;
     }
@@ -839,6 +1102,7 @@ ngx_http_llm_gateway_upstream_finalize(ngx_http_request_t *r, ngx_int_t rc)
 
     out = NULL;
     o.request = r;
+    o.ctx = ctx;
     o.last = &out;
 
     ngx_http_llm_gateway_json_pool(r->pool);

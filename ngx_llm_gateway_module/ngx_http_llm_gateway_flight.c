@@ -12,6 +12,10 @@
 #include "ngx_http_llm_gateway_zone.h"
 
 
+static void ngx_http_llm_gateway_flight_backend(
+    ngx_http_llm_gateway_ctx_t *ctx);
+
+
 /*
  * Under the zone's lock, as a request is admitted: it is in flight, and
  * what settling it takes is in the zone.  NGX_ERROR: no room.
@@ -71,6 +75,9 @@ ngx_http_llm_gateway_flight_start(ngx_http_llm_gateway_ctx_t *ctx)
 
     ctx->flight = f;
 
+    /* what it goes to, should its worker die before the answer */
+    ngx_http_llm_gateway_flight_backend(ctx);
+
     return NGX_OK;
 }
 
@@ -96,11 +103,21 @@ ngx_http_llm_gateway_flight_note(ngx_http_llm_gateway_ctx_t *ctx)
     ctx->flight->usage = ctx->sse.usage;
 
     /* what served it, the last attempt's */
-    if (ctx->backend && ctx->up_api <= LLM_API_EMBEDDINGS) {
-        ctx->flight->up_api = (u_char) ctx->up_api;
-        ctx->flight->backend_len = (u_char) ngx_min(ctx->backend->name.len,
-                                                    LLM_RECORD_BACKEND_MAX);
-        ngx_memcpy(ctx->flight->backend, ctx->backend->name.data,
-                   ctx->flight->backend_len);
+    ngx_http_llm_gateway_flight_backend(ctx);
+}
+
+
+static void
+ngx_http_llm_gateway_flight_backend(ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_http_llm_gateway_flight_t  *f = ctx->flight;
+
+    if (ctx->backend == NULL || ctx->up_api > LLM_API_EMBEDDINGS) {
+        return;
     }
+
+    f->up_api = (u_char) ctx->up_api;
+    f->backend_len = (u_char) ngx_min(ctx->backend->name.len,
+                                      LLM_RECORD_BACKEND_MAX);
+    ngx_memcpy(f->backend, ctx->backend->name.data, f->backend_len);
 }

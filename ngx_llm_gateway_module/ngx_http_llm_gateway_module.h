@@ -447,11 +447,15 @@ typedef struct {
     void                        *tx;            /* translate.c's state */
     uint32_t                     not_translated;  /* members whose dialect
                                                     cannot take it */
+    ngx_chain_t                 *tx_free;       /* a translated stream's */
+    ngx_chain_t                 *tx_busy;       /* buffers (filter.c) */
 
     unsigned                     translated:1;  /* up_api is not the
                                                    location's */
     unsigned                     tx_hold:1;     /* a whole answer, held to
                                                    be translated */
+    unsigned                     version_added:1;  /* anthropic-version,
+                                                      for a translation */
 
     /* the response as it passes (filter.c) */
     llm_sse_t                    sse;

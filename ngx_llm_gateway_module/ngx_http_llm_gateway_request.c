@@ -142,6 +142,11 @@ ngx_http_llm_gateway_request_rewrite_body(ngx_http_request_t *r,
         p = tx.data;
         len = tx.len;
 
+    } else if (!llm_inspect_needs_rewrite(&ctx->req)) {
+        /* the client's own: an attempt after a translated one */
+        p = body->data;
+        len = body->len;
+
     } else if (ctx->req.rebuild) {
         ngx_http_llm_gateway_json_pool(r->pool);
         s = (u_char *) llm_inspect_rebuild((char *) body->data, body->len,
@@ -256,7 +261,8 @@ ngx_http_llm_gateway_request_find_tier(ngx_http_llm_gateway_loc_conf_t *llcf,
 
 /*
  * A request that fails over to another backend: its body is written again
- * for that backend's model, and its flight says the model it now calls.
+ * for that backend's model and dialect (the last attempt's may have been
+ * another's), and its flight says the model it now calls.
  */
 
 ngx_int_t
@@ -266,9 +272,8 @@ ngx_http_llm_gateway_request_reprepare(ngx_http_request_t *r,
     ngx_http_llm_gateway_zone_t    *zone;
     ngx_http_llm_gateway_flight_t  *f;
 
-    if ((llm_inspect_needs_rewrite(&ctx->req) || ctx->translated)
-        && ngx_http_llm_gateway_request_rewrite_body(r, ctx,
-                                                     &ctx->body) != NGX_OK)
+    if (ngx_http_llm_gateway_request_rewrite_body(r, ctx, &ctx->body)
+        != NGX_OK)
     {
         return NGX_ERROR;
     }

@@ -53,6 +53,8 @@ static void ngx_http_llm_gateway_translate_event(void *data,
     unsigned skipped);
 static char *ngx_http_llm_gateway_translate_grow(void *data, char *old,
     size_t len, size_t size);
+static void ngx_http_llm_gateway_translate_own_uri(ngx_http_request_t *r,
+    ngx_str_t *uri);
 static void ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_tx_conf_t *cf);
 
@@ -72,13 +74,18 @@ ngx_http_llm_gateway_translate_api(ngx_http_request_t *r,
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
-    if (b == NULL || b->api == 0) {
+    if (b == NULL || b->api == 0 || b->api == llcf->api) {
         return llcf->api;
     }
 
-    /* passed on as they are: no other dialect has them */
-    if (llcf->api != LLM_API_OPENAI && llcf->api != LLM_API_ANTHROPIC
-        && llcf->api != LLM_API_RESPONSES)
+    /*
+     * Passed on as they are, to a backend of their provider: embeddings
+     * are OpenAI's, a token count Anthropic's.  A backend of another is
+     * of another API, which a role leaves out.
+     */
+    if ((llcf->api == LLM_API_EMBEDDINGS
+         && (b->api == LLM_API_OPENAI || b->api == LLM_API_RESPONSES))
+        || (llcf->api == LLM_API_COUNT_TOKENS && b->api == LLM_API_ANTHROPIC))
     {
         return llcf->api;
     }
@@ -305,6 +312,44 @@ ngx_http_llm_gateway_translate_state(ngx_http_request_t *r,
 }
 
 
+/*
+ * The location's path as the upstream reads it: nginx's, normalised and
+ * decoded, escaped again (a decoded CR or LF would end the request line),
+ * and the arguments as they came.
+ */
+
+static void
+ngx_http_llm_gateway_translate_own_uri(ngx_http_request_t *r,
+    ngx_str_t *uri)
+{
+    u_char     *p;
+    uintptr_t   n;
+
+    n = ngx_escape_uri(NULL, r->uri.data, r->uri.len, NGX_ESCAPE_URI);
+
+    if (n == 0 && r->args.len == 0) {
+        *uri = r->uri;
+        return;
+    }
+
+    p = ngx_pnalloc(r->pool, r->uri.len + 2 * n + 1 + r->args.len);
+    if (p == NULL) {
+        ngx_str_null(uri);
+        return;
+    }
+
+    uri->data = p;
+    p = (u_char *) ngx_escape_uri(p, r->uri.data, r->uri.len, NGX_ESCAPE_URI);
+
+    if (r->args.len) {
+        *p++ = '?';
+        p = ngx_cpymem(p, r->args.data, r->args.len);
+    }
+
+    uri->len = p - uri->data;
+}
+
+
 /* $llm_upstream_uri: the path of the backend's dialect, or the location's */
 
 void
@@ -312,7 +357,7 @@ ngx_http_llm_gateway_translate_uri(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *uri)
 {
     if (ctx == NULL || !ctx->translated) {
-        *uri = r->uri;
+        ngx_http_llm_gateway_translate_own_uri(r, uri);
         return;
     }
 
@@ -343,8 +388,9 @@ ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
 
     ngx_memzero(cf, sizeof(llm_tx_conf_t));
 
+    /* the client's, as inspected: an error page's location has its own */
     cf->from = ctx->up_api;
-    cf->to = llcf->api;
+    cf->to = ctx->req.api;
 
     /* the name the client called: a role's, or the model itself */
     if (ctx->role) {
@@ -366,7 +412,7 @@ ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
     cf->max = llcf->response_buffer;
 
     /* a Chat client that asked for the usage chunk gets it */
-    cf->include_usage = (llcf->api == LLM_API_OPENAI
+    cf->include_usage = (ctx->req.api == LLM_API_OPENAI
                          && !ctx->req.add_include_usage);
 }
 
@@ -394,21 +440,29 @@ ngx_http_llm_gateway_translate_stream_init(ngx_http_request_t *r,
 }
 
 
-/* one buffer of the backend's stream: what the client gets of it, to out */
+/*
+ * One buffer of the backend's stream: what the client gets of it, to out.
+ * NGX_DECLINED: the translator failed with it (its memory, a write): the
+ * caller ends the client's stream with the gateway's error event.
+ */
 
 ngx_int_t
 ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
     u_char *p, size_t len, llm_tx_out_pt out, void *data)
 {
+    ngx_uint_t                  failed;
     ngx_http_llm_gateway_tx_t  *tx = ctx->tx;
 
     tx->out = out;
     tx->out_data = data;
 
+    failed = (tx->rc != 0);
+
+    /* fed on once the translator failed: the metering goes on */
     ctx->sse.yield = 0;
     (void) llm_sse_feed(&ctx->sse, (const char *) p, len);
 
-    return tx->rc ? NGX_ERROR : NGX_OK;
+    return (tx->rc && !failed) ? NGX_DECLINED : NGX_OK;
 }
 
 
@@ -435,16 +489,25 @@ ngx_http_llm_gateway_translate_stream_end(ngx_http_llm_gateway_ctx_t *ctx,
         tx->rc = -1;
     }
 
-    return tx->rc ? NGX_ERROR : NGX_OK;
+    return tx->rc ? NGX_DECLINED : NGX_OK;
 }
 
+
+/*
+ * How the client's stream ended: 1 complete, 2 with an error event (the
+ * backend's or the translator's), 0 not (a failed translator included).
+ */
 
 ngx_uint_t
 ngx_http_llm_gateway_translate_stream_done(ngx_http_llm_gateway_ctx_t *ctx)
 {
     ngx_http_llm_gateway_tx_t  *tx = ctx->tx;
 
-    return llm_tx_stream_done(&tx->stream);
+    if (tx->rc != 0 || !llm_tx_stream_done(&tx->stream)) {
+        return 0;
+    }
+
+    return llm_tx_stream_errored(&tx->stream) ? 2 : 1;
 }
 
 
@@ -527,6 +590,7 @@ ngx_http_llm_gateway_translate_body(ngx_http_request_t *r,
 
             status = NGX_HTTP_BAD_GATEWAY;
             r->headers_out.status = status;
+            r->headers_out.status_line.len = 0;
             rc = llm_tx_body_error(&cf, status, "", 0, &out, &out_len);
         }
 

@@ -51,6 +51,8 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
     llm_gateway_backend  ant-busy  upstream=busy api=anthropic;
     llm_gateway_backend  ant-echo  upstream=echo api=anthropic;
     llm_gateway_backend  oai-echo  upstream=echo api=openai;
+    llm_gateway_backend  oai-busy  upstream=busy api=openai;
+    llm_gateway_backend  ant-bad   upstream=echo api=anthropic;
 
     upstream mock { server 127.0.0.1:$m->{port}; }
     upstream echo { server 127.0.0.1:$echo; }
@@ -63,6 +65,10 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
     llm_gateway_role  mixed      oai  model=mock-gpt-4o-mini  priority=2;
     llm_gateway_role  claude-e   ant-echo  model=mock-claude-echo;
     llm_gateway_role  gpt-e      oai-echo  model=mock-gpt-echo;
+    llm_gateway_role  mixed2     oai-busy  model=mock-gpt-4o-mini
+                                 priority=1;
+    llm_gateway_role  mixed2     ant  model=mock-claude-sonnet-4  priority=2;
+    llm_gateway_role  claude-bad ant-bad  model=mock-claude-bad;
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -103,6 +109,11 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
 
         location = /v1/chat/completions {
             return 200 '$oai_echo';
+        }
+
+        # a 200 that is not a Message
+        location = /v1/messages-bad {
+            return 200 '{"object":"chat.completion","choices":[]}';
         }
     }
 EOF
@@ -610,6 +621,50 @@ for my $c ([ '/v1/messages', 'anthropic' ], [ '/v1/chat/completions', 'openai' ]
     is($row->{api}, $api, "the client's dialect");
     is($row->{model}, 'mock-gpt-4o-mini', "oai's model");
 }
+
+
+# a whole answer, then the native backend: the client's own body goes to it
+# (a Chat request with its limit, unstreamed, needs no rewrite of its own)
+sleep(2.5 * time_scale());
+$r = post('/v1/chat/completions', { model => 'mixed', messages => $user,
+                                     max_tokens => 50 },
+          'x-mock-tokens' => 2);
+is($r->{status}, 200, 'mixed, whole, to the native backend: 200')
+    or diag($r->{content});
+like($r->{headers}{'x-mock-read'} // '', qr/model=mock-gpt-4o-mini max=50 /,
+     'the native backend read the client\'s body, with its model');
+is(decode_json($r->{content})->{choices}[0]{message}{content}, 'tok1 tok2 ',
+   "and answered in the client's own API");
+
+# the other way: OpenAI busy, the Messages client's own body to Anthropic
+$r = post('/v1/messages', { model => 'mixed2', messages => $user,
+                            max_tokens => 50 },
+          'x-mock-tokens' => 2, 'anthropic-version' => '2023-06-01');
+is($r->{status}, 200, 'mixed2: OpenAI busy, Anthropic serves: 200')
+    or diag($r->{content});
+like($r->{headers}{'x-llmgw-failover'} // '', qr/^oai-busy=/,
+     'oai-busy was tried first');
+is(decode_json($r->{content})->{content}[0]{text}, 'tok1 tok2 ',
+   "the Messages client's own request, answered");
+
+
+###############################################################################
+# what cannot be an answer: a 502 in the client's API
+
+$r = post('/v1/chat/completions', { model => 'claude-bad', messages => $user,
+                                     max_tokens => 10 });
+is($r->{status}, 502, 'a 200 that is not a Message: 502');
+is(decode_json($r->{content})->{error}{type}, 'server_error',
+   "in OpenAI's shape");
+
+# a whole answer the backend cuts: the client gets a 502 of its own API
+$r = post('/v1/messages', { model => 'gpt', messages => $user,
+                            max_tokens => 50 },
+          'x-mock-tokens' => 8, 'x-mock-die-after' => 3,
+          'anthropic-version' => '2023-06-01');
+is($r->{status}, 502, 'a whole answer cut short: 502');
+is(eval { decode_json($r->{content})->{type} }, 'error',
+   "in Anthropic's shape") or diag($r->{content});
 
 
 ###############################################################################

@@ -1095,6 +1095,7 @@ llm_tx_backend_error(llm_tx_stream_t *t, llm_tx_out_t *o,
     }
 
     t->done = 1;
+    t->errored = 1;
 
     return 0;
 }
@@ -1113,6 +1114,7 @@ llm_tx_fail(llm_tx_stream_t *t, llm_tx_out_t *o, const char *message)
     n = llm_sse_error_event(t->cf.to, message, buf, sizeof(buf));
 
     llm_tx_put(o, buf, n);
+    t->errored = 1;
 
     return 0;
 }

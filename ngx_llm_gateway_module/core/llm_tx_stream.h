@@ -79,6 +79,7 @@ typedef struct {
     unsigned        concluded:1;    /* message_delta, the usage chunk or
                                        response.completed was written */
     unsigned        done:1;
+    unsigned        errored:1;      /* it ended with an error event */
     unsigned        failed:1;       /* out or grow failed */
 
     /* Responses: the items and their texts */
@@ -110,6 +111,9 @@ int llm_tx_stream_event(llm_tx_stream_t *t, const char *event,
  * an error event written in-band.
  */
 int llm_tx_stream_done(const llm_tx_stream_t *t);
+
+/* 1 if it ended with an error event: the backend's, or its own */
+#define llm_tx_stream_errored(t)  ((t)->errored)
 
 /*
  * The backend's stream ended before its end: closes what the client's
