@@ -993,16 +993,13 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
 
         if (ngx_http_llm_gateway_translate_stream_end(ctx,
                                                    ngx_http_llm_gateway_out_tx,
-                                                   o)
-            == NGX_OK)
+                                                   o, &done)
+                == NGX_OK
+            && done)
         {
-            done = ngx_http_llm_gateway_translate_stream_done(ctx);
-
             /* the client's stream is whole, or ended with an error */
-            if (done) {
-                ctx->error_event |= (done == 2 && !u->error);
-                return NGX_OK;
-            }
+            ctx->error_event |= (done == 2 && !u->error);
+            return NGX_OK;
         }
 
         if (ctx->error_event || r->connection->error || ctx->client_closed)

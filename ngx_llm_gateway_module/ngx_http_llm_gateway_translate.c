@@ -470,11 +470,12 @@ ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
  * The backend's stream ended: its last event if unterminated, then, if the
  * client's stream is not complete, what closes what it left open (the
  * caller then adds the gateway's error event in the client's dialect).
+ * *done: how the client's stream had ended (translate_stream_done()).
  */
 
 ngx_int_t
 ngx_http_llm_gateway_translate_stream_end(ngx_http_llm_gateway_ctx_t *ctx,
-    llm_tx_out_pt out, void *data)
+    llm_tx_out_pt out, void *data, ngx_uint_t *done)
 {
     ngx_http_llm_gateway_tx_t  *tx = ctx->tx;
 
@@ -482,6 +483,9 @@ ngx_http_llm_gateway_translate_stream_end(ngx_http_llm_gateway_ctx_t *ctx,
     tx->out_data = data;
 
     llm_sse_finish(&ctx->sse);
+
+    /* how it ended, before what closes it */
+    *done = ngx_http_llm_gateway_translate_stream_done(ctx);
 
     if (tx->rc == 0 && !llm_tx_stream_done(&tx->stream)
         && llm_tx_stream_abort(&tx->stream, out, data) != 0)

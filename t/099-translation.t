@@ -27,6 +27,7 @@ my $t = new_tenant(tier => 'big');
 my $m = mockllm();
 my $echo = LLMGW::Nginx::free_port();
 my $busy = LLMGW::Nginx::free_port();
+my $bad = LLMGW::Nginx::free_port();
 
 # the echo backends answer with the headers they got, in their dialect
 my $ant_echo = '{"id":"msg_echo","type":"message","role":"assistant",'
@@ -52,11 +53,12 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
     llm_gateway_backend  ant-echo  upstream=echo api=anthropic;
     llm_gateway_backend  oai-echo  upstream=echo api=openai;
     llm_gateway_backend  oai-busy  upstream=busy api=openai;
-    llm_gateway_backend  ant-bad   upstream=echo api=anthropic;
+    llm_gateway_backend  ant-bad   upstream=bad api=anthropic;
 
     upstream mock { server 127.0.0.1:$m->{port}; }
     upstream echo { server 127.0.0.1:$echo; }
     upstream busy { server 127.0.0.1:$busy; }
+    upstream bad { server 127.0.0.1:$bad; }
 
     llm_gateway_role  claude     ant  model=mock-claude-sonnet-4;
     llm_gateway_role  gpt        oai  model=mock-gpt-4o-mini;
@@ -110,9 +112,14 @@ my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
         location = /v1/chat/completions {
             return 200 '$oai_echo';
         }
+    }
 
-        # a 200 that is not a Message
-        location = /v1/messages-bad {
+    # a 200 that is not a Message
+    server {
+        listen       127.0.0.1:$bad;
+        default_type application/json;
+
+        location = /v1/messages {
             return 200 '{"object":"chat.completion","choices":[]}';
         }
     }
