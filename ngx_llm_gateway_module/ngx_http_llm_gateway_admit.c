@@ -35,6 +35,8 @@ static ngx_int_t ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_admit(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_gateway_admit_translatable(
+    ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_admit_idem(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
@@ -678,10 +680,38 @@ ngx_http_llm_gateway_inspect(ngx_http_request_t *r,
         return NGX_DECLINED;
     }
 
+    if (ngx_http_llm_gateway_admit_translatable(r, ctx) != NGX_OK) {
+        return NGX_DECLINED;
+    }
+
     ctx->body = body;
     ctx->inspected = 1;
 
     return NGX_OK;
+}
+
+
+/* the location's backend, of another dialect, for the model called */
+
+static ngx_int_t
+ngx_http_llm_gateway_admit_translatable(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    if (!ctx->translated || ctx->role) {
+        return NGX_OK;
+    }
+
+    rc = ngx_http_llm_gateway_route_translatable(r, ctx);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_gateway_reply_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "server_error", "internal_error",
+                                          NULL, "Internal error.");
+    }
+
+    return rc;
 }
 
 

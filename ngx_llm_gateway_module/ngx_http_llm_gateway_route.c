@@ -28,8 +28,6 @@ static void ngx_http_llm_gateway_ineligible(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static ngx_uint_t ngx_http_llm_gateway_route_native(ngx_http_request_t *r,
     ngx_http_llm_gateway_member_t *m);
-static ngx_int_t ngx_http_llm_gateway_route_translatable(
-    ngx_http_request_t *r, ngx_http_llm_gateway_ctx_t *ctx);
 
 
 static const char  *ngx_http_llm_gateway_states[] = {
@@ -61,11 +59,8 @@ ngx_http_llm_gateway_route(ngx_http_request_t *r,
         ctx->backend = llcf->backend;
         ngx_http_llm_gateway_translate_use(r, ctx);
 
-        /* the location's own backend: a request it cannot take is a 400 */
-        if (ctx->translated) {
-            return ngx_http_llm_gateway_route_translatable(r, ctx);
-        }
-
+        /* the location's own backend: route_translatable(), once the
+           alias is resolved */
         return NGX_OK;
     }
 
@@ -303,9 +298,13 @@ ngx_http_llm_gateway_route_native(ngx_http_request_t *r,
 }
 
 
-/* a request to the location's backend, of another dialect */
+/*
+ * A request to the location's own backend, of another dialect, with the
+ * model it calls (an alias resolved): a request that backend's dialect
+ * cannot take is a 400.  NGX_DECLINED: refused, ctx says why.
+ */
 
-static ngx_int_t
+ngx_int_t
 ngx_http_llm_gateway_route_translatable(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {

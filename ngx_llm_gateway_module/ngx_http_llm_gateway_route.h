@@ -44,6 +44,8 @@ ngx_int_t ngx_http_llm_gateway_route(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 void ngx_http_llm_gateway_route_done(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_backend_t *b, int64_t tokens);
+ngx_int_t ngx_http_llm_gateway_route_translatable(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx);
 
 
 #endif /* _NGX_HTTP_LLM_GATEWAY_ROUTE_H_INCLUDED_ */
