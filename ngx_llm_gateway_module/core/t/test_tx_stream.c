@@ -1212,6 +1212,14 @@ test_finish(void)
            "a refusal finished by stop: its text, stop_reason refusal");
     free(got);
 
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, MSG_START MSG_BLOCK_TOOL("0", "toolu_1", "f")
+                   MSG_ARGS("0", "{}") MSG_STOP_BLOCK("0")
+                   MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"finish_reason\":\"tool_calls\"") != NULL,
+           "Messages tool_use ended by end_turn: Chat's tool_calls");
+    free(got);
+
     conf(&cf, OPENAI, RESPONSES);
     got = run(&cf, CHAT_ROLE CHAT_TOOL_START("0", "call_a", "f")
                    CHAT_TOOL_ARGS("0", "{}") CHAT_FINISH("stop") CHAT_USAGE
