@@ -19,6 +19,9 @@
 /* the longest media type of a data: URL */
 #define LLM_TXR_MEDIA_MAX         64
 
+/* the longest tool call id Anthropic takes */
+#define LLM_TXR_TOOL_ID_MAX       256
+
 
 typedef struct {
     const llm_tx_request_conf_t  *cf;
@@ -118,6 +121,8 @@ static size_t llm_txr_push(llm_txr_t *t, const char *name);
 static size_t llm_txr_index(llm_txr_t *t, const char *name, int i);
 static void llm_txr_pop(llm_txr_t *t, size_t old);
 static int llm_txr_foreign(llm_txr_t *t, const char *member);
+static int llm_txr_tool_id(llm_txr_t *t, const char *member,
+    const char *id);
 static int llm_txr_bad(llm_txr_t *t, const char *member, const char *what);
 static int llm_txr_fail(llm_txr_t *t, const char *member,
     const char *fmt, ...);
@@ -862,6 +867,10 @@ llm_txr_chat_tool_use(llm_txr_t *t, const cJSON *call)
         return NULL;
     }
 
+    if (llm_txr_tool_id(t, "id", id) != 0) {
+        return NULL;
+    }
+
     if (!cJSON_IsObject(fn)) {
         llm_txr_bad(t, "function", "an object");
         return NULL;
@@ -923,6 +932,10 @@ llm_txr_chat_tool(llm_txr_t *t, const cJSON *msg, llm_txr_conv_t *cv)
 
     if (id == NULL) {
         return llm_txr_bad(t, "tool_call_id", "a string");
+    }
+
+    if (llm_txr_tool_id(t, "tool_call_id", id) != 0) {
+        return -1;
     }
 
     block = llm_txr_text(t, "tool_result", NULL);
@@ -2210,7 +2223,7 @@ static cJSON *
 llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
 {
     cJSON        *p, *v;
-    const char   *type, *s;
+    const char   *type, *s, *d;
 
     static const char *const  text[] = { "type", "text", NULL };
     static const char *const  output[] = {
@@ -2285,6 +2298,22 @@ llm_txr_resp_part(llm_txr_t *t, const cJSON *part, int user)
 
     if (type[6] == 'i') {
         llm_txr_add_str(t, v, "url", s);
+
+        /* Chat's too: it decides what the image costs */
+        d = llm_txr_str(part, "detail");
+
+        if (llm_txr_get(part, "detail")
+            && (d == NULL || (strcmp(d, "low") != 0 && strcmp(d, "high") != 0
+                              && strcmp(d, "auto") != 0)))
+        {
+            llm_txr_bad(t, "detail", "one of 'low', 'high', 'auto'");
+            cJSON_Delete(p);
+            return NULL;
+        }
+
+        if (d) {
+            llm_txr_add_str(t, v, "detail", d);
+        }
 
     } else {
         if (llm_txr_str(part, "filename")) {
@@ -2376,6 +2405,11 @@ llm_txr_resp_call(llm_txr_t *t, const cJSON *item, cJSON *msgs,
 
     /* Messages takes an object alone: said here, in the client's terms */
     if (t->cf->to == LLM_API_ANTHROPIC) {
+
+        if (llm_txr_tool_id(t, "call_id", id) != 0) {
+            return -1;
+        }
+
         input = llm_txr_arguments(t, item, "arguments");
 
         if (input == NULL) {
@@ -2435,6 +2469,12 @@ llm_txr_resp_output(llm_txr_t *t, const cJSON *item, cJSON *msgs)
 
     if (id == NULL) {
         return llm_txr_bad(t, "call_id", "a string");
+    }
+
+    if (t->cf->to == LLM_API_ANTHROPIC
+        && llm_txr_tool_id(t, "call_id", id) != 0)
+    {
+        return -1;
     }
 
     if (!cJSON_IsString(out) && !cJSON_IsArray(out)) {
@@ -2551,9 +2591,10 @@ llm_txr_resp_tools(llm_txr_t *t, const cJSON *in, cJSON *root)
             llm_txr_add_dup(t, fn, "parameters", params);
         }
 
-        if (llm_txr_get(v, "strict")) {
-            llm_txr_add_dup(t, fn, "strict", llm_txr_get(v, "strict"));
-        }
+        /* Responses' functions are strict unless said not, Chat's not */
+        llm_txr_add(t, fn, "strict",
+                    cJSON_CreateBool(!cJSON_IsFalse(llm_txr_get(v,
+                                                                "strict"))));
 
         if (t->rc != 0) {
             return -1;
@@ -3211,6 +3252,36 @@ llm_txr_bad(llm_txr_t *t, const char *member, const char *what)
     }
 
     return llm_txr_fail(t, member, "'%s' must be %s", member, what);
+}
+
+
+/*
+ * A tool call's id as Anthropic takes it: ^[a-zA-Z0-9_-]+$, at most 256
+ * bytes (OpenAI's "call_..." and Anthropic's "toolu_..." both fit); any
+ * other the backend would refuse after admission, under its own name.
+ */
+
+static int
+llm_txr_tool_id(llm_txr_t *t, const char *member, const char *id)
+{
+    size_t  n;
+
+    for (n = 0; id[n] != '\0'; n++) {
+        if (!((id[n] >= 'a' && id[n] <= 'z') || (id[n] >= 'A' && id[n] <= 'Z')
+              || (id[n] >= '0' && id[n] <= '9') || id[n] == '_'
+              || id[n] == '-'))
+        {
+            break;
+        }
+    }
+
+    if (n > 0 && n <= LLM_TXR_TOOL_ID_MAX && id[n] == '\0') {
+        return 0;
+    }
+
+    return llm_txr_fail(t, member, "'%s' must be 1 to %d letters, digits, "
+                        "'_' or '-' to be sent to a Messages backend",
+                        member, LLM_TXR_TOOL_ID_MAX);
 }
 
 

@@ -25,8 +25,10 @@
  *   assistant: content (a string, text or refusal parts) and "refusal" ->
  *     text blocks, "" skipped; tool_calls -> tool_use blocks {id, name,
  *     input}, input the arguments parsed: not a JSON object is refused,
- *     "" is {}
+ *     "" is {}; an id not of 1 to 256 letters, digits, '_' or '-'
+ *     (Anthropic's rule) is refused
  *   tool: {tool_call_id, content} -> a tool_result {tool_use_id, content}
+ *     (tool_call_id as the tool calls' ids)
  *     in a user message; messages of the same role in a row (tool
  *     messages are the user's) are merged into one, their blocks in order,
  *     for Messages wants a turn's results in the user message after it;
@@ -87,14 +89,19 @@
  *   instructions -> a first system message; input a string -> one user
  *     message; items: message (user, assistant, system, developer; a
  *     string or input_text, output_text, refusal parts -> text,
- *     input_image with image_url -> image_url, input_file with file_data
- *     -> file; file_id refused; ids and statuses not written),
- *     function_call {call_id, name, arguments} -> tool_calls of an
- *     assistant message, the one before when it is one (after its text),
- *     function_call_output {call_id, output} -> a tool message; any other
- *     item (reasoning, item_reference...) refused
+ *     input_image with image_url -> image_url (its detail low, high or
+ *     auto -> image_url.detail: it sets the image's cost; Messages has
+ *     none), input_file with file_data -> file; file_id refused; ids and
+ *     statuses not written), function_call {call_id, name, arguments} ->
+ *     tool_calls of an assistant message, the one before when it is one
+ *     (after its text), function_call_output {call_id, output} -> a tool
+ *     message; to Messages a call_id is held to Anthropic's rule for ids
+ *     (above) and refused by its own name; any other item (reasoning,
+ *     item_reference...) refused
  *   tools [{type function, name, description, parameters, strict}] ->
- *     Chat's tools; built-in tools refused; tool_choice "auto", "none",
+ *     Chat's tools, strict true unless false (Responses' functions are
+ *     strict by default, Chat's not; Messages has no strict: not written);
+ *     built-in tools refused; tool_choice "auto", "none",
  *     "required", {type function, name} -> Chat's form
  *   temperature, top_p, user, parallel_tool_calls -> the same; stream ->
  *     as Chat's; store accepted, not written

@@ -132,6 +132,8 @@ static int llm_tx_backend_error(llm_tx_stream_t *t, llm_tx_out_t *o,
     const cJSON *error);
 static int llm_tx_fail(llm_tx_stream_t *t, llm_tx_out_t *o,
     const char *message);
+static void llm_tx_resp_error(llm_tx_stream_t *t, llm_tx_out_t *o,
+    const char *code, const char *message);
 static void llm_tx_abort(llm_tx_stream_t *t, llm_tx_out_t *o);
 
 static void llm_tx_chat_head(llm_tx_stream_t *t, llm_tx_out_t *o);
@@ -161,6 +163,7 @@ static unsigned llm_tx_reason(const llm_tx_reason_t *r, const cJSON *item);
 static int64_t llm_tx_tokens(const cJSON *obj, const char *name,
     int64_t dflt);
 static const char *llm_tx_string(const cJSON *obj, const char *name);
+static uint64_t llm_tx_hash(const char *s);
 static int llm_tx_is_done(const char *s, size_t n);
 
 static void llm_tx_put(llm_tx_out_t *o, const char *s, size_t n);
@@ -254,6 +257,36 @@ llm_tx_stream_abort(llm_tx_stream_t *t, llm_tx_out_pt out, void *ctx)
 }
 
 
+int
+llm_tx_stream_fail(llm_tx_stream_t *t, const char *message,
+    llm_tx_out_pt out, void *ctx)
+{
+    llm_tx_out_t  o;
+
+    if (t->failed) {
+        return -1;
+    }
+
+    if (t->done) {
+        return 0;
+    }
+
+    o.len = 0;
+    o.out = out;
+    o.ctx = ctx;
+    o.rc = 0;
+
+    llm_tx_fail(t, &o, message);
+
+    if (llm_tx_flush(&o) != 0) {
+        t->failed = 1;
+        return -1;
+    }
+
+    return 0;
+}
+
+
 /* the backend's parsers */
 
 static int
@@ -262,7 +295,7 @@ llm_tx_chat_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *data,
 {
     int           rc;
     cJSON        *root;
-    const cJSON  *choice, *delta, *item;
+    const cJSON  *choice, *delta, *item, *usage;
 
     if (llm_tx_is_done(data, len)) {
         return llm_tx_end(t, o);
@@ -309,6 +342,7 @@ llm_tx_chat_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *data,
     item = cJSON_GetObjectItemCaseSensitive(delta, "refusal");
 
     if (rc == 0 && cJSON_IsString(item) && item->valuestring[0] != '\0') {
+        t->refused |= !t->finished;
         rc = llm_tx_text(t, o, item->valuestring);
     }
 
@@ -321,19 +355,25 @@ llm_tx_chat_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *data,
         goto done;
     }
 
-    item = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+    /*
+     * Some backends give their usage, cumulative, on every chunk: this
+     * chunk's is read before its finish concludes, and only the usage
+     * with or after the finish is the final one.
+     */
 
-    if (cJSON_IsString(item)) {
-        rc = llm_tx_finish(t, o, llm_tx_reason(llm_tx_openai_reasons, item));
-        if (rc != 0) {
-            goto done;
-        }
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+    if (cJSON_IsObject(usage)) {
+        llm_tx_chat_usage(t, usage);
     }
 
-    item = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    item = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
 
-    if (cJSON_IsObject(item)) {
-        llm_tx_chat_usage(t, item);
+    if (cJSON_IsString(item) && !t->finished) {
+        t->have_usage = cJSON_IsObject(usage);
+        rc = llm_tx_finish(t, o, llm_tx_reason(llm_tx_openai_reasons, item));
+
+    } else if (cJSON_IsObject(usage) && t->finished) {
         t->have_usage = 1;
         rc = llm_tx_conclude(t, o);
     }
@@ -349,7 +389,10 @@ done:
 /*
  * Pieces of tool calls by index: a new index closes the open block, as a
  * Messages block must end before the next starts; coming back to one
- * closed is an error.
+ * closed is an error.  A piece of the same index (or none, read as 0)
+ * with another id or name than the last call's is a call of its own:
+ * servers that leave out or reuse the index would otherwise have two
+ * calls merged, under the first one's name.
  */
 
 static int
@@ -357,13 +400,30 @@ llm_tx_chat_tools(llm_tx_stream_t *t, llm_tx_out_t *o, const cJSON *calls)
 {
     int           rc;
     int64_t       index;
+    uint64_t      id, name;
     const char   *args;
     const cJSON  *call, *fn;
+
+    if (t->finished) {
+        return 0;
+    }
 
     cJSON_ArrayForEach(call, calls) {
 
         index = llm_tx_tokens(call, "index", 0);
         fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+
+        id = llm_tx_hash(llm_tx_string(call, "id"));
+        name = llm_tx_hash(llm_tx_string(fn, "name"));
+
+        if (index == t->tool_index
+            && ((id && t->tool_id && id != t->tool_id)
+                || (name && t->tool_name && name != t->tool_name)))
+        {
+            /* the same index, another call: no interleaving */
+            t->tools_seen &= ~((uint64_t) 1 << index);
+            t->tool_index = -1;
+        }
 
         if (index != t->tool_index || t->open != LLM_TX_TOOL) {
 
@@ -377,6 +437,8 @@ llm_tx_chat_tools(llm_tx_stream_t *t, llm_tx_out_t *o, const cJSON *calls)
 
             t->tools_seen |= (uint64_t) 1 << index;
             t->tool_index = (int) index;
+            t->tool_id = id;
+            t->tool_name = name;
 
             rc = llm_tx_tool(t, o, llm_tx_string(call, "id"),
                              llm_tx_string(fn, "name"));
@@ -433,7 +495,7 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
     int           rc;
     cJSON        *root;
     const char   *type;
-    const cJSON  *item;
+    const cJSON  *item, *usage;
 
     root = cJSON_ParseWithLength(data, len);
 
@@ -478,17 +540,19 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
         item = cJSON_GetObjectItemCaseSensitive(root, "delta");
         item = cJSON_GetObjectItemCaseSensitive(item, "stop_reason");
 
+        usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+        /* as for Chat: the usage first, final only with the finish */
+        llm_tx_messages_usage(t, usage);
+
         rc = llm_tx_start(t, o, NULL);
 
-        if (rc == 0 && cJSON_IsString(item)) {
+        if (rc == 0 && cJSON_IsString(item) && !t->finished) {
+            t->have_usage = cJSON_IsObject(usage);
             rc = llm_tx_finish(t, o,
                                llm_tx_reason(llm_tx_anthropic_reasons, item));
-        }
 
-        item = cJSON_GetObjectItemCaseSensitive(root, "usage");
-
-        if (rc == 0 && cJSON_IsObject(item)) {
-            llm_tx_messages_usage(t, item);
+        } else if (rc == 0 && cJSON_IsObject(usage) && t->finished) {
             t->have_usage = 1;
             rc = llm_tx_conclude(t, o);
         }
@@ -660,6 +724,11 @@ llm_tx_text(llm_tx_stream_t *t, llm_tx_out_t *o, const char *s)
     size_t        n;
     llm_tx_stream_item_t  *it;
 
+    /* after the finish: the client's stream is past its content */
+    if (t->finished) {
+        return 0;
+    }
+
     n = strlen(s);
 
     if (t->open != LLM_TX_TEXT) {
@@ -740,6 +809,10 @@ llm_tx_tool(llm_tx_stream_t *t, llm_tx_out_t *o, const char *id,
 {
     int    rc;
     char   hex[17];
+
+    if (t->finished) {
+        return 0;
+    }
 
     rc = llm_tx_close(t, o);
     if (rc != 0) {
@@ -915,6 +988,23 @@ llm_tx_finish(llm_tx_stream_t *t, llm_tx_out_t *o, unsigned reason)
     }
 
     t->finished = 1;
+
+    /*
+     * Backends may end tool calls with "stop" (a forced tool_choice,
+     * several OpenAI-compatible servers): the client's agent loop waits
+     * for tool_use, as llm_tx_body.c gives for a whole answer; and
+     * Messages has a refusal stop reason where Chat has refusal deltas.
+     */
+
+    if (reason == llm_tx_stop && t->refused
+        && t->cf.to == LLM_API_ANTHROPIC)
+    {
+        reason = llm_tx_filter;
+
+    } else if (reason == llm_tx_stop && t->ntools > 0) {
+        reason = llm_tx_tool_use;
+    }
+
     t->reason = reason;
 
     if (t->cf.to == LLM_API_RESPONSES && t->open != LLM_TX_NONE
@@ -943,8 +1033,16 @@ llm_tx_finish(llm_tx_stream_t *t, llm_tx_out_t *o, unsigned reason)
 static int
 llm_tx_conclude(llm_tx_stream_t *t, llm_tx_out_t *o)
 {
+    int  rc;
+
     if (!t->finished || !t->have_usage || t->concluded) {
         return 0;
+    }
+
+    /* nothing opens after the finish; closed again all the same */
+    rc = llm_tx_close(t, o);
+    if (rc != 0) {
+        return rc;
     }
 
     t->concluded = 1;
@@ -1065,17 +1163,7 @@ llm_tx_backend_error(llm_tx_stream_t *t, llm_tx_out_t *o,
         code = code ? code : (type ? type : "server_error");
 
         /* as llm_sse_error_event(): "error" makes the SDKs raise it */
-        llm_tx_resp_event(t, o, "error");
-        llm_tx_puts(o, ",\"code\":");
-        llm_tx_put_str(o, code, strlen(code));
-        llm_tx_puts(o, ",\"message\":");
-        llm_tx_put_str(o, message, strlen(message));
-        llm_tx_puts(o, ",\"param\":null,\"error\":{\"message\":");
-        llm_tx_put_str(o, message, strlen(message));
-        llm_tx_puts(o, ",\"type\":\"server_error\",\"param\":null,"
-                       "\"code\":");
-        llm_tx_put_str(o, code, strlen(code));
-        llm_tx_puts(o, "}}\n\n");
+        llm_tx_resp_error(t, o, code, message);
         break;
 
     default:
@@ -1111,12 +1199,36 @@ llm_tx_fail(llm_tx_stream_t *t, llm_tx_out_t *o, const char *message)
 
     llm_tx_abort(t, o);
 
-    n = llm_sse_error_event(t->cf.to, message, buf, sizeof(buf));
+    if (t->cf.to == LLM_API_RESPONSES) {
+        /* llm_sse_error_event()'s shape, in the stream's numbering */
+        llm_tx_resp_error(t, o, "upstream_error", message);
 
-    llm_tx_put(o, buf, n);
+    } else {
+        n = llm_sse_error_event(t->cf.to, message, buf, sizeof(buf));
+        llm_tx_put(o, buf, n);
+    }
+
     t->errored = 1;
 
     return 0;
+}
+
+
+static void
+llm_tx_resp_error(llm_tx_stream_t *t, llm_tx_out_t *o, const char *code,
+    const char *message)
+{
+    llm_tx_resp_event(t, o, "error");
+    llm_tx_puts(o, ",\"code\":");
+    llm_tx_put_str(o, code, strlen(code));
+    llm_tx_puts(o, ",\"message\":");
+    llm_tx_put_str(o, message, strlen(message));
+    llm_tx_puts(o, ",\"param\":null,\"error\":{\"message\":");
+    llm_tx_put_str(o, message, strlen(message));
+    llm_tx_puts(o, ",\"type\":\"server_error\",\"param\":null,"
+                   "\"code\":");
+    llm_tx_put_str(o, code, strlen(code));
+    llm_tx_puts(o, "}}\n\n");
 }
 
 
@@ -1644,6 +1756,25 @@ llm_tx_string(const cJSON *obj, const char *name)
     item = cJSON_GetObjectItemCaseSensitive(obj, name);
 
     return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+
+/* FNV-1a, never 0: 0 is "none given" */
+
+static uint64_t
+llm_tx_hash(const char *s)
+{
+    uint64_t  h;
+
+    if (s == NULL || s[0] == '\0') {
+        return 0;
+    }
+
+    for (h = 0xcbf29ce484222325ULL; *s; s++) {
+        h = (h ^ (unsigned char) *s) * 0x100000001b3ULL;
+    }
+
+    return h | 1;
 }
 
 

@@ -11,14 +11,24 @@
  * Decisions:
  *   - Messages blocks cannot interleave: a Chat tool call of a new index
  *     closes the open block; a later piece of a closed index is an error.
+ *     A piece of the open index (or of none) with another id or name is
+ *     a new call.
  *   - Chat choices other than index 0 are ignored; thinking blocks and
  *     Chat's reasoning deltas have no equivalent in the other stream and
  *     are skipped; Chat's refusal deltas are text.
+ *   - A "stop" (end_turn) after tool calls is tool_use (tool_calls), and
+ *     after a Chat refusal Messages' refusal, as llm_tx_body.c has it.
+ *   - The finish ends the content: text and tool calls after it are
+ *     dropped, so nothing opens after message_delta or the finish chunk.
+ *   - Usage is cumulative: the last given before the end counts, and only
+ *     usage with or after the finish concludes (backends that repeat
+ *     their usage on every chunk).
  *   - An error (invalid JSON, an event llm_sse skipped as too large, an
  *     interleaved tool call, too many output items) closes what
  *     llm_tx_stream_abort() closes and writes llm_sse_error_event() of the
- *     client's dialect; the backend's own in-band error is translated.
- *     Either ends the client's stream (done).
+ *     client's dialect (for Responses with its sequence_number); the
+ *     backend's own in-band error is translated.  Either ends the
+ *     client's stream (done).
  *   - Responses' done events and final object repeat every text and
  *     argument: they are kept in memory from cf->grow, at most cf->max
  *     bytes; the memory (t->mem) is the caller's to free.
@@ -65,6 +75,8 @@ typedef struct {
     uint64_t        seq;            /* Responses' sequence_number */
     uint64_t        tools_seen;     /* Chat tool-call indexes started */
     int             tool_index;     /* Chat's open tool call, or -1 */
+    uint64_t        tool_id;        /* hashes of its id and name, or 0 */
+    uint64_t        tool_name;
     unsigned        block;          /* Messages: the next block's index */
     unsigned        ntools;         /* Chat: tool calls given so far */
 
@@ -74,6 +86,7 @@ typedef struct {
     unsigned        from_block;     /* Messages backend: its open block */
 
     unsigned        started:1;
+    unsigned        refused:1;      /* Chat gave a refusal delta */
     unsigned        finished:1;     /* the stop reason is known */
     unsigned        have_usage:1;   /* the final usage came */
     unsigned        concluded:1;    /* message_delta, the usage chunk or
@@ -128,6 +141,15 @@ int llm_tx_stream_done(const llm_tx_stream_t *t);
  * before).
  */
 int llm_tx_stream_abort(llm_tx_stream_t *t, llm_tx_out_pt out, void *ctx);
+
+/*
+ * llm_tx_stream_abort() and the gateway's error event, message (plain
+ * ASCII) in the client's dialect: llm_sse_error_event()'s shape, with
+ * Responses' sequence_number continuing the stream's.  Nothing if the
+ * client's stream is done already.  Returns 0, or -1 if out failed.
+ */
+int llm_tx_stream_fail(llm_tx_stream_t *t, const char *message,
+    llm_tx_out_pt out, void *ctx);
 
 
 #endif /* _LLM_TX_STREAM_H_INCLUDED_ */

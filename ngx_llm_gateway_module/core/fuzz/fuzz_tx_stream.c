@@ -9,7 +9,13 @@
  * comes out must be a stream of the client's dialect: every event whole
  * JSON (or Chat's [DONE]), named by its type where the dialect names
  * events, nothing after the terminal event, and a stream that ends
- * between events; done, it was read as done or as an error.
+ * between events; done, it was read as done or as an error.  And in
+ * order: Messages' message_start first, blocks started only when none is
+ * open and with the next index, deltas and stops of the open one,
+ * message_delta once with no block open, message_stop after it;
+ * Responses' sequence_number on every event, from 0 without a gap, items
+ * added when none is open and done before response.completed; Chat's
+ * content not after its finish.
  */
 
 
@@ -48,6 +54,14 @@ typedef struct {
 typedef struct {
     llm_api_e         api;
     int               bad;
+    const char       *why;      /* the first order broken */
+
+    int               started;
+    int               open;     /* the open block (Messages) or item */
+    int               next;     /* Messages: the next block's index */
+    int               delta;    /* message_delta, Chat's finish seen */
+    int               end;      /* the terminal event seen */
+    int64_t           seq;      /* Responses: the next sequence_number */
 } fuzz_reader_t;
 
 
@@ -58,6 +72,12 @@ static void fuzz_event(void *ctx, const char *event, size_t event_len,
     const char *data, size_t len, unsigned skipped);
 static void fuzz_read(void *ctx, const char *event, size_t event_len,
     const char *data, size_t len, unsigned skipped);
+static const char *fuzz_order(fuzz_reader_t *r, const cJSON *root,
+    const char *type);
+static const char *fuzz_order_messages(fuzz_reader_t *r, const cJSON *root,
+    const char *type);
+static const char *fuzz_order_responses(fuzz_reader_t *r, const cJSON *root,
+    const char *type);
 static int fuzz_out(void *ctx, const char *p, size_t len);
 static char *fuzz_grow(void *ctx, char *old, size_t len, size_t size);
 static void fuzz_fail(const char *what);
@@ -125,6 +145,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf = malloc(FUZZ_MEM * 16);
     memset(&r, 0, sizeof(fuzz_reader_t));
     r.api = cf.to;
+    r.open = -1;
 
     llm_sse_init(&p, cf.to, buf, FUZZ_MEM * 16);
     p.on_event = fuzz_read;
@@ -140,6 +161,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (r.bad) {
         fuzz_fail("an output event is not JSON of its type");
+    }
+
+    if (r.why) {
+        fuzz_fail(r.why);
     }
 
     if (rc == 0 && done && !p.usage.done && !p.usage.error) {
@@ -257,6 +282,8 @@ fuzz_read(void *ctx, const char *event, size_t event_len, const char *data,
 
     if (r->api == LLM_API_OPENAI && len == 6 && memcmp(data, "[DONE]", 6) == 0)
     {
+        r->why = r->why ? r->why : r->end ? "an event after the end" : NULL;
+        r->end = 1;
         return;
     }
 
@@ -284,7 +311,206 @@ fuzz_read(void *ctx, const char *event, size_t event_len, const char *data,
         }
     }
 
+    if (r->why == NULL) {
+        type = cJSON_GetObjectItemCaseSensitive(root, "type");
+        r->why = fuzz_order(r, root, cJSON_IsString(type) ? type->valuestring
+                                                         : "");
+    }
+
     cJSON_Delete(root);
+}
+
+
+/* NULL, or what the event breaks of the order of its dialect's stream */
+
+static const char *
+fuzz_order(fuzz_reader_t *r, const cJSON *root, const char *type)
+{
+    const cJSON  *choice, *delta, *finish;
+
+    if (r->end) {
+        return "an event after the end";
+    }
+
+    if (r->api == LLM_API_ANTHROPIC) {
+        return fuzz_order_messages(r, root, type);
+    }
+
+    if (r->api == LLM_API_RESPONSES) {
+        return fuzz_order_responses(r, root, type);
+    }
+
+    if (cJSON_GetObjectItemCaseSensitive(root, "error")) {
+        r->end = 1;
+        return NULL;
+    }
+
+    choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root,
+                                                                 "choices"),
+                                0);
+    delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+    finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+
+    if (r->delta
+        && (cJSON_GetObjectItemCaseSensitive(delta, "content")
+            || cJSON_GetObjectItemCaseSensitive(delta, "tool_calls")))
+    {
+        return "Chat: content after the finish";
+    }
+
+    if (cJSON_IsString(finish)) {
+        if (r->delta) {
+            return "Chat: a second finish";
+        }
+
+        r->delta = 1;
+    }
+
+    return NULL;
+}
+
+
+static const char *
+fuzz_order_messages(fuzz_reader_t *r, const cJSON *root, const char *type)
+{
+    int           index;
+    const cJSON  *v;
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "index");
+    index = cJSON_IsNumber(v) ? (int) v->valuedouble : -2;
+
+    if (strcmp(type, "error") == 0) {
+        r->end = 1;
+        return NULL;
+    }
+
+    if (strcmp(type, "ping") == 0) {
+        return NULL;
+    }
+
+    if (strcmp(type, "message_start") == 0) {
+        if (r->started) {
+            return "Messages: a second message_start";
+        }
+
+        r->started = 1;
+        return NULL;
+    }
+
+    if (!r->started) {
+        return "Messages: an event before message_start";
+    }
+
+    if (strcmp(type, "content_block_start") == 0) {
+        if (r->delta) {
+            return "Messages: a block after message_delta";
+        }
+
+        if (r->open >= 0) {
+            return "Messages: a block started with one open";
+        }
+
+        if (index != r->next) {
+            return "Messages: a block started out of order";
+        }
+
+        r->open = r->next++;
+        return NULL;
+    }
+
+    if (strcmp(type, "content_block_delta") == 0
+        || strcmp(type, "content_block_stop") == 0)
+    {
+        if (r->open < 0 || index != r->open) {
+            return "Messages: a delta or stop of a block not open";
+        }
+
+        r->open = (type[14] == 's') ? -1 : r->open;
+        return NULL;
+    }
+
+    if (strcmp(type, "message_delta") == 0) {
+        if (r->open >= 0) {
+            return "Messages: message_delta with a block open";
+        }
+
+        if (r->delta) {
+            return "Messages: a second message_delta";
+        }
+
+        r->delta = 1;
+        return NULL;
+    }
+
+    if (strcmp(type, "message_stop") == 0) {
+        if (!r->delta) {
+            return "Messages: message_stop without message_delta";
+        }
+
+        r->end = 1;
+        return NULL;
+    }
+
+    return "Messages: an unknown event";
+}
+
+
+static const char *
+fuzz_order_responses(fuzz_reader_t *r, const cJSON *root, const char *type)
+{
+    const cJSON  *v;
+
+    v = cJSON_GetObjectItemCaseSensitive(root, "sequence_number");
+
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double) r->seq) {
+        return "Responses: sequence_number missing or out of order";
+    }
+
+    r->seq++;
+
+    if (strcmp(type, "error") == 0) {
+        r->end = 1;
+        return NULL;
+    }
+
+    if (strcmp(type, "response.completed") == 0
+        || strcmp(type, "response.incomplete") == 0)
+    {
+        if (r->open >= 0) {
+            return "Responses: the end with an item open";
+        }
+
+        r->end = 1;
+        return NULL;
+    }
+
+    if (strcmp(type, "response.output_item.added") == 0) {
+        if (r->open >= 0) {
+            return "Responses: an item added with one open";
+        }
+
+        r->open = r->next++;
+        return NULL;
+    }
+
+    if (strcmp(type, "response.output_item.done") == 0) {
+        if (r->open < 0) {
+            return "Responses: an item done not open";
+        }
+
+        r->open = -1;
+        return NULL;
+    }
+
+    if (strncmp(type, "response.output_text.", 21) == 0
+        || strncmp(type, "response.content_part.", 22) == 0
+        || strncmp(type, "response.function_call_arguments.", 33) == 0)
+    {
+        return (r->open < 0) ? "Responses: an item's event, none open"
+                             : NULL;
+    }
+
+    return NULL;
 }
 
 

@@ -271,6 +271,25 @@ static const tx_case_t  chat_cases[] = {
     { O, A, "{'model':'x','messages':{}}", NULL, "messages" },
     { O, A, "{'model':'x','messages':[{'content':'q'}]}", NULL,
       "messages[0].role" },
+
+    /* tool call ids Anthropic would refuse: named here */
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'},{'role':"
+            "'assistant','tool_calls':[{'id':'functions.get_weather:0',"
+            "'type':'function','function':{'name':'f','arguments':'{}'}}]}]}",
+      NULL, "messages[1].tool_calls[0].id" },
+    { O, A, "{'model':'x','messages':[{'role':'user','content':'q'},{'role':"
+            "'assistant','tool_calls':[{'id':'','type':'function','function':"
+            "{'name':'f','arguments':'{}'}}]}]}", NULL,
+      "messages[1].tool_calls[0].id" },
+    { O, A, "{'model':'x','messages':[{'role':'tool','tool_call_id':"
+            "'call 1','content':'r'}]}", NULL, "messages[0].tool_call_id" },
+    { O, A, "{'model':'x','messages':[{'role':'tool','tool_call_id':'',"
+            "'content':'r'}]}", NULL, "messages[0].tool_call_id" },
+    { O, A, "{'model':'x','messages':[{'role':'tool','tool_call_id':"
+            "'toolu_01-A_z9','content':'r'}]}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "[{'type':'tool_result','tool_use_id':'toolu_01-A_z9','content':"
+      "'r'}]}]}", NULL },
 };
 
 
@@ -474,7 +493,8 @@ static const tx_case_t  resp_cases[] = {
     { R, O, RESP_ITEMS,
       "{'model':'M','messages':[{'role':'user','content':[{'type':'text',"
       "'text':'look'},{'type':'image_url','image_url':{'url':"
-      "'data:image/png;base64,iVBO'}},{'type':'file','file':{'filename':"
+      "'data:image/png;base64,iVBO','detail':'auto'}},{'type':'file',"
+      "'file':{'filename':"
       "'a.pdf','file_data':'data:application/pdf;base64,JVBE'}}]},{'role':"
       "'assistant','content':[{'type':'text','text':'ok'}],'tool_calls':"
       "[{'id':'call_1','type':'function','function':{'name':'f',"
@@ -488,7 +508,8 @@ static const tx_case_t  resp_cases[] = {
       "'developer','content':'D'}],'max_completion_tokens':100,'tools':"
       "[{'type':'function','function':{'name':'f','description':'F',"
       "'parameters':{'type':'object'},'strict':true}},{'type':'function',"
-      "'function':{'name':'g'}}],'tool_choice':{'type':'function',"
+      "'function':{'name':'g','strict':true}}],'tool_choice':{'type':"
+      "'function',"
       "'function':{'name':'f'}},'parallel_tool_calls':false,'temperature':"
       "0.3,'top_p':1,'user':'u','stream':true,'stream_options':"
       "{'include_usage':true}}", NULL },
@@ -602,6 +623,48 @@ static const tx_case_t  resp_cases[] = {
       "{'model':'M','messages':[{'role':'user','content':[{'type':"
       "'image_url','image_url':{'url':'ftp://x'}}]}],"
       "'max_completion_tokens':100}", NULL },
+
+    /* an image's detail: Chat's too (it sets the cost), Messages' none */
+    { R, O, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://a/b.png','detail':'low'}]}]}",
+      "{'model':'M','messages':[{'role':'user','content':[{'type':"
+      "'image_url','image_url':{'url':'https://a/b.png','detail':'low'}}]}],"
+      "'max_completion_tokens':100}", NULL },
+    { R, O, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://a/b.png','detail':'tiny'}]}]}",
+      NULL, "input[0].content[0].detail" },
+    { R, O, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://a/b.png','detail':1}]}]}",
+      NULL, "input[0].content[0].detail" },
+    { R, A, "{'model':'x','input':[{'role':'user','content':[{'type':"
+            "'input_image','image_url':'https://a/b.png','detail':'low'}]}]}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "[{'type':'image','source':{'type':'url','url':'https://a/b.png'}}]}]}",
+      NULL },
+
+    /* functions: strict unless said not, as Responses has it */
+    { R, O, "{'model':'x','input':'q','tools':[{'type':'function','name':"
+            "'f','strict':false},{'type':'function','name':'g'}]}",
+      "{'model':'M','messages':[{'role':'user','content':'q'}],"
+      "'max_completion_tokens':100,'tools':[{'type':'function','function':"
+      "{'name':'f','strict':false}},{'type':'function','function':{'name':"
+      "'g','strict':true}}]}", NULL },
+    { R, A, "{'model':'x','input':'q','tools':[{'type':'function','name':"
+            "'g'}]}",
+      "{'model':'M','max_tokens':100,'messages':[{'role':'user','content':"
+      "'q'}],'tools':[{'name':'g','input_schema':{'type':'object',"
+      "'properties':{}}}]}", NULL },
+
+    /* call ids: Messages' rule, named in Responses' terms; Chat any */
+    { R, A, "{'model':'x','input':[{'role':'user','content':'q'},{'type':"
+            "'function_call','call_id':'functions.f:0','name':'f',"
+            "'arguments':'{}'}]}", NULL, "input[1].call_id" },
+    { R, A, "{'model':'x','input':[{'type':'function_call_output',"
+            "'call_id':'c/1','output':'r'}]}", NULL, "input[0].call_id" },
+    { R, O, "{'model':'x','input':[{'type':'function_call_output',"
+            "'call_id':'c/1','output':'r'}]}",
+      "{'model':'M','messages':[{'role':'tool','tool_call_id':'c/1',"
+      "'content':'r'}],'max_completion_tokens':100}", NULL },
 };
 
 
@@ -755,6 +818,42 @@ tx_messages(void)
     tap_is(rc, -1, "a long member refused");
     tap_is(strlen(out.param), LLM_TX_PARAM_MAX - 1, "its name cut to fit");
     tap_ok(strlen(out.message) < LLM_TX_MESSAGE_MAX, "the message fits");
+    free(body);
+}
+
+
+/* a tool call id's length: Anthropic takes 256 bytes */
+
+static void
+tx_tool_id_len(void)
+{
+    int                    rc;
+    char                  *body;
+    size_t                 n;
+    llm_tx_request_t       out;
+    llm_tx_request_conf_t  cf;
+
+    cf = tx_conf(O, A);
+    body = malloc(1024);
+
+    for (n = 256; n <= 257; n++) {
+        sprintf(body, "{\"model\":\"x\",\"messages\":[{\"role\":\"tool\","
+                "\"tool_call_id\":\"%0*d\",\"content\":\"r\"}]}",
+                (int) n, 0);
+        rc = llm_tx_request(&cf, body, strlen(body), &out);
+
+        if (n == 256) {
+            tap_ok(rc == 0, "a tool call id of 256 bytes passes");
+            cJSON_free(out.body);
+
+        } else {
+            tap_ok(rc == -1
+                   && strcmp(out.param, "messages[0].tool_call_id") == 0
+                   && strstr(out.message, "1 to 256 letters") != NULL,
+                   "one of 257 is refused, naming it: %s", out.message);
+        }
+    }
+
     free(body);
 }
 
@@ -1085,6 +1184,7 @@ main(void)
              "responses");
 
     tx_messages();
+    tx_tool_id_len();
     tx_pairs();
     tx_conf_cases();
     tx_round_trip();

@@ -827,6 +827,7 @@ test_errors(void)
     sse_cap = BUF_SIZE;
     tap_ok(rc == 0 && last_done
            && strstr(got, "event: error\ndata: {\"type\":\"error\","
+                     "\"sequence_number\":0,"
                      "\"code\":\"upstream_error\",\"message\":\"upstream "
                      "event too large\"") != NULL,
            "an event too large for llm_sse: the error event, done");
@@ -1165,6 +1166,243 @@ test_abort(void)
 }
 
 
+/* the finish: its stop reason, its usage, and nothing after it */
+
+#define CHAT_CUMUL(d, n)                                                      \
+    "data: {'choices':[{'index':0,'delta':{" d "}}],'usage':"                 \
+    "{'prompt_tokens':50,'completion_tokens':" n "}}\n\n"
+
+#define CHAT_CUMUL_FINISH(n)                                                  \
+    "data: {'choices':[{'index':0,'delta':{},'finish_reason':'stop'}],"       \
+    "'usage':{'prompt_tokens':50,'completion_tokens':" n "}}\n\n"
+
+#define CHAT_NOINDEX(id, name, a)                                             \
+    CHAT_HEAD "'choices':[{'index':0,'delta':{'tool_calls':[{'id':'" id       \
+    "','type':'function','function':{'name':'" name "','arguments':'" a       \
+    "'}}]}}]}\n\n"
+
+static void
+test_finish(void)
+{
+    int            rc;
+    char          *got;
+    llm_tx_conf_t  cf;
+
+    /* tool calls ended by "stop": tool_use, as for a whole answer */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_ROLE CHAT_TOOL_START("0", "call_a", "f")
+                   CHAT_TOOL_ARGS("0", "{}") CHAT_FINISH("stop") CHAT_USAGE
+                   CHAT_DONE, &rc);
+    tap_ok(rc == 0 && strstr(got, "\"stop_reason\":\"tool_use\"") != NULL
+           && count(got, "end_turn") == 0,
+           "tool calls finished by stop: stop_reason tool_use");
+    free(got);
+
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("stop") CHAT_DONE,
+              &rc);
+    tap_ok(strstr(got, "\"stop_reason\":\"end_turn\"") != NULL,
+           "text finished by stop: still end_turn");
+    free(got);
+
+    got = run(&cf, CHAT_ROLE
+                   CHAT_HEAD "'choices':[{'index':0,'delta':{'refusal':"
+                   "'No.'}}]}\n\n" CHAT_FINISH("stop") CHAT_DONE, &rc);
+    tap_ok(strstr(got, "\"stop_reason\":\"refusal\"") != NULL
+           && strstr(got, "\"text\":\"No.\"") != NULL,
+           "a refusal finished by stop: its text, stop_reason refusal");
+    free(got);
+
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, MSG_START MSG_BLOCK_TOOL("0", "toolu_1", "f")
+                   MSG_ARGS("0", "{}") MSG_STOP_BLOCK("0")
+                   MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"finish_reason\":\"tool_calls\"") != NULL,
+           "Messages tool_use ended by end_turn: Chat's tool_calls");
+    free(got);
+
+    conf(&cf, OPENAI, RESPONSES);
+    got = run(&cf, CHAT_ROLE CHAT_TOOL_START("0", "call_a", "f")
+                   CHAT_TOOL_ARGS("0", "{}") CHAT_FINISH("stop") CHAT_USAGE
+                   CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "event: response.completed") == 1
+           && strstr(got, "\"type\":\"function_call\",\"status\":"
+                     "\"completed\"") != NULL,
+           "Responses: tool calls finished by stop, completed");
+    free(got);
+
+    /* cumulative usage on every chunk: the finish chunk's is final */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_CUMUL("'content':'Hel'", "1")
+                   CHAT_CUMUL("'content':'lo'", "3") CHAT_CUMUL_FINISH("4")
+                   CHAT_DONE, &rc);
+    tap_ok(strstr(got, "\"output_tokens\":4}") != NULL
+           && count(got, "\"output_tokens\":3") == 0
+           && count(got, "event: message_delta") == 1,
+           "cumulative usage, Messages: the finish chunk's figure");
+    free(got);
+
+    conf(&cf, OPENAI, RESPONSES);
+    got = run(&cf, CHAT_CUMUL("'content':'Hel'", "1")
+                   CHAT_CUMUL("'content':'lo'", "3") CHAT_CUMUL_FINISH("4")
+                   CHAT_DONE, &rc);
+    tap_ok(strstr(got, "\"output_tokens\":4,") != NULL
+           && count(got, "\"output_tokens\":3") == 0,
+           "cumulative usage, Responses: the finish chunk's figure");
+    free(got);
+
+    /* usage before the finish, none with it: the last, at [DONE] */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_CUMUL("'content':'Hel'", "2") CHAT_FINISH("stop")
+                   CHAT_CUMUL("", "5") CHAT_DONE, &rc);
+    tap_ok(strstr(got, "\"output_tokens\":5}") != NULL
+           && count(got, "\"output_tokens\":2") == 0,
+           "usage after the finish: the later figure");
+    free(got);
+
+    conf(&cf, ANTHROPIC, RESPONSES);
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "x")
+                   MSG_STOP_BLOCK("0")
+                   "event: message_delta\ndata: {'type':'message_delta',"
+                   "'delta':{},'usage':{'output_tokens':2}}\n\n"
+                   "event: message_delta\ndata: {'type':'message_delta',"
+                   "'delta':{'stop_reason':'end_turn'},'usage':"
+                   "{'output_tokens':6}}\n\n" MSG_STOP, &rc);
+    tap_ok(strstr(got, "\"output_tokens\":6,") != NULL
+           && count(got, "\"output_tokens\":2") == 0,
+           "Messages usage before its stop reason: not final");
+    free(got);
+
+    /* content after the finish: dropped, nothing opens after it */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("stop") CHAT_USAGE
+                   CHAT_TEXT(" more") CHAT_TOOL_START("0", "call_a", "f")
+                   CHAT_DONE, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "more") == 0
+           && count(got, "event: content_block_start") == 1
+           && count(got, "event: content_block_stop") == 1
+           && strstr(strstr(got, "message_delta"), "content_block") == NULL,
+           "text and a tool after the finish: dropped");
+    free(got);
+
+    conf(&cf, OPENAI, RESPONSES);
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("stop")
+                   CHAT_TEXT(" more") CHAT_USAGE CHAT_DONE, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "more") == 0
+           && count(got, "event: response.output_item.added") == 1
+           && count(got, "event: response.output_item.done") == 1,
+           "Responses: text after the finish dropped, items paired");
+    free(got);
+
+    conf(&cf, ANTHROPIC, OPENAI);
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   MSG_STOP_BLOCK("0") MSG_DELTA("end_turn")
+                   MSG_BLOCK_TEXT("1") MSG_TEXT("1", "more")
+                   MSG_STOP_BLOCK("1") MSG_STOP, &rc);
+    tap_ok(rc == 0 && last_done && count(got, "more") == 0
+           && count(got, "[DONE]") == 1,
+           "a Messages block after message_delta: dropped for Chat");
+    free(got);
+
+    /* tool calls without index: one call per id */
+    conf(&cf, OPENAI, ANTHROPIC);
+    got = run(&cf, CHAT_ROLE CHAT_NOINDEX("call_a", "get_weather", "{}")
+                   CHAT_NOINDEX("call_b", "delete_all", "[]")
+                   CHAT_FINISH("tool_calls") CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "\"type\":\"tool_use\"") == 2
+           && strstr(got, "\"id\":\"call_b\",\"name\":\"delete_all\"")
+              != NULL
+           && count(got, "\"partial_json\":\"{}\"") == 1,
+           "two calls without index: two tool_use blocks");
+    free(got);
+
+    got = run(&cf, CHAT_ROLE CHAT_NOINDEX("call_a", "f", "{")
+                   CHAT_NOINDEX("call_a", "f", "}")
+                   CHAT_TOOL_START("0", "call_a", "") CHAT_TOOL_ARGS("0", " ")
+                   CHAT_FINISH("tool_calls") CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "\"type\":\"tool_use\"") == 1
+           && count(got, "input_json_delta") == 3,
+           "the same id and name again: the same call");
+    free(got);
+
+    got = run(&cf, CHAT_ROLE CHAT_TOOL_START("0", "call_a", "f")
+                   CHAT_TOOL_START("0", "", "g") CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "\"type\":\"tool_use\"") == 2
+           && strstr(got, "\"name\":\"g\"") != NULL,
+           "the same index, another name: another call");
+    free(got);
+
+    conf(&cf, OPENAI, RESPONSES);
+    got = run(&cf, CHAT_ROLE CHAT_NOINDEX("call_a", "get_weather", "{}")
+                   CHAT_NOINDEX("call_b", "delete_all", "[]")
+                   CHAT_FINISH("tool_calls") CHAT_USAGE CHAT_DONE, &rc);
+    tap_ok(rc == 0 && count(got, "event: response.output_item.done") == 2
+           && strstr(got, "\"arguments\":\"[]\",\"call_id\":\"call_b\","
+                     "\"name\":\"delete_all\"") != NULL,
+           "Responses: two calls without index, two function_call items");
+    free(got);
+
+    /* the translator's own error: in the stream's numbering */
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("a") "data: {not json\n\n", &rc);
+    tap_ok(rc == 0 && last_done
+           && strstr(got, "event: error\ndata: {\"type\":\"error\","
+                     "\"sequence_number\":5,\"code\":\"upstream_error\"")
+              != NULL,
+           "Responses: the error event continues sequence_number");
+    free(got);
+}
+
+
+static void
+test_fail(void)
+{
+    int              rc;
+    char            *s;
+    out_t            out;
+    llm_tx_conf_t    cf;
+    llm_tx_stream_t  t;
+
+    conf(&cf, OPENAI, RESPONSES);
+    llm_tx_stream_init(&t, &cf);
+    memset(&out, 0, sizeof(out_t));
+
+    s = quotes("{'choices':[{'index':0,'delta':{'content':'a'}}]}");
+    llm_tx_stream_event(&t, "", 0, s, strlen(s), 0, out_add, &out);
+    out.len = 0;
+    rc = llm_tx_stream_fail(&t, "upstream timed out", out_add, &out);
+
+    tap_ok(rc == 0 && llm_tx_stream_done(&t) && llm_tx_stream_errored(&t)
+           && strncmp(out.p, "event: error\ndata: {\"type\":\"error\","
+                      "\"sequence_number\":5,\"code\":\"upstream_error\","
+                      "\"message\":\"upstream timed out\"", 91) == 0,
+           "llm_tx_stream_fail, Responses: the error, numbered");
+
+    out.len = 0;
+    out.p[0] = '\0';
+    rc = llm_tx_stream_fail(&t, "again", out_add, &out);
+    tap_ok(rc == 0 && out.len == 0, "llm_tx_stream_fail once done: nothing");
+
+    free(out.p);
+    free(s);
+    free(t.mem);
+
+    conf(&cf, OPENAI, ANTHROPIC);
+    llm_tx_stream_init(&t, &cf);
+    memset(&out, 0, sizeof(out_t));
+    s = quotes("{'choices':[{'index':0,'delta':{'content':'a'}}]}");
+    llm_tx_stream_event(&t, "", 0, s, strlen(s), 0, out_add, &out);
+    out.len = 0;
+    rc = llm_tx_stream_fail(&t, "upstream timed out", out_add, &out);
+    tap_is_str(out.p, "event: content_block_stop\ndata: {\"type\":"
+               "\"content_block_stop\",\"index\":0}\n\nevent: error\n"
+               "data: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+               "\"message\":\"upstream timed out\"}}\n\n",
+               "llm_tx_stream_fail, Messages: the block closed, the error");
+    free(out.p);
+    free(s);
+    free(t.mem);
+}
+
+
 /* --golden: the outputs as C strings, ' for " */
 
 static void
@@ -1282,6 +1520,8 @@ main(int argc, char **argv)
     test_memory();
     test_streams();
     test_abort();
+    test_finish();
+    test_fail();
 
     return tap_done();
 }
