@@ -1027,16 +1027,25 @@ ngx_http_llm_gateway_stream_end(ngx_http_request_t *r,
     ngx_snprintf(msg, sizeof(msg), "The upstream failed before the response "
                  "was complete (%s); request %V.%Z", why, &ctx->request_id);
 
-    n = llm_sse_error_event(ctx->req.api, (char *) msg, event, sizeof(event));
-
-    if (ngx_http_llm_gateway_out_copy(o, closing, ngx_strlen(closing))
-        != NGX_OK
-        || ngx_http_llm_gateway_out_copy(o, event, n) != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
     ctx->error_event = 1;
+
+    /* a translation closes what it left open, and numbers the event */
+    if (!ctx->translated
+        || ngx_http_llm_gateway_translate_stream_fail(ctx, (char *) msg,
+                                                   ngx_http_llm_gateway_out_tx,
+                                                      o)
+           != NGX_OK)
+    {
+        n = llm_sse_error_event(ctx->req.api, (char *) msg, event,
+                                sizeof(event));
+
+        if (ngx_http_llm_gateway_out_copy(o, closing, ngx_strlen(closing))
+            != NGX_OK
+            || ngx_http_llm_gateway_out_copy(o, event, n) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
 
     ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                   "llm gateway: stream not finished by the upstream (%s), "

@@ -467,10 +467,9 @@ ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
 
 
 /*
- * The backend's stream ended: its last event if unterminated, then, if the
- * client's stream is not complete, what closes what it left open (the
- * caller then adds the gateway's error event in the client's dialect).
- * *done: how the client's stream had ended (translate_stream_done()).
+ * The backend's stream ended: its last event if unterminated.  *done: how
+ * the client's stream ended (translate_stream_done()); if not,
+ * translate_stream_fail() ends it.
  */
 
 ngx_int_t
@@ -484,16 +483,32 @@ ngx_http_llm_gateway_translate_stream_end(ngx_http_llm_gateway_ctx_t *ctx,
 
     llm_sse_finish(&ctx->sse);
 
-    /* how it ended, before what closes it */
     *done = ngx_http_llm_gateway_translate_stream_done(ctx);
 
-    if (tx->rc == 0 && !llm_tx_stream_done(&tx->stream)
-        && llm_tx_stream_abort(&tx->stream, out, data) != 0)
+    return tx->rc ? NGX_DECLINED : NGX_OK;
+}
+
+
+/*
+ * The client's stream did not end: what it left open is closed and the
+ * gateway's error event follows, in its dialect.  NGX_DECLINED: the
+ * translator cannot write any more (the caller writes the event itself).
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_translate_stream_fail(ngx_http_llm_gateway_ctx_t *ctx,
+    const char *message, llm_tx_out_pt out, void *data)
+{
+    ngx_http_llm_gateway_tx_t  *tx = ctx->tx;
+
+    if (tx->rc != 0
+        || llm_tx_stream_fail(&tx->stream, message, out, data) != 0)
     {
         tx->rc = -1;
+        return NGX_DECLINED;
     }
 
-    return tx->rc ? NGX_DECLINED : NGX_OK;
+    return NGX_OK;
 }
 
 

@@ -26,6 +26,9 @@ ngx_int_t ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
 ngx_int_t ngx_http_llm_gateway_translate_stream_end(
     ngx_http_llm_gateway_ctx_t *ctx, llm_tx_out_pt out, void *data,
     ngx_uint_t *done);
+ngx_int_t ngx_http_llm_gateway_translate_stream_fail(
+    ngx_http_llm_gateway_ctx_t *ctx, const char *message, llm_tx_out_pt out,
+    void *data);
 ngx_uint_t ngx_http_llm_gateway_translate_stream_done(
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_translate_body(ngx_http_request_t *r,
