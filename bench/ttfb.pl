@@ -9,8 +9,12 @@
 #
 #   /plain/v1/chat/completions   proxy_pass, proxy_buffering off
 #   /v1/chat/completions         llm_gateway zone=llm api=openai
-#   /tx/v1/chat/completions      the same, to a Messages backend: the
-#                                request and the stream translated
+#
+# and, on two servers of their own, the same location through a backend:
+#
+#   :native /v1/chat/completions      a backend of the client's API
+#   :translated /v1/chat/completions  a Messages backend: the request and
+#                                     the stream translated
 #
 # and build/bench/ttfb sends the same request to mockllm directly, to the
 # one and to the other, in turn, and prints the table.  At the end the
@@ -48,9 +52,10 @@ my %o = (
 # tier could never run short during the run.
 my $t = new_tenant(tier => 'bench');
 
+my @ports = (LLMGW::Nginx::free_port(), LLMGW::Nginx::free_port());
 my $server = nginx_server(keepalive => 64, request_id => 1,
                           plain => '/plain/v1/chat/completions',
-                          gateway => 1, translated => 1);
+                          gateway => 1, backends => \@ports);
 
 # log_level warn: Debian's nginx is built --with-debug, and a debug log
 # would be what is measured
@@ -73,7 +78,8 @@ my @cmd = ($client, '-n', $o{n}, '-w', $o{warmup}, '-g', $o{gap},
            "direct=http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
            'proxy_pass=' . $ng->url('/plain/v1/chat/completions'),
            'gateway=' . $ng->url('/v1/chat/completions'),
-           'translated=' . $ng->url('/tx/v1/chat/completions'));
+           "native=http://127.0.0.1:$ports[0]/v1/chat/completions",
+           "translated=http://127.0.0.1:$ports[1]/v1/chat/completions");
 
 # the key in the environment, not on a command line
 local $ENV{LLMGW_KEY} = $t->{key};
@@ -99,7 +105,8 @@ sub ledger {
 
     my $want = 0;
     for my $series (values %{ $r->{series} }) {
-        $want += $series->{targets}{$_}{requests} for qw(gateway translated);
+        $want += $series->{targets}{$_}{requests}
+            for qw(gateway native translated);
     }
 
     my $rows = ledger_rows($t->{id}, $want, 10, 0.1);

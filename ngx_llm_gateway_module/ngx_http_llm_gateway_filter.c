@@ -89,6 +89,8 @@ static ngx_int_t ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out);
 static ngx_buf_t *ngx_http_llm_gateway_tx_buf(ngx_http_llm_gateway_out_t *o,
     size_t len);
+static ngx_int_t ngx_http_llm_gateway_tx_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *out);
 static ngx_int_t ngx_http_llm_gateway_tx_failed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o);
 static void ngx_http_llm_gateway_held_failed(ngx_http_request_t *r,
@@ -490,10 +492,21 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return rc;
     }
 
+    if (ctx->streaming && ctx->translated) {
+        rc = ngx_http_llm_gateway_tx_body(r, ctx, in, &out);
+
+        if (rc == NGX_OK && (out != NULL || in == NULL)) {
+            rc = ngx_http_llm_gateway_tx_send(r, ctx, out);
+        }
+
+        ngx_http_llm_gateway_json_pool(NULL);
+        ngx_http_llm_gateway_flight_note(ctx);
+
+        return rc;
+    }
+
     if (ctx->streaming) {
-        rc = ctx->translated
-             ? ngx_http_llm_gateway_tx_body(r, ctx, in, &out)
-             : ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
+        rc = ngx_http_llm_gateway_stream_body(r, ctx, in, &out);
         ngx_http_llm_gateway_json_pool(NULL);
 
         ngx_http_llm_gateway_flight_note(ctx);
@@ -510,15 +523,6 @@ ngx_http_llm_gateway_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_llm_gateway_idem_keep(r, ctx, out);
 
         rc = ngx_http_next_body_filter(r, out);
-
-        if (ctx->translated) {
-            /* the translation's buffers, once sent, take the next events */
-            ngx_chain_update_chains(r->pool, &ctx->tx_free, &ctx->tx_busy,
-                                    &out,
-                                    (ngx_buf_tag_t)
-                                        &ngx_http_llm_gateway_module);
-            return rc;
-        }
 
         /*
          * The links are ours, and the filters below keep copies of them,
@@ -749,6 +753,7 @@ static ngx_int_t
 ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *in, ngx_chain_t **out)
 {
+    size_t                       used;
     ngx_int_t                    rc;
     ngx_buf_t                   *b, *last;
     ngx_uint_t                   flush, last_buf, last_in_chain, sync;
@@ -770,15 +775,34 @@ ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
     for (cl = in; cl; cl = cl->next) {
         b = cl->buf;
 
-        if (ngx_buf_in_memory(b) && ngx_buf_size(b)) {
+        while (ngx_buf_in_memory(b) && b->pos < b->last) {
+            /* the first event the client gets goes before the others */
             rc = ngx_http_llm_gateway_translate_stream(ctx, b->pos,
                                                        b->last - b->pos,
+                                                       !ctx->tx_sent, &used,
                                                    ngx_http_llm_gateway_out_tx,
                                                        &o);
+            b->pos += used;
+
             if (rc == NGX_DECLINED
                 && ngx_http_llm_gateway_tx_failed(r, ctx, &o) != NGX_OK)
             {
                 return NGX_ERROR;
+            }
+
+            if (!ctx->tx_sent && o.last_buf != NULL) {
+                ctx->tx_sent = 1;
+                o.last_buf->flush = 1;
+                *o.last = NULL;
+
+                if (ngx_http_llm_gateway_tx_send(r, ctx, *out) == NGX_ERROR) {
+                    return NGX_ERROR;
+                }
+
+                o.last = out;
+                o.last_buf = NULL;
+                o.tx = NULL;
+                *out = NULL;
             }
         }
 
@@ -821,6 +845,28 @@ ngx_http_llm_gateway_tx_body(ngx_http_request_t *r,
     *o.last = NULL;
 
     return NGX_OK;
+}
+
+
+/*
+ * What the client gets of a translated stream: kept for the idempotency
+ * key, sent, and the buffers that went back to the free list.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_tx_send(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_chain_t *out)
+{
+    ngx_int_t  rc;
+
+    ngx_http_llm_gateway_idem_keep(r, ctx, out);
+
+    rc = ngx_http_next_body_filter(r, out);
+
+    ngx_chain_update_chains(r->pool, &ctx->tx_free, &ctx->tx_busy, &out,
+                            (ngx_buf_tag_t) &ngx_http_llm_gateway_module);
+
+    return rc;
 }
 
 

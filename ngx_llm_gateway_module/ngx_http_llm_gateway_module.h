@@ -456,6 +456,8 @@ typedef struct {
                                                    be translated */
     unsigned                     version_added:1;  /* anthropic-version,
                                                       for a translation */
+    unsigned                     tx_sent:1;     /* the client's first event
+                                                   went out */
 
     /* the response as it passes (filter.c) */
     llm_sse_t                    sse;

@@ -441,14 +441,17 @@ ngx_http_llm_gateway_translate_stream_init(ngx_http_request_t *r,
 
 
 /*
- * One buffer of the backend's stream: what the client gets of it, to out.
- * NGX_DECLINED: the translator failed with it (its memory, a write): the
- * caller ends the client's stream with the gateway's error event.
+ * Bytes of the backend's stream, all of them or (one) up to the end of the
+ * first event in them (*used says how many): what the client gets of
+ * them, to out.  NGX_DECLINED: the translator failed with them (its
+ * memory, a write): the caller ends the client's stream with the
+ * gateway's error event.
  */
 
 ngx_int_t
 ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
-    u_char *p, size_t len, llm_tx_out_pt out, void *data)
+    u_char *p, size_t len, ngx_uint_t one, size_t *used, llm_tx_out_pt out,
+    void *data)
 {
     ngx_uint_t                  failed;
     ngx_http_llm_gateway_tx_t  *tx = ctx->tx;
@@ -459,8 +462,9 @@ ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
     failed = (tx->rc != 0);
 
     /* fed on once the translator failed: the metering goes on */
+    ctx->sse.yield = one ? 1 : 0;
+    *used = llm_sse_feed(&ctx->sse, (const char *) p, len);
     ctx->sse.yield = 0;
-    (void) llm_sse_feed(&ctx->sse, (const char *) p, len);
 
     return (tx->rc && !failed) ? NGX_DECLINED : NGX_OK;
 }

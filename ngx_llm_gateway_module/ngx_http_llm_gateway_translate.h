@@ -22,7 +22,8 @@ void ngx_http_llm_gateway_translate_uri(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_gateway_translate_stream_init(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 ngx_int_t ngx_http_llm_gateway_translate_stream(ngx_http_llm_gateway_ctx_t *ctx,
-    u_char *p, size_t len, llm_tx_out_pt out, void *data);
+    u_char *p, size_t len, ngx_uint_t one, size_t *used, llm_tx_out_pt out,
+    void *data);
 ngx_int_t ngx_http_llm_gateway_translate_stream_end(
     ngx_http_llm_gateway_ctx_t *ctx, llm_tx_out_pt out, void *data,
     ngx_uint_t *done);

@@ -80,17 +80,6 @@ EOF
         }
 EOF
 
-    # the same Chat request to a Messages backend: the answer translated,
-    # event by event; the alias names a model of the mock's Anthropic family
-    push(@l, <<'EOF') if $o{translated};
-        # (d) the gateway, translating
-        location = /tx/v1/chat/completions {
-            llm_gateway        zone=llm api=openai backend=bench-messages;
-            llm_gateway_alias  mock-gpt-4o-mini mock-claude-bench;
-            proxy_pass         http://$llm_upstream$llm_upstream_uri;
-        }
-EOF
-
     push(@l, <<'EOF') if $o{metrics};
         location = /metrics {
             llm_gateway_metrics;
@@ -108,10 +97,43 @@ EOF
         proxy_set_header    X-Request-Id $request_id;
 EOF
 
-    my $backend = !$o{translated} ? '' : <<'EOF';
+    # (d) through a backend of the client's API and (e) one of another,
+    # translated: each the same location on a server of its own, which the
+    # path the upstream gets is; the alias names a model of the mock's
+    # Anthropic family
+    my ($backend, $servers) = ('', '');
+
+    if (my $ports = $o{backends}) {
+        $backend = <<'EOF';
+    llm_gateway_backend  bench-chat      upstream=mock api=openai;
     llm_gateway_backend  bench-messages  upstream=mock api=anthropic;
 
 EOF
+        for my $b ([ $ports->[0], 'bench-chat', '' ],
+                   [ $ports->[1], 'bench-messages',
+                     "\n            llm_gateway_alias  mock-gpt-4o-mini"
+                     . " mock-claude-bench;" ])
+        {
+            $servers .= <<"EOF";
+
+    server {
+        listen      127.0.0.1:$b->[0];
+        access_log  off;
+
+        client_max_body_size     1m;
+        client_body_buffer_size  1m;
+
+        proxy_http_version  1.1;
+        proxy_set_header    Connection "";
+$request_id
+        location = /v1/chat/completions {
+            llm_gateway        zone=llm api=openai backend=$b->[1];$b->[2]
+            proxy_pass         http://\$llm_upstream\$llm_upstream_uri;
+        }
+    }
+EOF
+        }
+    }
 
     return <<"EOF";
 ${backend}    upstream mock {
@@ -129,6 +151,7 @@ ${body}        proxy_http_version  1.1;
         proxy_set_header    Connection "";
 $request_id
 $locations    }
+$servers
 EOF
 }
 
