@@ -538,11 +538,19 @@ static void
 ngx_http_llm_gateway_translate_event(void *data, const char *event,
     size_t event_len, const char *p, size_t len, unsigned skipped)
 {
+    ngx_pool_t                 *prev;
     ngx_http_llm_gateway_tx_t  *tx = data;
 
     if (tx->rc != 0) {
         return;
     }
+
+    /*
+     * The event's tree lives within this call: from malloc, whose freed
+     * blocks the next event takes again, not from the request pool, which
+     * would keep each one for the stream's whole length.
+     */
+    prev = ngx_http_llm_gateway_json_pool(NULL);
 
     if (llm_tx_stream_event(&tx->stream, event, event_len, p, len, skipped,
                             tx->out, tx->out_data)
@@ -550,6 +558,8 @@ ngx_http_llm_gateway_translate_event(void *data, const char *event,
     {
         tx->rc = -1;
     }
+
+    (void) ngx_http_llm_gateway_json_pool(prev);
 }
 
 
