@@ -481,6 +481,14 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
 
 /* the client's events, read back */
 
+/* an index as the client reads it: -1 when it is not a number */
+static int
+reader_int(const cJSON *j)
+{
+    return cJSON_IsNumber(j) ? j->valueint : -1;
+}
+
+
 static void
 reader_event(void *ctx, const char *event, size_t event_len,
     const char *data, size_t len, unsigned skipped)
@@ -522,7 +530,7 @@ reader_event(void *ctx, const char *event, size_t event_len,
         }
 
         cJSON_ArrayForEach(call, cJSON_GetObjectItem(item, "tool_calls")) {
-            i = cJSON_GetNumberValue(cJSON_GetObjectItem(call, "index"));
+            i = reader_int(cJSON_GetObjectItem(call, "index"));
             s = cJSON_GetStringValue(cJSON_GetObjectItem(
                     cJSON_GetObjectItem(call, "function"), "arguments"));
 
@@ -547,7 +555,7 @@ reader_event(void *ctx, const char *event, size_t event_len,
         }
 
         s = cJSON_GetStringValue(cJSON_GetObjectItem(item, "partial_json"));
-        i = cJSON_GetNumberValue(cJSON_GetObjectItem(root, "index"));
+        i = reader_int(cJSON_GetObjectItem(root, "index"));
 
         /* the tools are the blocks after the text, if any */
         if (s && i >= 0 && i < 4) {
@@ -558,7 +566,7 @@ reader_event(void *ctx, const char *event, size_t event_len,
         break;
 
     default:
-        i = cJSON_GetNumberValue(cJSON_GetObjectItem(root, "output_index"));
+        i = reader_int(cJSON_GetObjectItem(root, "output_index"));
         i = (i >= 0 && i < 4) ? i : 0;
 
         if (strcmp(type, "response.output_text.delta") == 0) {
