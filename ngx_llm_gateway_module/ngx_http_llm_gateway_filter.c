@@ -95,8 +95,6 @@ static ngx_int_t ngx_http_llm_gateway_tx_failed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_out_t *o);
 static void ngx_http_llm_gateway_held_failed(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t rc);
-static char *ngx_http_llm_gateway_grow(void *data, char *old, size_t len,
-    size_t size);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -283,7 +281,9 @@ ngx_http_llm_gateway_stream_init(ngx_http_request_t *r,
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_gateway_module);
 
-    ctx->sse.grow = ngx_http_llm_gateway_grow;
+    /* an event larger than the buffer (a Responses stream's last repeats
+       the whole output) grows it, up to llm_gateway_response_buffer */
+    ctx->sse.grow = ngx_http_llm_gateway_json_grow;
     ctx->sse.grow_ctx = r->pool;
     ctx->sse.max = ngx_max(llcf->response_buffer,
                            NGX_HTTP_LLM_GATEWAY_EVENT_MAX);
@@ -1227,30 +1227,6 @@ ngx_http_llm_gateway_filter_response_end(ngx_http_llm_gateway_ctx_t *ctx)
                                        (char *) ctx->json, ctx->json_len,
                                        &ctx->sse.usage);
     }
-}
-
-
-/*
- * An SSE event larger than the event buffer (a Responses stream's last
- * event repeats the whole output) grows it from the request pool, up to
- * llm_gateway_response_buffer; the old one is a large allocation and goes.
- */
-
-static char *
-ngx_http_llm_gateway_grow(void *data, char *old, size_t len, size_t size)
-{
-    u_char      *p;
-    ngx_pool_t  *pool = data;
-
-    p = ngx_pnalloc(pool, size);
-    if (p == NULL) {
-        return NULL;
-    }
-
-    ngx_memcpy(p, old, len);
-    ngx_pfree(pool, old);
-
-    return (char *) p;
 }
 
 

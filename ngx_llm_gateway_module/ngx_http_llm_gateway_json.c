@@ -73,3 +73,30 @@ ngx_http_llm_gateway_json_init(void)
     hooks.free_fn = ngx_http_llm_gateway_json_free;
     cJSON_InitHooks(&hooks);
 }
+
+
+/*
+ * What a core keeps beyond its own state (an event, a text) grows in the
+ * request pool: a buffer of size bytes holding the len of old, whose
+ * block, a large allocation once it grows, goes back.
+ */
+
+char *
+ngx_http_llm_gateway_json_grow(void *data, char *old, size_t len,
+    size_t size)
+{
+    u_char      *p;
+    ngx_pool_t  *pool = data;
+
+    p = ngx_pnalloc(pool, size);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    if (old) {
+        ngx_memcpy(p, old, len);
+        ngx_pfree(pool, old);
+    }
+
+    return (char *) p;
+}

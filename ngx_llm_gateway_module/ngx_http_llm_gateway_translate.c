@@ -24,6 +24,9 @@ typedef struct {
     llm_tx_stream_t              stream;
     llm_tx_conf_t                conf;
 
+    /* the events' trees: a pool of its own, emptied after each event */
+    ngx_pool_t                  *scratch;
+
     /* where the stream's output goes while a buffer is fed */
     llm_tx_out_pt                out;
     void                        *out_data;
@@ -48,11 +51,10 @@ static ngx_http_llm_gateway_tx_t *ngx_http_llm_gateway_translate_state(
 static ngx_int_t ngx_http_llm_gateway_translate_to(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, llm_api_e api, ngx_uint_t chat_max,
     ngx_str_t *model);
+static void ngx_http_llm_gateway_translate_scratch_free(void *data);
 static void ngx_http_llm_gateway_translate_event(void *data,
     const char *event, size_t event_len, const char *p, size_t len,
     unsigned skipped);
-static char *ngx_http_llm_gateway_translate_grow(void *data, char *old,
-    size_t len, size_t size);
 static void ngx_http_llm_gateway_translate_own_uri(ngx_http_request_t *r,
     ngx_str_t *uri);
 static void ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
@@ -407,7 +409,7 @@ ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
     cf->created = (int64_t) ngx_time();
     cf->est_input = ctx->req.prompt_tokens;
     cf->max_tokens = ctx->req.max_tokens;
-    cf->grow = ngx_http_llm_gateway_translate_grow;
+    cf->grow = ngx_http_llm_gateway_json_grow;
     cf->grow_ctx = r->pool;
     cf->max = llcf->response_buffer;
 
@@ -423,12 +425,27 @@ ngx_int_t
 ngx_http_llm_gateway_translate_stream_init(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx)
 {
+    ngx_pool_cleanup_t         *cln;
     ngx_http_llm_gateway_tx_t  *tx;
 
     tx = ngx_http_llm_gateway_translate_state(r, ctx);
     if (tx == NULL) {
         return NGX_ERROR;
     }
+
+    tx->scratch = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, r->connection->log);
+    if (tx->scratch == NULL) {
+        return NGX_ERROR;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        ngx_destroy_pool(tx->scratch);
+        return NGX_ERROR;
+    }
+
+    cln->handler = ngx_http_llm_gateway_translate_scratch_free;
+    cln->data = tx->scratch;
 
     ngx_http_llm_gateway_translate_conf(r, ctx, &tx->conf);
     llm_tx_stream_init(&tx->stream, &tx->conf);
@@ -546,11 +563,11 @@ ngx_http_llm_gateway_translate_event(void *data, const char *event,
     }
 
     /*
-     * The event's tree lives within this call: from malloc, whose freed
-     * blocks the next event takes again, not from the request pool, which
-     * would keep each one for the stream's whole length.
+     * The event's tree lives within this call: in the scratch pool, reset
+     * after it, not in the request pool, which would keep each one for the
+     * stream's whole length.
      */
-    prev = ngx_http_llm_gateway_json_pool(NULL);
+    prev = ngx_http_llm_gateway_json_pool(tx->scratch);
 
     if (llm_tx_stream_event(&tx->stream, event, event_len, p, len, skipped,
                             tx->out, tx->out_data)
@@ -560,28 +577,16 @@ ngx_http_llm_gateway_translate_event(void *data, const char *event,
     }
 
     (void) ngx_http_llm_gateway_json_pool(prev);
+    ngx_reset_pool(tx->scratch);
 }
 
 
-static char *
-ngx_http_llm_gateway_translate_grow(void *data, char *old, size_t len,
-    size_t size)
+static void
+ngx_http_llm_gateway_translate_scratch_free(void *data)
 {
-    u_char      *p;
-    ngx_pool_t  *pool = data;
-
-    p = ngx_pnalloc(pool, size);
-    if (p == NULL) {
-        return NULL;
-    }
-
-    if (old) {
-        ngx_memcpy(p, old, len);
-        ngx_pfree(pool, old);
-    }
-
-    return (char *) p;
+    ngx_destroy_pool(data);
 }
+
 
 
 /*
