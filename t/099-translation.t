@@ -545,6 +545,29 @@ $b = decode_json($r->{content});
 is($b->{type}, 'error', "Anthropic's error shape");
 like($b->{error}{message}, qr/top_k/, 'the message names top_k');
 
+# what a hostile client tries: more choices than Messages has, a
+# tool-call id Anthropic would refuse after admission, the model twice
+$r = post('/v1/chat/completions', { model => 'claude', messages => $user,
+                                     max_tokens => 50, n => 2 });
+is($r->{status}, 400, 'n=2 to Messages: 400');
+is(decode_json($r->{content})->{error}{param}, 'n', 'param: n');
+
+$r = post('/v1/chat/completions', { model => 'claude', max_tokens => 50,
+    messages => [ @$user,
+        { role => 'assistant', content => undef, tool_calls => [
+            { id => "call 1\r\nx", type => 'function',
+              function => { name => 'f', arguments => '{}' } } ] },
+        { role => 'tool', tool_call_id => "call 1\r\nx",
+          content => 'ok' } ] });
+is($r->{status}, 400, 'a tool-call id with a space and CR LF: 400');
+like(decode_json($r->{content})->{error}{param} // '',
+     qr/^messages\[\d\]\.tool_call/, 'naming the id');
+
+$r = http_post($ng->url('/v1/chat/completions'),
+               '{"model":"gpt","model":"claude","max_tokens":50,'
+               . '"messages":[{"role":"user","content":"x"}]}', %$auth);
+is($r->{status}, 400, 'the model twice: 400, whichever a parser keeps');
+
 is(decode_json($http->get("$m->{url}/limits")->{content})->{requests},
    $before, 'nothing reached the backend');
 is(scalar(@{ usage_rows($r->{headers}{'x-request-id'}, 1) }), 0, 'no row');
