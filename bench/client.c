@@ -26,7 +26,7 @@ static int bench_cmp(const void *a, const void *b);
 
 
 static const char  bench_body_fmt[] =
-    "{\"model\":\"mock-gpt-4o-mini\",\"stream\":true,\"max_tokens\":%d,"
+    "{\"model\":\"%s\",\"stream\":true,\"max_tokens\":%d,"
     "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}";
 
 
@@ -103,7 +103,8 @@ bench_request(bench_url_t *u, bench_req_t *q, char *buf)
     char         body[512], auth[256], delay[64];
     const char  *key;
 
-    len = snprintf(body, sizeof(body), bench_body_fmt, q->max_tokens,
+    len = snprintf(body, sizeof(body), bench_body_fmt,
+                   q->model ? q->model : "mock-gpt-4o-mini", q->max_tokens,
                    q->content);
 
     auth[0] = '\0';

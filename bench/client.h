@@ -36,6 +36,7 @@ typedef struct {
     int                  tokens;        /* x-mock-tokens */
     int                  delay_ms;      /* x-mock-delay-ms, 0: none */
     int                  close;         /* "Connection: close" */
+    const char          *model;         /* NULL: mock-gpt-4o-mini */
 } bench_req_t;
 
 

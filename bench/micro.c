@@ -20,7 +20,13 @@
  *   sse         the SSE/usage parser over a stream's delta event, whole
  *               and split, as the body filter feeds it
  *   translator  llm_tx_stream_event() of a text delta event, Chat to
- *               Messages and Messages to Chat, its output discarded
+ *               Messages and Messages to Chat, its output discarded; what
+ *               a translated stream does before its first byte: the
+ *               request (llm_tx_request(), a chat request with a system
+ *               prompt, two turns and sampling, to Messages) and the first
+ *               event of a Messages stream (message_start, the stream
+ *               started anew), each also with the caches cold, as between
+ *               two events of a paced stream
  *   node        the bytes of a tenant's node, of a request in flight, and
  *               of the slab chunk that holds each
  *
@@ -35,9 +41,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <cJSON.h>
+
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_auth.h"
 #include "llm_pacer.h"
+#include "llm_tx_request.h"
 #include "llm_tx_stream.h"
 
 
@@ -47,6 +56,40 @@ bench_discard(void *ctx, const char *p, size_t len)
     *(size_t *) ctx += len;
 
     return 0;
+}
+
+
+/*
+ * cJSON's memory for what nginx gives a request's pool: a bump arena,
+ * freed whole between two requests, so that malloc's cost is not counted
+ */
+
+static char    bench_arena[1 << 20];
+static size_t  bench_arena_used;
+
+
+static void *
+bench_arena_alloc(size_t size)
+{
+    void  *p;
+
+    size = (size + 15) & ~(size_t) 15;
+
+    if (size > sizeof(bench_arena) - bench_arena_used) {
+        return NULL;
+    }
+
+    p = bench_arena + bench_arena_used;
+    bench_arena_used += size;
+
+    return p;
+}
+
+
+static void
+bench_arena_free(void *p)
+{
+    (void) p;
 }
 
 
@@ -76,6 +119,44 @@ bench_now(void)
             best_ = t0_ < best_ ? t0_ : best_;                                \
         }                                                                     \
         best_;                                                                \
+    })
+
+
+/*
+ * The same with the caches cold, as between two events of a paced stream,
+ * where other processes ran meanwhile: the median of n, each after a walk
+ * over more memory than the last-level cache holds.
+ */
+
+#define BENCH_COLD_BYTES  (64 << 20)
+
+static char  *bench_evict;
+
+
+static int
+bench_cmp(const void *a, const void *b)
+{
+    double  x = *(const double *) a, y = *(const double *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+
+#define BENCH_COLD(n, body)                                                   \
+    ({                                                                        \
+        double  t_[n], t0_;                                                   \
+        size_t  k_;                                                           \
+        long    i_;                                                           \
+        for (i_ = 0; i_ < (n); i_++) {                                        \
+            for (k_ = 0; k_ < BENCH_COLD_BYTES; k_ += 64) {                   \
+                bench_evict[k_]++;                                            \
+            }                                                                 \
+            t0_ = bench_now();                                                \
+            body;                                                             \
+            t_[i_] = (bench_now() - t0_) * 1e9;                               \
+        }                                                                     \
+        qsort(t_, (n), sizeof(double), bench_cmp);                            \
+        t_[(n) / 2];                                                          \
     })
 
 
@@ -339,7 +420,88 @@ main(void)
         printf("translator, ns per event, Messages to Chat %8.1f ns  "
                "a text_delta event of %zu bytes\n", ns, sizeof(delta) - 1);
 
+        ns = BENCH(200000, {
+            llm_tx_stream_init(&tx, &cf);
+            (void) llm_tx_stream_event(&tx, "message_start", 13, start,
+                                       sizeof(start) - 1, 0, bench_discard,
+                                       &out);
+        });
+
+        printf("translator, first event, Messages to Chat %8.1f ns  "
+               "message_start (%zu bytes) to the first chunk\n", ns,
+               sizeof(start) - 1);
+
+        bench_evict = calloc(1, BENCH_COLD_BYTES);
+
+        if (bench_evict) {
+            ns = BENCH_COLD(101, {
+                llm_tx_stream_init(&tx, &cf);
+                (void) llm_tx_stream_event(&tx, "message_start", 13, start,
+                                           sizeof(start) - 1, 0,
+                                           bench_discard, &out);
+            });
+
+            printf("translator, first event, cold  %8.1f ns  the same, "
+                   "the caches cold (median)\n", ns);
+        }
+
         sink += out;
+    }
+
+    /*
+     * The request of a translated stream, before anything goes upstream:
+     * a chat request as an SDK sends it, to Messages.
+     */
+    {
+        llm_tx_request_t       rq;
+        llm_tx_request_conf_t  rcf;
+        static const char      body[] =
+            "{\"model\":\"gpt-4o-mini\",\"stream\":true,"
+            "\"stream_options\":{\"include_usage\":true},"
+            "\"max_tokens\":256,\"temperature\":0.7,\"top_p\":1,"
+            "\"messages\":[{\"role\":\"system\",\"content\":"
+            "\"You are a helpful assistant.\"},{\"role\":\"user\","
+            "\"content\":\"Say hello to the gateway.\"},{\"role\":"
+            "\"assistant\",\"content\":\"Hello, gateway.\"},{\"role\":"
+            "\"user\",\"content\":\"Once more, with feeling.\"}]}";
+
+        memset(&rcf, 0, sizeof(llm_tx_request_conf_t));
+        rcf.from = LLM_API_OPENAI;
+        rcf.to = LLM_API_ANTHROPIC;
+        rcf.model = "claude-haiku-4-5";
+        rcf.model_len = 16;
+        rcf.max_tokens = 256;
+
+        cJSON_InitHooks(&(cJSON_Hooks) { bench_arena_alloc,
+                                         bench_arena_free });
+
+        ns = BENCH(100000, {
+            bench_arena_used = 0;
+
+            if (llm_tx_request(&rcf, body, sizeof(body) - 1, &rq) == 0) {
+                sink += rq.len;
+            }
+        });
+
+        printf("translator, request, Chat to Messages %8.1f ns  "
+               "a chat request of %zu bytes, 4 messages, in a pool\n", ns,
+               sizeof(body) - 1);
+
+        if (bench_evict) {
+            ns = BENCH_COLD(101, {
+                bench_arena_used = 0;
+
+                if (llm_tx_request(&rcf, body, sizeof(body) - 1, &rq) == 0) {
+                    sink += rq.len;
+                }
+            });
+
+            printf("translator, request, cold     %8.1f ns  the same, the "
+                   "caches cold (median)\n", ns);
+        }
+
+        cJSON_InitHooks(NULL);
+        free(bench_evict);
     }
 
     /* the slab rounds a chunk up to a power of two, 8 bytes at least */

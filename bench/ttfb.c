@@ -5,9 +5,9 @@
  *
  *     ttfb [-n ROUNDS] [-w WARMUP] [-g US] [-c STREAMS] [-s SECONDS]
  *          [-r ROUNDS] [-t MS] [-o FILE.json]
- *          NAME=http://127.0.0.1:PORT/PATH ...
+ *          NAME[:MODEL]=http://127.0.0.1:PORT/PATH ...
  *
- * Three series, each with the targets in an order rotated every round, so
+ * Three series, each with the targets in an order shuffled every round, so
  * that a drift of the machine (frequency, another process) falls on every
  * target alike:
  *
@@ -32,7 +32,8 @@
  * time fails: it exits 1 only when a request fails (not 200, incomplete,
  * no event), at once, with what came.  $LLMGW_KEY, when set, goes in
  * Authorization to every target (the mock ignores it): the bytes sent are
- * the same everywhere, apart from the path and Host.
+ * the same everywhere, apart from the path and Host, and the model where
+ * a target names one (the mock serves each family on its own endpoints).
  */
 
 
@@ -61,6 +62,7 @@
 typedef struct {
     const char          *name;
     const char          *url;
+    const char          *model;         /* NULL: the client's default */
     bench_url_t          peer;
 } bench_target_t;
 
@@ -105,6 +107,7 @@ typedef struct {
 static uint64_t bench_random(void);
 static void bench_pause(void);
 static void bench_loadavg(char *buf, size_t size);
+static void bench_order(int *order);
 static int bench_cpu(uint64_t *busy, uint64_t *total);
 static int bench_target(bench_target_t *t, char *spec);
 static size_t bench_series_request(bench_target_t *t, bench_series_t *s,
@@ -188,7 +191,7 @@ main(int argc, char **argv)
         if (bench_ntargets == BENCH_TARGETS_MAX
             || bench_target(&bench_targets[bench_ntargets++], argv[i]) != 0)
         {
-            fprintf(stderr, "ttfb: bad target \"%s\" (NAME=http://"
+            fprintf(stderr, "ttfb: bad target \"%s\" (NAME[:MODEL]=http://"
                     "127.0.0.1:PORT/PATH, at most %d)\n", argv[i],
                     BENCH_TARGETS_MAX);
             return 2;
@@ -394,12 +397,12 @@ bench_cpu(uint64_t *busy, uint64_t *total)
 }
 
 
-/* NAME=http://127.0.0.1:PORT/PATH */
+/* NAME[:MODEL]=http://127.0.0.1:PORT/PATH */
 
 static int
 bench_target(bench_target_t *t, char *spec)
 {
-    char  *eq;
+    char  *eq, *colon;
 
     eq = strchr(spec, '=');
     if (eq == NULL || eq == spec) {
@@ -409,6 +412,17 @@ bench_target(bench_target_t *t, char *spec)
     *eq = '\0';
     t->name = spec;
     t->url = eq + 1;
+    t->model = NULL;
+
+    colon = strchr(spec, ':');
+    if (colon != NULL) {
+        if (colon == spec || colon[1] == '\0') {
+            return -1;
+        }
+
+        *colon = '\0';
+        t->model = colon + 1;
+    }
 
     return bench_url(&t->peer, t->url);
 }
@@ -423,7 +437,7 @@ bench_series_request(bench_target_t *t, bench_series_t *s, char *buf)
 
     q = (bench_req_t) {
         "Say hello to the gateway.", s->max_tokens, s->tokens, s->delay_ms,
-        !s->keepalive };
+        !s->keepalive, t->model };
 
     return bench_request(&t->peer, &q, buf);
 }
@@ -544,10 +558,34 @@ bench_one(bench_target_t *t, bench_series_t *s, int *fd, double *hdr,
 }
 
 
+/*
+ * The targets of a round in an order of their own (Fisher-Yates): each
+ * follows each other as often, so that what one request leaves behind
+ * (the mock's state, a cache, a timer) does not fall on one target alone.
+ */
+
+static void
+bench_order(int *order)
+{
+    int  j, k, t;
+
+    for (j = 0; j < bench_ntargets; j++) {
+        order[j] = j;
+    }
+
+    for (j = bench_ntargets - 1; j > 0; j--) {
+        k = (int) (bench_random() % (uint64_t) (j + 1));
+        t = order[j];
+        order[j] = order[k];
+        order[k] = t;
+    }
+}
+
+
 static void
 bench_sequential(bench_series_t *s, bench_samples_t *sm)
 {
-    int     i, j, k, fd[BENCH_TARGETS_MAX];
+    int     i, j, k, fd[BENCH_TARGETS_MAX], order[BENCH_TARGETS_MAX];
     double  hdr, evt;
 
     for (j = 0; j < bench_ntargets; j++) {
@@ -565,8 +603,10 @@ bench_sequential(bench_series_t *s, bench_samples_t *sm)
     }
 
     for (i = 0; i < s->rounds; i++) {
+        bench_order(order);
+
         for (k = 0; k < bench_ntargets; k++) {
-            j = (i + k) % bench_ntargets;
+            j = order[k];
 
             bench_pause();
             bench_one(&bench_targets[j], s, &fd[j], &hdr, &evt);
@@ -586,12 +626,13 @@ bench_sequential(bench_series_t *s, bench_samples_t *sm)
 static void
 bench_concurrent(bench_series_t *s, bench_samples_t *sm)
 {
-    int  i, k;
+    int  i, k, order[BENCH_TARGETS_MAX];
 
     for (i = 0; i < s->rounds; i++) {
+        bench_order(order);
+
         for (k = 0; k < bench_ntargets; k++) {
-            bench_window(&bench_targets[(i + k) % bench_ntargets], s,
-                         &sm[(i + k) % bench_ntargets], i);
+            bench_window(&bench_targets[order[k]], s, &sm[order[k]], i);
         }
     }
 }

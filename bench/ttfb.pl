@@ -16,8 +16,10 @@
 #   :translated /v1/chat/completions  a Messages backend: the request and
 #                                     the stream translated
 #
-# and build/bench/ttfb sends the same request to mockllm directly, to the
-# one and to the other, in turn, and prints the table.  At the end the
+# and build/bench/ttfb sends the same request to mockllm directly (to its
+# Chat endpoint and, naming a model of its Anthropic family, to its
+# Messages one: what the translated target's backend costs), to the one
+# and to the other, in turn, and prints the table.  At the end the
 # ledger is read back: every gateway request must have left its row.
 #
 # Knobs (environment): BENCH_N rounds (300), BENCH_WARMUP (20),
@@ -76,6 +78,8 @@ printf("ttfb: nginx %s with %d worker(s) on :%d, mockllm on :%d, %d CPUs\n",
 my @cmd = ($client, '-n', $o{n}, '-w', $o{warmup}, '-g', $o{gap},
            '-c', $o{streams}, '-s', $o{secs}, '-r', $o{rounds}, '-o', $json,
            "direct=http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
+           "direct_messages:mock-claude-bench=http://127.0.0.1:"
+           . "$s->{LLMGW_MOCK_PORT}/v1/messages",
            'proxy_pass=' . $ng->url('/plain/v1/chat/completions'),
            'gateway=' . $ng->url('/v1/chat/completions'),
            "native=http://127.0.0.1:$ports[0]/v1/chat/completions",

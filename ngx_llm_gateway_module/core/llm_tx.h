@@ -70,4 +70,24 @@ typedef struct {
 } llm_tx_conf_t;
 
 
+/* the longest of llm_tx_int()'s figures: "-9223372036854775808" */
+#define LLM_TX_INT_LEN            20
+
+
+struct cJSON;
+
+/* n in decimal, as "%lld" writes it, into buf (LLM_TX_INT_LEN bytes at
+   least, no NUL); returns the length */
+size_t llm_tx_int(char *buf, int64_t n);
+
+/*
+ * cJSON_PrintUnformatted(root), byte for byte, but that a whole number
+ * below 10^15 is written without the C library's floating point, which
+ * the cJSON of Debian 12 goes through for every number.  The tree is
+ * changed while it prints, and as it was on return: no other thread may
+ * read it meanwhile.  NULL: no memory.
+ */
+char *llm_tx_print(const struct cJSON *root);
+
+
 #endif /* _LLM_TX_H_INCLUDED_ */

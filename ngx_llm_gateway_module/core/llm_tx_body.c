@@ -977,7 +977,7 @@ llm_tx_body_arguments(llm_tx_body_ctx_t *t, const llm_tx_body_tool_t *tool)
         return strcpy(s, tool->args);
     }
 
-    s = cJSON_PrintUnformatted(tool->input);
+    s = llm_tx_print(tool->input);
 
     if (s == NULL) {
         t->nomem = 1;
@@ -1153,9 +1153,9 @@ static void
 llm_tx_body_add_int(llm_tx_body_ctx_t *t, cJSON *o, const char *name,
     int64_t v)
 {
-    char  num[24];
+    char  num[LLM_TX_INT_LEN + 1];
 
-    snprintf(num, sizeof(num), "%lld", (long long) v);
+    num[llm_tx_int(num, v)] = '\0';
 
     llm_tx_body_add(t, o, name, cJSON_CreateRaw(num));
 }
@@ -1176,7 +1176,7 @@ llm_tx_body_print(llm_tx_body_ctx_t *t, cJSON *o, char **out,
         return -2;
     }
 
-    *out = cJSON_PrintUnformatted(o);
+    *out = llm_tx_print(o);
     if (*out == NULL) {
         return -2;
     }

@@ -119,6 +119,7 @@ static cJSON *llm_txr_add_dup(llm_txr_t *t, cJSON *to, const char *name,
     const cJSON *item);
 static size_t llm_txr_push(llm_txr_t *t, const char *name);
 static size_t llm_txr_index(llm_txr_t *t, const char *name, int i);
+static void llm_txr_path(llm_txr_t *t, const char *p, size_t len);
 static void llm_txr_pop(llm_txr_t *t, size_t old);
 static int llm_txr_foreign(llm_txr_t *t, const char *member);
 static int llm_txr_tool_id(llm_txr_t *t, const char *member,
@@ -227,7 +228,7 @@ llm_tx_request(const llm_tx_request_conf_t *cf, const char *body,
     cJSON_Delete(mid);
 
     if (t.rc == 0) {
-        out->body = cJSON_PrintUnformatted(root);
+        out->body = llm_tx_print(root);
 
         if (out->body == NULL) {
             llm_txr_oom(&t);
@@ -1739,7 +1740,7 @@ llm_txr_msg_assistant(llm_txr_t *t, const cJSON *msg, cJSON *msgs)
             return llm_txr_bad(t, "input", "an object");
         }
 
-        args = input ? cJSON_PrintUnformatted(input) : NULL;
+        args = input ? llm_tx_print(input) : NULL;
 
         if (input && args == NULL) {
             return llm_txr_oom(t);
@@ -3060,7 +3061,9 @@ llm_txr_known(llm_txr_t *t, const cJSON *obj, const char *const *names)
         }
 
         for (i = 0; names[i]; i++) {
-            if (strcmp(m->string, names[i]) == 0) {
+            if (m->string[0] == names[i][0]
+                && strcmp(m->string, names[i]) == 0)
+            {
                 break;
             }
         }
@@ -3096,7 +3099,15 @@ llm_txr_get(const cJSON *obj, const char *name)
         return NULL;
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    /* cJSON_GetObjectItemCaseSensitive()'s first match, the first byte
+       compared before the rest: most members differ in it */
+    for (v = obj->child; v; v = v->next) {
+        if (v->string && v->string[0] == name[0]
+            && strcmp(v->string, name) == 0)
+        {
+            break;
+        }
+    }
 
     return cJSON_IsNull(v) ? NULL : v;
 }
@@ -3131,7 +3142,8 @@ llm_txr_add(llm_txr_t *t, cJSON *to, const char *name, cJSON *item)
         return NULL;
     }
 
-    ok = name ? cJSON_AddItemToObject(to, name, item)
+    /* every name is a literal: held, not copied */
+    ok = name ? cJSON_AddItemToObjectCS(to, name, item)
               : cJSON_AddItemToArray(to, item);
 
     if (!ok) {
@@ -3164,21 +3176,15 @@ llm_txr_add_dup(llm_txr_t *t, cJSON *to, const char *name,
 static size_t
 llm_txr_push(llm_txr_t *t, const char *name)
 {
-    int     n;
     size_t  old;
 
     old = t->plen;
 
-    n = snprintf(t->path + old, sizeof(t->path) - old, "%s%s",
-                 old ? "." : "", name);
-
-    if (n > 0) {
-        t->plen += n;
+    if (old) {
+        llm_txr_path(t, ".", 1);
     }
 
-    if (t->plen >= sizeof(t->path)) {
-        t->plen = sizeof(t->path) - 1;
-    }
+    llm_txr_path(t, name, strlen(name));
 
     return old;
 }
@@ -3187,7 +3193,7 @@ llm_txr_push(llm_txr_t *t, const char *name)
 static size_t
 llm_txr_index(llm_txr_t *t, const char *name, int i)
 {
-    int     n;
+    char    num[LLM_TX_INT_LEN];
     size_t  old;
 
     old = t->plen;
@@ -3196,17 +3202,30 @@ llm_txr_index(llm_txr_t *t, const char *name, int i)
         (void) llm_txr_push(t, name);
     }
 
-    n = snprintf(t->path + t->plen, sizeof(t->path) - t->plen, "[%d]", i);
-
-    if (n > 0) {
-        t->plen += n;
-    }
-
-    if (t->plen >= sizeof(t->path)) {
-        t->plen = sizeof(t->path) - 1;
-    }
+    llm_txr_path(t, "[", 1);
+    llm_txr_path(t, num, llm_tx_int(num, i));
+    llm_txr_path(t, "]", 1);
 
     return old;
+}
+
+
+/* cut where the path is full, as snprintf() would, NUL-terminated */
+
+static void
+llm_txr_path(llm_txr_t *t, const char *p, size_t len)
+{
+    size_t  room;
+
+    room = sizeof(t->path) - 1 - t->plen;
+
+    if (len > room) {
+        len = room;
+    }
+
+    memcpy(t->path + t->plen, p, len);
+    t->plen += len;
+    t->path[t->plen] = '\0';
 }
 
 

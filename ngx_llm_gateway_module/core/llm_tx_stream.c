@@ -1870,12 +1870,9 @@ llm_tx_put_str(llm_tx_out_t *o, const char *s, size_t n)
 static void
 llm_tx_put_num(llm_tx_out_t *o, int64_t n)
 {
-    int   len;
-    char  buf[24];
+    char  buf[LLM_TX_INT_LEN];
 
-    len = snprintf(buf, sizeof(buf), "%lld", (long long) n);
-
-    llm_tx_put(o, buf, len);
+    llm_tx_put(o, buf, llm_tx_int(buf, n));
 }
 
 
