@@ -54,7 +54,7 @@ my %o = (
 # tier could never run short during the run.
 my $t = new_tenant(tier => 'bench');
 
-my @ports = (LLMGW::Nginx::free_port(), LLMGW::Nginx::free_port());
+my @ports = map { LLMGW::Nginx::free_port() } 1 .. 3;
 my $server = nginx_server(keepalive => 64, request_id => 1,
                           plain => '/plain/v1/chat/completions',
                           gateway => 1, backends => \@ports);
@@ -83,6 +83,7 @@ my @cmd = ($client, '-n', $o{n}, '-w', $o{warmup}, '-g', $o{gap},
            'proxy_pass=' . $ng->url('/plain/v1/chat/completions'),
            'gateway=' . $ng->url('/v1/chat/completions'),
            "native=http://127.0.0.1:$ports[0]/v1/chat/completions",
+           "native_messages=http://127.0.0.1:$ports[2]/v1/messages",
            "translated=http://127.0.0.1:$ports[1]/v1/chat/completions");
 
 # the key in the environment, not on a command line
@@ -110,7 +111,7 @@ sub ledger {
     my $want = 0;
     for my $series (values %{ $r->{series} }) {
         $want += $series->{targets}{$_}{requests}
-            for qw(gateway native translated);
+            for qw(gateway native native_messages translated);
     }
 
     my $rows = ledger_rows($t->{id}, $want, 10, 0.1);

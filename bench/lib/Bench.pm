@@ -100,7 +100,8 @@ EOF
     # (d) through a backend of the client's API and (e) one of another,
     # translated: each the same location on a server of its own, which the
     # path the upstream gets is; the alias names a model of the mock's
-    # Anthropic family
+    # Anthropic family.  A third port, if given: (f) a Messages location
+    # to the Messages backend, the same untranslated.
     my ($backend, $servers) = ('', '');
 
     if (my $ports = $o{backends}) {
@@ -109,11 +110,17 @@ EOF
     llm_gateway_backend  bench-messages  upstream=mock api=anthropic;
 
 EOF
-        for my $b ([ $ports->[0], 'bench-chat', '' ],
-                   [ $ports->[1], 'bench-messages',
-                     "\n            llm_gateway_alias  mock-gpt-4o-mini"
-                     . " mock-claude-bench;" ])
-        {
+        my $alias = "\n            llm_gateway_alias  mock-gpt-4o-mini"
+                    . " mock-claude-bench;";
+        my @servers = ([ $ports->[0], 'bench-chat', '', 'openai',
+                         '/v1/chat/completions' ],
+                       [ $ports->[1], 'bench-messages', $alias, 'openai',
+                         '/v1/chat/completions' ]);
+        push(@servers, [ $ports->[2], 'bench-messages', $alias, 'anthropic',
+                         '/v1/messages' ])
+            if defined $ports->[2];
+
+        for my $b (@servers) {
             $servers .= <<"EOF";
 
     server {
@@ -126,8 +133,8 @@ EOF
         proxy_http_version  1.1;
         proxy_set_header    Connection "";
 $request_id
-        location = /v1/chat/completions {
-            llm_gateway        zone=llm api=openai backend=$b->[1];$b->[2]
+        location = $b->[4] {
+            llm_gateway        zone=llm api=$b->[3] backend=$b->[1];$b->[2]
             proxy_pass         http://\$llm_upstream\$llm_upstream_uri;
         }
     }
