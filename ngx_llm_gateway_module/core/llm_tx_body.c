@@ -503,11 +503,13 @@ llm_tx_body_tokens(const cJSON *o, const char *name)
 
     v = n->valuedouble;
 
-    /* NaN fails both */
-    if (!(v >= 0 && v <= (double) LLM_TX_BODY_TOKENS_MAX)
-        || v != (double) (int64_t) v)
-    {
+    /* as llm_sse_tokens(): NaN fails the first */
+    if (!(v >= 0)) {
         return 0;
+    }
+
+    if (v > (double) LLM_TX_BODY_TOKENS_MAX) {
+        return LLM_TX_BODY_TOKENS_MAX;
     }
 
     return (int64_t) v;

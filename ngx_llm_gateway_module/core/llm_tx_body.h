@@ -25,9 +25,10 @@
  *
  * Usage: Messages' input_tokens leaves out cache reads and writes, Chat's
  * prompt_tokens and Responses' input_tokens hold them: the figures are
- * converted so that each means what its dialect says.  A figure that is
- * not a whole number from 0 to LLM_TX_BODY_TOKENS_MAX counts as 0; a
- * cached count above its prompt is the prompt.
+ * converted so that each means what its dialect says.  A figure is read
+ * as the meter reads it: not a number, or below 0, counts as 0, a fraction
+ * as its whole part, above LLM_TX_BODY_TOKENS_MAX as that; a cached count
+ * above its prompt is the prompt.
  *
  * Ids: the answer's id keeps the backend's, its prefix (chatcmpl-, msg_,
  * resp_) made the client's, when it is made of [A-Za-z0-9_-] and fits
@@ -41,14 +42,15 @@
 #define _LLM_TX_BODY_H_INCLUDED_
 
 
+#include "llm_sse.h"
 #include "llm_tx.h"
 
 
 /*
- * The most of a token figure read, 2^50: a sum of four stays exact as a
- * double, as JSON clients read numbers
+ * The most of a token figure read: the meter's (llm_sse), so that the
+ * client is shown what the ledger bills
  */
-#define LLM_TX_BODY_TOKENS_MAX    1125899906842624LL
+#define LLM_TX_BODY_TOKENS_MAX    ((int64_t) LLM_USAGE_TOKENS_MAX)
 
 /* the most of a backend's error message kept, in bytes, whole characters */
 #define LLM_TX_BODY_MESSAGE_MAX   2048

@@ -507,9 +507,21 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
     type = llm_tx_string(root, "type");
     rc = 0;
 
-    /* an error without its type still says what it is on its event line */
-    if (type == NULL && event_len == 5 && memcmp(event, "error", 5) == 0) {
+    /*
+     * The event line names these as the meter (llm_sse) reads them, over
+     * the data's "type": an event whose two disagree is what is billed.
+     */
+    if (event_len == 5 && memcmp(event, "error", 5) == 0) {
         type = "error";
+
+    } else if (event_len == 12 && memcmp(event, "message_stop", 12) == 0) {
+        type = "message_stop";
+
+    } else if (event_len == 13 && memcmp(event, "message_start", 13) == 0) {
+        type = "message_start";
+
+    } else if (event_len == 13 && memcmp(event, "message_delta", 13) == 0) {
+        type = "message_delta";
     }
 
     if (type == NULL) {

@@ -108,9 +108,11 @@ typedef struct {
 void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
 
 /*
- * One backend event (event may be empty: OpenAI names none; the data's
- * "type" decides a Messages event, the event line only when it has
- * none).  skipped: llm_sse dropped its data as too large.  Returns 0, or
+ * One backend event (event may be empty: OpenAI names none).  A Messages
+ * event is what its event line says when that is message_start,
+ * message_delta, message_stop or error, as the meter (llm_sse) reads it,
+ * else what its data's "type" says.  skipped: llm_sse dropped its data as
+ * too large.  Returns 0, or
  * -1 if out failed or the memory could not grow (beyond cf->max); then
  * every later call returns -1 too.
  */

@@ -711,12 +711,13 @@ test_bounds(void)
         { "12", 12 },
         { "0", 0 },
         { "-5", 0 },
-        { "1.5", 0 },
-        { "1e300", 0 },
+        { "1.5", 1 },
+        { "1e300", LLM_TX_BODY_TOKENS_MAX },
         { "-0", 0 },
+        { "100000000", LLM_TX_BODY_TOKENS_MAX },
+        { "100000001", LLM_TX_BODY_TOKENS_MAX },
         { "1125899906842624", LLM_TX_BODY_TOKENS_MAX },
-        { "1125899906842625", 0 },
-        { "9007199254740992", 0 },
+        { "9007199254740992", LLM_TX_BODY_TOKENS_MAX },
         { "\"7\"", 0 },
         { "null", 0 },
         { "true", 0 },
@@ -732,17 +733,24 @@ test_bounds(void)
         cJSON_Delete(j);
     }
 
-    /* the largest of each: their sum is written whole, not as a double */
+    /* the largest of each, clamped as the meter clamps them: their sum is
+       written whole, not as a double */
     j = tx(MSGS, CHAT, LARGEST, &rc);
     tap_is(rc, 0, "the largest figures");
+    tap_is(num(j, "usage.completion_tokens"), LLM_TX_BODY_TOKENS_MAX,
+           "a figure above the meter's most is that most");
     set_conf(MSGS, CHAT);
     {
-        char    *out;
+        char    *out, want[2][64];
         size_t   len;
 
+        snprintf(want[0], sizeof(want[0]), "\"prompt_tokens\":%lld,",
+                 3 * (long long) LLM_TX_BODY_TOKENS_MAX);
+        snprintf(want[1], sizeof(want[1]), "\"total_tokens\":%lld,",
+                 4 * (long long) LLM_TX_BODY_TOKENS_MAX);
+
         llm_tx_body(&conf, LARGEST, sizeof(LARGEST) - 1, &out, &len);
-        tap_ok(out && strstr(out, "\"prompt_tokens\":3377699720527872,")
-               && strstr(out, "\"total_tokens\":4503599627370496,"),
+        tap_ok(out && strstr(out, want[0]) && strstr(out, want[1]),
                "sums written as integers");
         cJSON_free(out);
     }

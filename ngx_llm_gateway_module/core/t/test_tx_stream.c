@@ -39,6 +39,7 @@
 static size_t  sse_cap = BUF_SIZE;
 static int     fail_after;
 static int     last_done;
+static uint64_t  last_output;   /* what llm_sse metered of the stream */
 
 
 typedef struct {
@@ -465,6 +466,7 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     llm_sse_finish(&p);
 
     last_done = llm_tx_stream_done(&t);
+    last_output = p.usage.output_tokens;
 
     free(t.mem);
     free(buf);
@@ -859,6 +861,51 @@ test_errors(void)
                                "\"Internal\",\"type\":\"server_error\"")
                         != NULL,
            "an error event without its type: the event line says it");
+    free(got);
+
+    /*
+     * A backend whose event line and data disagree: the client is sent
+     * what the meter reads, the event line's message_ and error events
+     */
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   "event: message_stop\ndata: {'type':'content_block_delta',"
+                   "'index':0,'delta':{'type':'text_delta','text':'unbilled'}}"
+                   "\n\n" MSG_TEXT("0", "after") MSG_DELTA("end_turn"),
+              &rc);
+    tap_ok(rc == 0 && count(got, "unbilled") == 0 && count(got, "after") == 0
+           && count(got, "[DONE]") == 1,
+           "message_stop over a text delta's data: the stream ends there");
+    free(got);
+
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0")
+                   "event: message_delta\ndata: {'type':'content_block_delta',"
+                   "'index':0,'delta':{'type':'text_delta','text':'unbilled'},"
+                   "'usage':{'output_tokens':7}}\n\n"
+                   MSG_STOP_BLOCK("0") MSG_STOP, &rc);
+    tap_ok(rc == 0 && count(got, "unbilled") == 0
+           && strstr(got, "\"completion_tokens\":7,") != NULL
+           && last_output == 7,
+           "message_delta over a text delta's data: its usage, no text, "
+           "as metered");
+    free(got);
+
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   "event: content_block_delta\ndata: {'type':'message_delta',"
+                   "'delta':{'stop_reason':'end_turn'},'usage':"
+                   "{'output_tokens':5}}\n\n" MSG_STOP, &rc);
+    tap_ok(rc == 0 && strstr(got, "\"completion_tokens\":5,") != NULL
+           && last_output == 5,
+           "a delta's event line over message_delta's data: the data's "
+           "type, as metered");
+    free(got);
+
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0")
+                   "event: error\ndata: {'type':'content_block_delta',"
+                   "'index':0,'delta':{'type':'text_delta','text':'unbilled'}}"
+                   "\n\n", &rc);
+    tap_ok(rc == 0 && last_done && count(got, "unbilled") == 0
+           && strstr(got, "data: {\"error\":") != NULL,
+           "error over a text delta's data: the error");
     free(got);
 
     cf.model = NULL;
