@@ -422,6 +422,11 @@ bench_target(bench_target_t *t, char *spec)
 
         *colon = '\0';
         t->model = colon + 1;
+
+        /* written into the body as it is: a name of the mock's, short */
+        if (strlen(t->model) > 64 || strpbrk(t->model, "\"\\") != NULL) {
+            return -1;
+        }
     }
 
     return bench_url(&t->peer, t->url);

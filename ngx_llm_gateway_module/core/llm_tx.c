@@ -17,9 +17,10 @@
 #define LLM_TX_EXACT  999999999999999.0
 
 
-static size_t llm_tx_print_mark(cJSON *item, char *digits, size_t at);
-static void llm_tx_print_unmark(cJSON *item, const char *digits,
-    size_t size);
+static size_t llm_tx_print_mark(cJSON *item, int siblings, char *digits,
+    size_t at);
+static void llm_tx_print_unmark(cJSON *item, int siblings,
+    const char *digits, size_t size);
 
 
 size_t
@@ -64,7 +65,7 @@ llm_tx_print(const cJSON *tree)
     /* changed for the time of the print, as it was on return */
     root = (cJSON *) tree;
 
-    n = llm_tx_print_mark(root, NULL, 0);
+    n = llm_tx_print_mark(root, 0, NULL, 0);
 
     if (n == 0) {
         return cJSON_PrintUnformatted(root);
@@ -75,33 +76,40 @@ llm_tx_print(const cJSON *tree)
         return NULL;
     }
 
-    (void) llm_tx_print_mark(root, digits, 0);
+    (void) llm_tx_print_mark(root, 0, digits, 0);
 
     s = cJSON_PrintUnformatted(root);
 
-    llm_tx_print_unmark(root, digits, n);
+    llm_tx_print_unmark(root, 0, digits, n);
     cJSON_free(digits);
 
     return s;
 }
 
 
-/* with digits NULL, the bytes the digits take: each figure and its NUL */
+/*
+ * item, and its siblings after it if asked (not the root's: the printed
+ * item may be a member of a larger tree).  With digits NULL, the bytes
+ * the digits take: each figure and its NUL.  A number that is a
+ * reference is left as it is.
+ */
 
 static size_t
-llm_tx_print_mark(cJSON *item, char *digits, size_t at)
+llm_tx_print_mark(cJSON *item, int siblings, char *digits, size_t at)
 {
     double  d;
     size_t  len;
 
-    for ( /* void */ ; item; item = item->next) {
+    for ( /* void */ ; item; item = siblings ? item->next : NULL) {
         if (item->child) {
-            at = llm_tx_print_mark(item->child, digits, at);
+            at = llm_tx_print_mark(item->child, 1, digits, at);
             continue;
         }
 
         /* the flags above the type's byte (a constant name) stay */
-        if ((item->type & 0xff) != cJSON_Number) {
+        if ((item->type & 0xff) != cJSON_Number
+            || (item->type & cJSON_IsReference))
+        {
             continue;
         }
 
@@ -132,11 +140,12 @@ llm_tx_print_mark(cJSON *item, char *digits, size_t at)
 
 
 static void
-llm_tx_print_unmark(cJSON *item, const char *digits, size_t size)
+llm_tx_print_unmark(cJSON *item, int siblings, const char *digits,
+    size_t size)
 {
-    for ( /* void */ ; item; item = item->next) {
+    for ( /* void */ ; item; item = siblings ? item->next : NULL) {
         if (item->child) {
-            llm_tx_print_unmark(item->child, digits, size);
+            llm_tx_print_unmark(item->child, 1, digits, size);
             continue;
         }
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "llm_record.h"
+#include "llm_sse.h"
 
 
 /* the most of a refusal's field path and message */
@@ -59,6 +60,14 @@ typedef struct {
     int64_t         est_input;     /* the prompt estimate: Anthropic's
                                       message_start, before the figure */
     int64_t         max_tokens;    /* the output limit the backend got */
+
+    /*
+     * The meter's reading of the backend's stream (llm_sse's usage, brought
+     * up to date before each event reaches the translator): the figures
+     * the client is shown, so that they are what the ledger bills.  NULL:
+     * the translator's own reading of the events.
+     */
+    const llm_usage_t  *meter;
 
     /* memory for what must be kept (Responses' final object), at most max */
     llm_tx_grow_pt  grow;

@@ -467,6 +467,15 @@ llm_tx_body_read_usage(const cJSON *u, int anthropic,
         a->input = llm_tx_body_tokens(u, "input_tokens") + a->cached
                    + a->cache_write;
         a->output = llm_tx_body_tokens(u, "output_tokens");
+
+        /* the meter's sum is clamped too, and its parts within it */
+        if (a->input > LLM_TX_BODY_TOKENS_MAX) {
+            a->input = LLM_TX_BODY_TOKENS_MAX;
+            a->cached = (a->cached < a->input) ? a->cached : a->input;
+            a->cache_write = (a->cache_write < a->input) ? a->cache_write
+                                                         : a->input;
+        }
+
         return;
     }
 

@@ -113,6 +113,7 @@ static int llm_tx_chat_tools(llm_tx_stream_t *t, llm_tx_out_t *o,
 static void llm_tx_chat_usage(llm_tx_stream_t *t, const cJSON *usage);
 static int llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o,
     const char *event, size_t event_len, const char *data, size_t len);
+static const char *llm_tx_messages_named(const char *event, size_t len);
 static int llm_tx_messages_block(llm_tx_stream_t *t, llm_tx_out_t *o,
     const cJSON *root, int start);
 static void llm_tx_messages_usage(llm_tx_stream_t *t, const cJSON *usage);
@@ -494,35 +495,30 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
 {
     int           rc;
     cJSON        *root;
-    const char   *type;
+    const char   *type, *named;
     const cJSON  *item, *usage;
+
+    named = llm_tx_messages_named(event, event_len);
 
     root = cJSON_ParseWithLength(data, len);
 
     if (root == NULL || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
+
+        /* the meter reads these two by their name alone */
+        if (named && strcmp(named, "message_stop") == 0) {
+            return llm_tx_end(t, o);
+        }
+
+        if (named && strcmp(named, "error") == 0) {
+            return llm_tx_backend_error(t, o, NULL);
+        }
+
         return llm_tx_fail(t, o, "invalid upstream event");
     }
 
-    type = llm_tx_string(root, "type");
+    type = named ? named : llm_tx_string(root, "type");
     rc = 0;
-
-    /*
-     * The event line names these as the meter (llm_sse) reads them, over
-     * the data's "type": an event whose two disagree is what is billed.
-     */
-    if (event_len == 5 && memcmp(event, "error", 5) == 0) {
-        type = "error";
-
-    } else if (event_len == 12 && memcmp(event, "message_stop", 12) == 0) {
-        type = "message_stop";
-
-    } else if (event_len == 13 && memcmp(event, "message_start", 13) == 0) {
-        type = "message_start";
-
-    } else if (event_len == 13 && memcmp(event, "message_delta", 13) == 0) {
-        type = "message_delta";
-    }
 
     if (type == NULL) {
         /* not an event of the Messages API: skipped as unknown types are */
@@ -583,6 +579,34 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
     cJSON_Delete(root);
 
     return rc;
+}
+
+
+/*
+ * The event line's name where the meter (llm_sse) reads it over the data's
+ * "type", so that an event whose two disagree is translated as it is
+ * billed: the stream's start, delta, stop and errors; the ends of a
+ * Responses stream, which the meter takes for no Messages event, as ""
+ * (skipped).  NULL: the data's "type" says.
+ */
+
+static const char *
+llm_tx_messages_named(const char *event, size_t len)
+{
+    size_t             i;
+    static const char *const  names[] = {
+        "error", "message_stop", "message_start", "message_delta",
+        "response.failed", "response.completed", "response.incomplete",
+        NULL
+    };
+
+    for (i = 0; names[i]; i++) {
+        if (strlen(names[i]) == len && memcmp(event, names[i], len) == 0) {
+            return (names[i][0] == 'r') ? "" : names[i];
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -1296,13 +1320,48 @@ llm_tx_chat_tail(llm_tx_out_t *o, const char *reason)
 }
 
 
+/*
+ * The figures the client is shown, in Messages' terms (the prompt without
+ * its cache reads and writes): the meter's when there is one, else the
+ * translator's own.
+ */
+
+static void
+llm_tx_figures(const llm_tx_stream_t *t, int64_t *f, int64_t *reasoning)
+{
+    uint64_t            in, part;
+    const llm_usage_t  *u = t->cf.meter;
+
+    if (u == NULL) {
+        memcpy(f, t->tokens, sizeof(t->tokens));
+        *reasoning = t->reasoning;
+        return;
+    }
+
+    in = u->input_tokens;
+
+    /* each within the prompt, and the two together too */
+    f[llm_tx_cache_read] = (int64_t) (u->cached_input_tokens < in
+                                      ? u->cached_input_tokens : in);
+    part = in - (uint64_t) f[llm_tx_cache_read];
+    f[llm_tx_cache_write] = (int64_t) (u->cache_write_tokens < part
+                                       ? u->cache_write_tokens : part);
+    f[llm_tx_input] = (int64_t) (part - (uint64_t) f[llm_tx_cache_write]);
+    f[llm_tx_output] = (int64_t) u->output_tokens;
+
+    *reasoning = (int64_t) (u->reasoning_tokens < u->output_tokens
+                            ? u->reasoning_tokens : u->output_tokens);
+}
+
+
 static void
 llm_tx_chat_usage_chunk(llm_tx_stream_t *t, llm_tx_out_t *o)
 {
-    int64_t  in;
+    int64_t  in, f[4], reasoning;
 
-    in = t->tokens[llm_tx_input] + t->tokens[llm_tx_cache_write]
-         + t->tokens[llm_tx_cache_read];
+    llm_tx_figures(t, f, &reasoning);
+
+    in = f[llm_tx_input] + f[llm_tx_cache_write] + f[llm_tx_cache_read];
 
     llm_tx_puts(o, "data: {\"id\":\"chatcmpl-");
     llm_tx_puts(o, t->hash);
@@ -1313,11 +1372,11 @@ llm_tx_chat_usage_chunk(llm_tx_stream_t *t, llm_tx_out_t *o)
     llm_tx_puts(o, ",\"choices\":[],\"usage\":{\"prompt_tokens\":");
     llm_tx_put_num(o, in);
     llm_tx_puts(o, ",\"completion_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_output]);
+    llm_tx_put_num(o, f[llm_tx_output]);
     llm_tx_puts(o, ",\"total_tokens\":");
-    llm_tx_put_num(o, in + t->tokens[llm_tx_output]);
+    llm_tx_put_num(o, in + f[llm_tx_output]);
     llm_tx_puts(o, ",\"prompt_tokens_details\":{\"cached_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_cache_read]);
+    llm_tx_put_num(o, f[llm_tx_cache_read]);
     llm_tx_puts(o, "}}}\n\n");
 }
 
@@ -1338,17 +1397,21 @@ llm_tx_msg_event(llm_tx_out_t *o, const char *type)
 static void
 llm_tx_msg_delta(llm_tx_stream_t *t, llm_tx_out_t *o)
 {
+    int64_t  f[4], reasoning;
+
+    llm_tx_figures(t, f, &reasoning);
+
     llm_tx_msg_event(o, "message_delta");
     llm_tx_puts(o, ",\"delta\":{\"stop_reason\":\"");
     llm_tx_puts(o, llm_tx_anthropic_names[t->reason]);
     llm_tx_puts(o, "\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_input]);
+    llm_tx_put_num(o, f[llm_tx_input]);
     llm_tx_puts(o, ",\"cache_creation_input_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_cache_write]);
+    llm_tx_put_num(o, f[llm_tx_cache_write]);
     llm_tx_puts(o, ",\"cache_read_input_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_cache_read]);
+    llm_tx_put_num(o, f[llm_tx_cache_read]);
     llm_tx_puts(o, ",\"output_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_output]);
+    llm_tx_put_num(o, f[llm_tx_output]);
     llm_tx_puts(o, "}}\n\n");
 }
 
@@ -1560,21 +1623,22 @@ llm_tx_resp_done(llm_tx_stream_t *t, llm_tx_out_t *o)
 static void
 llm_tx_resp_usage(llm_tx_stream_t *t, llm_tx_out_t *o)
 {
-    int64_t  in;
+    int64_t  in, f[4], reasoning;
 
-    in = t->tokens[llm_tx_input] + t->tokens[llm_tx_cache_write]
-         + t->tokens[llm_tx_cache_read];
+    llm_tx_figures(t, f, &reasoning);
+
+    in = f[llm_tx_input] + f[llm_tx_cache_write] + f[llm_tx_cache_read];
 
     llm_tx_puts(o, "{\"input_tokens\":");
     llm_tx_put_num(o, in);
     llm_tx_puts(o, ",\"input_tokens_details\":{\"cached_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_cache_read]);
+    llm_tx_put_num(o, f[llm_tx_cache_read]);
     llm_tx_puts(o, "},\"output_tokens\":");
-    llm_tx_put_num(o, t->tokens[llm_tx_output]);
+    llm_tx_put_num(o, f[llm_tx_output]);
     llm_tx_puts(o, ",\"output_tokens_details\":{\"reasoning_tokens\":");
-    llm_tx_put_num(o, t->reasoning);
+    llm_tx_put_num(o, reasoning);
     llm_tx_puts(o, "},\"total_tokens\":");
-    llm_tx_put_num(o, in + t->tokens[llm_tx_output]);
+    llm_tx_put_num(o, in + f[llm_tx_output]);
     llm_tx_puts(o, "}");
 }
 

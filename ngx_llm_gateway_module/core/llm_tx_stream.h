@@ -110,9 +110,11 @@ void llm_tx_stream_init(llm_tx_stream_t *t, const llm_tx_conf_t *cf);
 /*
  * One backend event (event may be empty: OpenAI names none).  A Messages
  * event is what its event line says when that is message_start,
- * message_delta, message_stop or error, as the meter (llm_sse) reads it,
- * else what its data's "type" says.  skipped: llm_sse dropped its data as
- * too large.  Returns 0, or
+ * message_delta, message_stop or error, as the meter (llm_sse) reads it
+ * (message_stop and error even without data), none when it names the end
+ * of a Responses stream, else what its data's "type" says.  skipped:
+ * llm_sse dropped its data as too large.  The usage the client is shown
+ * is cf->meter's where there is one.  Returns 0, or
  * -1 if out failed or the memory could not grow (beyond cf->max); then
  * every later call returns -1 too.
  */

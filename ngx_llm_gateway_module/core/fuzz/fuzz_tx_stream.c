@@ -191,12 +191,16 @@ fuzz_translate(const llm_tx_conf_t *cf, size_t cap, const char *s,
     size_t            off, n, used;
     llm_sse_t         p;
     fuzz_feed_t       f;
+    llm_tx_conf_t     mcf;
     llm_tx_stream_t   t;
 
     buf = malloc(cap);
     memset(out, 0, sizeof(fuzz_out_t));
 
-    llm_tx_stream_init(&t, cf);
+    /* as the gateway has it: the figures shown are the meter's */
+    mcf = *cf;
+    mcf.meter = &p.usage;
+    llm_tx_stream_init(&t, &mcf);
 
     f.t = &t;
     f.out = out;

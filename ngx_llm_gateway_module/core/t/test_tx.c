@@ -3,8 +3,9 @@
  * What the translators share: llm_tx_int() against "%lld" at the bounds,
  * and llm_tx_print() against cJSON_PrintUnformatted() byte for byte, over
  * whole numbers on both sides of 10^15, fractions, negative zero, what is
- * not a number, nested objects and arrays, and raw items of the caller's,
- * the tree as it was afterwards.
+ * not a number, nested objects and arrays, raw items of the caller's,
+ * numbers by reference and a member printed alone, the tree as it was
+ * afterwards.
  */
 
 
@@ -17,6 +18,25 @@
 
 #include "llm_tx.h"
 #include "tap.h"
+
+
+static size_t  test_allocs;
+
+
+static void *
+test_alloc(size_t size)
+{
+    test_allocs++;
+
+    return malloc(size);
+}
+
+
+static void
+test_free(void *p)
+{
+    free(p);
+}
 
 
 static void
@@ -141,6 +161,47 @@ test_trees(void)
            == (cJSON_Number | cJSON_StringIsConst),
            "a constant name's number as it was");
     cJSON_Delete(root);
+
+    /* a member printed alone: its siblings after it are not its own */
+    root = cJSON_Parse("{\"input\":{\"q\":\"x\"},\"n\":[1,2,3,4,5]}");
+    {
+        char   *got;
+        cJSON  *input = cJSON_GetObjectItem(root, "input");
+        size_t  before;
+
+        test_print("a member with siblings", input);
+
+        size_t  theirs;
+
+        cJSON_InitHooks(&(cJSON_Hooks) { test_alloc, test_free });
+        before = test_allocs;
+        got = cJSON_PrintUnformatted(input);
+        theirs = test_allocs - before;
+        cJSON_free(got);
+
+        before = test_allocs;
+        got = llm_tx_print(input);
+        tap_is(test_allocs - before, theirs,
+               "a member without numbers: cJSON's allocations, none for its "
+               "siblings' numbers");
+        cJSON_free(got);
+        cJSON_InitHooks(NULL);
+    }
+    cJSON_Delete(root);
+
+    /* a number that is a reference is left as it is, flag and all */
+    {
+        cJSON  *shared = cJSON_CreateNumber(42);
+
+        root = cJSON_CreateArray();
+        cJSON_AddItemReferenceToArray(root, shared);
+        cJSON_AddItemToArray(root, cJSON_CreateNumber(7));
+        test_print("a number by reference", root);
+        tap_ok(root->child->type == (cJSON_Number | cJSON_IsReference),
+               "the reference's type as it was");
+        cJSON_Delete(root);
+        cJSON_Delete(shared);
+    }
 
     /* a tree without numbers, and an empty one */
     root = cJSON_Parse("[\"a\",[],{}]");

@@ -40,6 +40,7 @@ static size_t  sse_cap = BUF_SIZE;
 static int     fail_after;
 static int     last_done;
 static uint64_t  last_output;   /* what llm_sse metered of the stream */
+static uint64_t  last_input;
 
 
 typedef struct {
@@ -429,6 +430,7 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     out_t             out;
     feed_t            f;
     llm_sse_t         p;
+    llm_tx_conf_t     mcf;
     llm_tx_stream_t   t;
 
     buf = malloc(sse_cap);
@@ -437,7 +439,10 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
     out.calls = 0;
     out.fail_after = fail_after;
 
-    llm_tx_stream_init(&t, cf);
+    /* as the gateway has it: the figures shown are the meter's */
+    mcf = *cf;
+    mcf.meter = &p.usage;
+    llm_tx_stream_init(&t, &mcf);
 
     f.t = &t;
     f.out = &out;
@@ -467,6 +472,7 @@ translate(const llm_tx_conf_t *cf, const char *s, size_t split, size_t step,
 
     last_done = llm_tx_stream_done(&t);
     last_output = p.usage.output_tokens;
+    last_input = p.usage.input_tokens;
 
     free(t.mem);
     free(buf);
@@ -777,6 +783,26 @@ run(llm_tx_conf_t *cf, const char *stream, int *rc)
 }
 
 
+/* the last "name":N of the client's bytes, -1 if none */
+
+static long long
+figure(const char *s, const char *name)
+{
+    char         key[64];
+    long long    v;
+    const char  *p;
+
+    snprintf(key, sizeof(key), "\"%s\":", name);
+    v = -1;
+
+    for (p = s; (p = strstr(p, key)) != NULL; p++) {
+        v = strtoll(p + strlen(key), NULL, 10);
+    }
+
+    return v;
+}
+
+
 static int
 count(const char *s, const char *what)
 {
@@ -908,6 +934,63 @@ test_errors(void)
            "error over a text delta's data: the error");
     free(got);
 
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   MSG_STOP_BLOCK("0") MSG_DELTA("end_turn")
+                   "event: message_stop\ndata: x\n\n", &rc);
+    tap_ok(rc == 0 && last_done && count(got, "[DONE]") == 1
+           && count(got, "error") == 0,
+           "message_stop whose data is not JSON: the end, as metered");
+    free(got);
+
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   "event: response.completed\ndata: {'type':'message_delta',"
+                   "'delta':{'stop_reason':'end_turn'},'usage':"
+                   "{'output_tokens':500}}\n\n" MSG_STOP_BLOCK("0")
+                   MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_is(figure(got, "completion_tokens"), (long long) last_output,
+           "a Responses end's name over message_delta's data: the figure "
+           "the meter took (%llu)", (unsigned long long) last_output);
+    free(got);
+
+    /* figures that go down, or above what holds them: shown as metered */
+    got = run(&cf, "event: message_start\ndata: {'type':'message_start',"
+                   "'message':{'usage':{'input_tokens':100,"
+                   "'output_tokens':1}}}\n\n" MSG_BLOCK_TEXT("0")
+                   MSG_TEXT("0", "Hi") MSG_STOP_BLOCK("0")
+                   "event: message_delta\ndata: {'type':'message_delta',"
+                   "'delta':{'stop_reason':'end_turn'},'usage':"
+                   "{'input_tokens':3,'output_tokens':2}}\n\n" MSG_STOP,
+              &rc);
+    tap_ok(last_input == 100
+           && figure(got, "prompt_tokens") == (long long) last_input,
+           "an input figure that goes down: the meter's, the larger");
+    free(got);
+
+    got = run(&cf, "event: message_start\ndata: {'type':'message_start',"
+                   "'message':{'usage':{'input_tokens':100000000,"
+                   "'cache_read_input_tokens':100000000,"
+                   "'cache_creation_input_tokens':500000000,"
+                   "'output_tokens':1}}}\n\n" MSG_DELTA("end_turn")
+                   MSG_STOP, &rc);
+    tap_ok(figure(got, "prompt_tokens") == (long long) last_input
+           && last_input == LLM_USAGE_TOKENS_MAX
+           && figure(got, "cached_tokens") <= (long long) last_input,
+           "a prompt whose parts sum above the most: clamped as metered");
+    free(got);
+
+    conf(&cf, OPENAI, RESPONSES);
+    got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("stop")
+                   "data: {'id':'c','object':'chat.completion.chunk',"
+                   "'choices':[],'usage':{'prompt_tokens':5,"
+                   "'completion_tokens':3,'total_tokens':8,"
+                   "'completion_tokens_details':{'reasoning_tokens':900}}}"
+                   "\n\n" CHAT_DONE, &rc);
+    tap_ok(figure(got, "reasoning_tokens") == 3
+           && figure(got, "output_tokens") == 3,
+           "reasoning above the output: the output, as metered");
+    free(got);
+
+    conf(&cf, ANTHROPIC, OPENAI);
     cf.model = NULL;
     got = run(&cf, "event: message_start\ndata: {'type':'message_start',"
                    "'message':{}}\n\n", &rc);
