@@ -402,7 +402,8 @@ bench_cpu(uint64_t *busy, uint64_t *total)
 static int
 bench_target(bench_target_t *t, char *spec)
 {
-    char  *eq, *colon;
+    char        *eq, *colon;
+    const char  *p;
 
     eq = strchr(spec, '=');
     if (eq == NULL || eq == spec) {
@@ -424,8 +425,12 @@ bench_target(bench_target_t *t, char *spec)
         t->model = colon + 1;
 
         /* written into the body as it is: a name of the mock's, short */
-        if (strlen(t->model) > 64 || strpbrk(t->model, "\"\\") != NULL) {
-            return -1;
+        for (p = t->model; *p; p++) {
+            if ((unsigned char) *p < 0x20 || *p == '"' || *p == '\\'
+                || p - t->model >= 64)
+            {
+                return -1;
+            }
         }
     }
 

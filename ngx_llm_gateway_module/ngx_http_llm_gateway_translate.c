@@ -413,8 +413,9 @@ ngx_http_llm_gateway_translate_conf(ngx_http_request_t *r,
     cf->grow_ctx = r->pool;
     cf->max = llcf->response_buffer;
 
-    /* the stream's figures as metered: the client is shown what is billed */
+    /* the stream's figures as metered and bounded: what is billed */
     cf->meter = &ctx->sse.usage;
+    cf->output_bound = ctx->req.output_bound;
 
     /* a Chat client that asked for the usage chunk gets it */
     cf->include_usage = (ctx->req.api == LLM_API_OPENAI

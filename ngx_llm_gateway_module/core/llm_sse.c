@@ -115,6 +115,7 @@ static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
 static void llm_sse_set_reason(llm_usage_t *u, const char *s);
 static llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
+static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
 static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
     const llm_sse_name_t *keys, const llm_sse_name_t *wanted);
@@ -892,7 +893,8 @@ llm_sse_openai(llm_sse_t *p)
     /* most events are content deltas: they are not worth a parse */
 
     if (!llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text,
-                       llm_sse_openai_wanted))
+                       llm_sse_openai_wanted)
+        && !llm_sse_escaped_ascii(p->buf, p->len))
     {
         return;
     }
@@ -1434,6 +1436,10 @@ llm_sse_anthropic_wanted(const char *s, size_t n)
         return 0;
     }
 
+    if (llm_sse_escaped_ascii(s, n)) {
+        return 1;
+    }
+
     end = s + n;
 
     for (q = s; q + 1 < end; q++) {
@@ -1459,6 +1465,41 @@ llm_sse_anthropic_wanted(const char *s, size_t n)
             || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
         {
             return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * Whether the data writes a printable ASCII character as \u0020-\u007f,
+ * which no encoder needs: a name ("typ\u0065", "usag\u0065") or a type
+ * ("message\u005fdelta") the scans above would not see, but cJSON and the
+ * client do.  Such an event is parsed, so that it is billed as read.
+ */
+
+static int
+llm_sse_escaped_ascii(const char *s, size_t n)
+{
+    const char  *q, *end;
+
+    end = s + n;
+
+    for (q = s; (q = memchr(q, '\\', end - q)) != NULL; q += 2) {
+        if (end - q < 6) {
+            return 0;
+        }
+
+        if (q[1] == 'u' && q[2] == '0' && q[3] == '0'
+            && q[4] >= '2' && q[4] <= '7')
+        {
+            return 1;
+        }
+
+        /* an escape is two bytes at least: "\\u0065" is no \u0065 */
+        if (q + 2 >= end) {
+            return 0;
         }
     }
 

@@ -68,6 +68,8 @@ typedef struct {
      * the translator's own reading of the events.
      */
     const llm_usage_t  *meter;
+    int64_t             output_bound;  /* with the meter: the most of the
+                                          output the ledger bills, 0 none */
 
     /* memory for what must be kept (Responses' final object), at most max */
     llm_tx_grow_pt  grow;

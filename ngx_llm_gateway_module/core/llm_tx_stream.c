@@ -500,6 +500,11 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
 
     named = llm_tx_messages_named(event, event_len);
 
+    if (named && named[0] == '\0') {
+        /* no Messages event, as the meter takes it: not even parsed */
+        return 0;
+    }
+
     root = cJSON_ParseWithLength(data, len);
 
     if (root == NULL || !cJSON_IsObject(root)) {
@@ -1075,6 +1080,15 @@ llm_tx_conclude(llm_tx_stream_t *t, llm_tx_out_t *o)
         return 0;
     }
 
+    /*
+     * With the meter's figures, not before the backend's terminal event:
+     * a usage the backend repeats after its finish may raise them, and
+     * the client is shown what is billed.
+     */
+    if (t->cf.meter && !t->ending) {
+        return 0;
+    }
+
     /* nothing opens after the finish; closed again all the same */
     rc = llm_tx_close(t, o);
     if (rc != 0) {
@@ -1131,6 +1145,7 @@ llm_tx_end(llm_tx_stream_t *t, llm_tx_out_t *o)
 
     /* without the usage: the figures known, as the backend gave none */
     t->have_usage = 1;
+    t->ending = 1;
 
     rc = llm_tx_conclude(t, o);
     if (rc != 0) {
@@ -1349,8 +1364,14 @@ llm_tx_figures(const llm_tx_stream_t *t, int64_t *f, int64_t *reasoning)
     f[llm_tx_input] = (int64_t) (part - (uint64_t) f[llm_tx_cache_write]);
     f[llm_tx_output] = (int64_t) u->output_tokens;
 
-    *reasoning = (int64_t) (u->reasoning_tokens < u->output_tokens
-                            ? u->reasoning_tokens : u->output_tokens);
+    /* the ledger bills no more output than the request could make */
+    if (t->cf.output_bound > 0 && f[llm_tx_output] > t->cf.output_bound) {
+        f[llm_tx_output] = t->cf.output_bound;
+    }
+
+    *reasoning = (int64_t) ((int64_t) u->reasoning_tokens < f[llm_tx_output]
+                            ? (int64_t) u->reasoning_tokens
+                            : f[llm_tx_output]);
 }
 
 

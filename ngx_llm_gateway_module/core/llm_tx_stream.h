@@ -91,6 +91,7 @@ typedef struct {
     unsigned        have_usage:1;   /* the final usage came */
     unsigned        concluded:1;    /* message_delta, the usage chunk or
                                        response.completed was written */
+    unsigned        ending:1;       /* the backend's terminal event came */
     unsigned        done:1;
     unsigned        errored:1;      /* it ended with an error event */
     unsigned        failed:1;       /* out or grow failed */

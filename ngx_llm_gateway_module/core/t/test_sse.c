@@ -240,6 +240,16 @@ static const sse_case_t  sse_cases[] = {
         .delta_events = 2, .delta_bytes = 32, .finish_reason = "stop",
         .have_usage = 1, .have_input = 1, .done = 1 } },
 
+    /* a member name written with an escape: parsed, so billed as read */
+    { "openai, the usage's name escaped", OPENAI, 0,
+      OAI_CHUNK OAI_ROLE "}\n\n"
+      OAI_CHUNK OAI_FINISH("stop") "}\n\n"
+      OAI_CHUNK "'choices':[],'usag\\u0065':{'prompt_tokens':12,"
+      "'completion_tokens':3,'total_tokens':15}}\n\n"
+      "data: [DONE]\n\n",
+      { .input_tokens = 12, .output_tokens = 3, .finish_reason = "stop",
+        .have_usage = 1, .have_input = 1, .done = 1 } },
+
     { "openai, no usage", OPENAI, 0,
       OAI_CHUNK OAI_ROLE "}\n\n"
       OAI_CHUNK OAI_TEXT("Hi") "}\n\n"
@@ -505,6 +515,16 @@ static const sse_case_t  sse_cases[] = {
       { .input_tokens = 2010, .output_tokens = 42,
         .cached_input_tokens = 1800, .cache_write_tokens = 200,
         .delta_events = 2, .delta_bytes = 27, .finish_reason = "end_turn",
+        .have_usage = 1, .have_input = 1, .done = 1 } },
+
+    /* a type written with an escape, on a ping's event line */
+    { "anthropic, message_delta's type escaped", ANTHROPIC, 0,
+      ANT_START("{'input_tokens':25,'output_tokens':1}")
+      "event: ping\n"
+      "data: {'type':'message\\u005fdelta','delta':{'stop_reason':"
+      "'end_turn'},'usage':{'output_tokens':50}}\n\n"
+      ANT_STOP,
+      { .input_tokens = 25, .output_tokens = 50, .finish_reason = "end_turn",
         .have_usage = 1, .have_input = 1, .done = 1 } },
 
     /* three message_delta: the usage came more than once */

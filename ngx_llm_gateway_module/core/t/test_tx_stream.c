@@ -978,6 +978,31 @@ test_errors(void)
            "a prompt whose parts sum above the most: clamped as metered");
     free(got);
 
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   "event: response.completed\ndata: x\n\n"
+                   MSG_TEXT("0", "more") MSG_STOP_BLOCK("0")
+                   MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_ok(rc == 0 && count(got, "more") == 1 && count(got, "error") == 0
+           && count(got, "[DONE]") == 1,
+           "a Responses end's name with data not JSON: skipped, as metered");
+    free(got);
+
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0")
+                   "event: error\ndata: x\n\n", &rc);
+    tap_ok(last_done && strstr(got, "\"message\":\"upstream error\"")
+                        != NULL,
+           "an error by its name, its data not JSON: the error");
+    free(got);
+
+    /* the output held to what the request could make, as settled */
+    cf.output_bound = 6;
+    got = run(&cf, MSG_START MSG_BLOCK_TEXT("0") MSG_TEXT("0", "Hi")
+                   MSG_STOP_BLOCK("0") MSG_DELTA("end_turn") MSG_STOP, &rc);
+    tap_ok(figure(got, "completion_tokens") == 6 && last_output == 9,
+           "an output above the request's bound: the bound, as billed");
+    free(got);
+    cf.output_bound = 0;
+
     conf(&cf, OPENAI, RESPONSES);
     got = run(&cf, CHAT_ROLE CHAT_TEXT("Hi") CHAT_FINISH("stop")
                    "data: {'id':'c','object':'chat.completion.chunk',"
@@ -1179,14 +1204,27 @@ test_streams(void)
            "[DONE] without usage: message_delta, then message_stop");
     free(got);
 
-    /* the usage in the finish chunk: message_delta at once */
+    /* the usage in the finish chunk: message_delta at [DONE], which may
+       follow a usage that raises it */
     got = run(&cf, CHAT_ROLE
                    CHAT_HEAD "'choices':[{'index':0,'delta':{},"
                    "'finish_reason':'function_call'}],'usage':"
                    "{'prompt_tokens':5,'completion_tokens':3}}\n\n", &rc);
+    tap_ok(count(got, "message_delta") == 0 && !last_done,
+           "the usage with the finish: no message_delta before [DONE]");
+    free(got);
+    got = run(&cf, CHAT_ROLE
+                   CHAT_HEAD "'choices':[{'index':0,'delta':{},"
+                   "'finish_reason':'function_call'}],'usage':"
+                   "{'prompt_tokens':5,'completion_tokens':3}}\n\n"
+                   CHAT_HEAD "'choices':[],'usage':{'prompt_tokens':5,"
+                   "'completion_tokens':40}}\n\n" CHAT_DONE, &rc);
     tap_ok(strstr(got, "\"stop_reason\":\"tool_use\"") != NULL
-           && strstr(got, "\"input_tokens\":5,") != NULL && !last_done,
-           "the usage with the finish: message_delta before [DONE]");
+           && strstr(got, "\"input_tokens\":5,") != NULL
+           && figure(got, "output_tokens") == 40
+           && (long long) last_output == 40 && last_done,
+           "a usage repeated after the finish: message_delta at [DONE], "
+           "the larger, as metered");
     free(got);
 
     /* the first event gives the client its first at once */
