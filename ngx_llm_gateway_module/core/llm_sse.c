@@ -1497,10 +1497,7 @@ llm_sse_escaped_ascii(const char *s, size_t n)
             return 1;
         }
 
-        /* an escape is two bytes at least: "\\u0065" is no \u0065 */
-        if (q + 2 >= end) {
-            return 0;
-        }
+        /* past the escape's two bytes: "\\u0065" is no \u0065 */
     }
 
     return 0;
