@@ -1484,6 +1484,11 @@ llm_sse_escaped_ascii(const char *s, size_t n)
 {
     const char  *q, *end;
 
+    /* an event with an empty data field has no buffer yet */
+    if (n == 0) {
+        return 0;
+    }
+
     end = s + n;
 
     for (q = s; (q = memchr(q, '\\', end - q)) != NULL; q += 2) {
