@@ -31,17 +31,6 @@ enum {
 };
 
 
-/* the event types that carry what we want */
-typedef enum {
-    llm_sse_other = 0,
-    llm_sse_message_start,
-    llm_sse_message_delta,
-    llm_sse_message_stop,
-    llm_sse_error,
-    llm_sse_response_end        /* response.completed, .incomplete, .failed */
-} llm_sse_kind_e;
-
-
 /* indexes into llm_sse_t.tokens */
 enum {
     llm_sse_input = 0,
@@ -113,7 +102,6 @@ static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
     uint64_t dflt, llm_usage_t *u);
 static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
 static void llm_sse_set_reason(llm_usage_t *u, const char *s);
-static llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
@@ -1370,7 +1358,7 @@ llm_sse_set_reason(llm_usage_t *u, const char *s)
 }
 
 
-static llm_sse_kind_e
+llm_sse_kind_e
 llm_sse_kind(const char *s, size_t n)
 {
     switch (n) {

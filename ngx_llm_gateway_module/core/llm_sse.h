@@ -34,6 +34,17 @@
 #define LLM_SSE_EVENT_MAX         32
 
 
+/* the event types that carry what the meter wants */
+typedef enum {
+    llm_sse_other = 0,
+    llm_sse_message_start,
+    llm_sse_message_delta,
+    llm_sse_message_stop,
+    llm_sse_error,
+    llm_sse_response_end        /* response.completed, .incomplete, .failed */
+} llm_sse_kind_e;
+
+
 typedef struct {
     /* the upstream's figures, each the largest it reported */
     uint64_t   input_tokens;         /* the whole prompt, cached included */
@@ -211,6 +222,13 @@ int llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
 
 int llm_sse_usage_from_tail(llm_api_e api, const char *tail, size_t len,
     llm_usage_t *u);
+
+
+/*
+ * The type an event line (or a "type") names, as the meter reads it: an
+ * event so named is that, whatever its data's "type" says.
+ */
+llm_sse_kind_e llm_sse_kind(const char *s, size_t n);
 
 
 #endif /* _LLM_SSE_H_INCLUDED_ */

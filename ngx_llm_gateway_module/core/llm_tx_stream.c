@@ -588,30 +588,35 @@ llm_tx_messages_event(llm_tx_stream_t *t, llm_tx_out_t *o, const char *event,
 
 
 /*
- * The event line's name where the meter (llm_sse) reads it over the data's
- * "type", so that an event whose two disagree is translated as it is
- * billed: the stream's start, delta, stop and errors; the ends of a
- * Responses stream, which the meter takes for no Messages event, as ""
- * (skipped).  NULL: the data's "type" says.
+ * The event line's name where the meter reads it over the data's "type"
+ * (llm_sse_kind()), so that an event whose two disagree is translated as
+ * it is billed; the end of a Responses stream, which the meter takes for
+ * no Messages event, as "" (skipped).  NULL: the data's "type" says.
  */
 
 static const char *
 llm_tx_messages_named(const char *event, size_t len)
 {
-    size_t             i;
-    static const char *const  names[] = {
-        "error", "message_stop", "message_start", "message_delta",
-        "response.failed", "response.completed", "response.incomplete",
-        NULL
-    };
+    switch (llm_sse_kind(event, len)) {
 
-    for (i = 0; names[i]; i++) {
-        if (strlen(names[i]) == len && memcmp(event, names[i], len) == 0) {
-            return (names[i][0] == 'r') ? "" : names[i];
-        }
+    case llm_sse_message_start:
+        return "message_start";
+
+    case llm_sse_message_delta:
+        return "message_delta";
+
+    case llm_sse_message_stop:
+        return "message_stop";
+
+    case llm_sse_error:
+        return "error";
+
+    case llm_sse_response_end:
+        return "";
+
+    default:
+        return NULL;
     }
-
-    return NULL;
 }
 
 
