@@ -1486,10 +1486,14 @@ cli_capacity_report(PGresult *res, long long capacity, long long days,
 }
 
 
+/* as the operators' role (admin_database_url), which accountd's is not */
+
 static PGconn *
 cli_connect(void)
 {
-    return pq_connect(acd_cf.database_url, CLI_CONNECT_TIMEOUT);
+    return pq_connect(acd_cf.admin_database_url[0] != '\0'
+                      ? acd_cf.admin_database_url : acd_cf.database_url,
+                      CLI_CONNECT_TIMEOUT);
 }
 
 

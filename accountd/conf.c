@@ -49,6 +49,10 @@ static conf_entry_t  conf_table[] = {
     { "database_url", CONF_STR,
       offsetof(acd_conf_t, database_url), "", 0, 0 },
 
+    /* the operators' commands' role: "" is database_url's */
+    { "admin_database_url", CONF_STR,
+      offsetof(acd_conf_t, admin_database_url), "", 0, 0 },
+
     { "listen", CONF_PATH,
       offsetof(acd_conf_t, listen), "", 0, 0 },
 
@@ -107,6 +111,7 @@ int          acd_verbose_args;
 
 
 static char *conf_trim(char *s);
+static int conf_env(char **value, const char *name);
 static int conf_set(const conf_entry_t *e, acd_conf_t *cf, const char *dir,
     const char *value, const char *file, int line);
 static int conf_set_users(acd_conf_t *cf, const char *value,
@@ -118,7 +123,7 @@ conf_load(const char *path, acd_conf_t *cf, int optional)
 {
     int                  n, rc;
     char                 buf[CONF_LINE_MAX], *p, *key, *value, *dir;
-    char                *slash, *env;
+    char                *slash;
     FILE                *f;
     unsigned char        seen[sizeof(conf_table) / sizeof(conf_entry_t)];
     const conf_entry_t  *e;
@@ -220,16 +225,11 @@ conf_load(const char *path, acd_conf_t *cf, int optional)
 
 env:
 
-    env = getenv("LLMGW_DATABASE_URL");
-
-    if (env != NULL && env[0] != '\0') {
-        free(cf->database_url);
-
-        cf->database_url = strdup(env);
-        if (cf->database_url == NULL) {
-            log_error("out of memory");
-            goto close;
-        }
+    if (conf_env(&cf->database_url, "LLMGW_DATABASE_URL") != 0
+        || conf_env(&cf->admin_database_url, "LLMGW_ADMIN_DATABASE_URL") != 0)
+    {
+        log_error("out of memory");
+        goto close;
     }
 
     rc = 0;
@@ -344,6 +344,7 @@ void
 conf_free(acd_conf_t *cf)
 {
     free(cf->database_url);
+    free(cf->admin_database_url);
     free(cf->listen);
     free(cf->listen_group);
     free(cf->allow_users);
@@ -356,6 +357,31 @@ conf_free(acd_conf_t *cf)
     free(cf->gateway_name);
 
     memset(cf, 0, sizeof(acd_conf_t));
+}
+
+
+/* an environment variable, if set, overrides the file's setting */
+
+static int
+conf_env(char **value, const char *name)
+{
+    char  *env, *v;
+
+    env = getenv(name);
+
+    if (env == NULL || env[0] == '\0') {
+        return 0;
+    }
+
+    v = strdup(env);
+    if (v == NULL) {
+        return -1;
+    }
+
+    free(*value);
+    *value = v;
+
+    return 0;
 }
 
 

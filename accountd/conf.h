@@ -12,6 +12,7 @@
 
 typedef struct {
     char      *database_url;
+    char      *admin_database_url;
     char      *listen;
     int        listen_mode;
     char      *listen_group;

@@ -433,14 +433,13 @@ dbconn_connect_poll(void)
      * A record is acknowledged when its commit returns: that must mean it
      * is on disk, whatever the server's default (a server set up for speed
      * with synchronous_commit off would lose acknowledged records in a
-     * crash).  The batch statement computes every cost, NULL for a model
-     * without a price: llm.usage's trigger need not look again (sql/010).
+     * crash).
      */
     dbconn.setup_next = 0;
 
     dbconn_send(&dbconn_setup_query,
-                "SELECT set_config('synchronous_commit', 'on', false),"
-                " set_config('llmgw.cost_computed', 'on', false)", 0, NULL);
+                "SELECT set_config('synchronous_commit', 'on', false)", 0,
+                NULL);
 }
 
 

@@ -103,108 +103,29 @@ static const dbconn_query_t  ingest_reject_query = {
 
 
 /*
- * One statement a batch, prepared once a connection: the records come as
- * 17 arrays, a column each, and everything is done for the whole batch at
- * once rather than row by row (PostgreSQL's CPU a record is what the
- * gateway's throughput is bounded by):
- *
- *   r:   the records, the arrays unnested side by side in the select
- *        list (in FROM, each array would be copied into a store first);
- *   e:   the rows llm.usage has already for the batch's request_ids, one
- *        scan of each partition's primary key for all of them (sql/010);
- *   pm:  the price of each model of the batch (sql/008's llm.price_at) at
- *        its earliest and latest ts in the batch: the same row at both
- *        means no price change between them, and every record of that
- *        model gets it; otherwise each is looked up at its own ts;
- *   ins: the records whose request_id is new, with their cost, by a plain
- *        INSERT (OFFSET 0 keeps the price and the cost computed once a
- *        row: inlined, they were computed again for each use);
- *   and a record whose request_id is there already is a replay, ignored
- *        if its figures are the same, and refused into llm.usage_rejected,
- *        and logged, if they are not.
+ * One statement a batch, prepared once a connection: the records go as 17
+ * arrays, a column each, to llm.ingest_batch() (sql/013, sql/014), which
+ * does everything for the whole batch at once, as the ledger's owner:
+ * accountd's role may not write llm.usage itself, and the database alone
+ * costs a row.  It returns the request_ids of the replays whose figures
+ * differ from those written, which it put in llm.usage_rejected.
  *
  * A request's figures are never counted twice, nor changed once written.
- * Nothing in a batch shares a request_id: the look-up sees only what was
- * there before the statement, so ingest_send() cuts a batch before a
- * request_id it holds already.  The primary key has the last word: a row
- * another writer inserted since the look-up fails the batch with a unique
- * violation, and it is written again in halves, each finding that row.
- * ON CONFLICT would check every row against the index once more, for
- * what the look-up covers.
+ * Nothing in a batch shares a request_id: the function's look-up sees only
+ * what was there before the statement, so ingest_send() cuts a batch
+ * before a request_id it holds already.  llm.usage_request_ids has the
+ * last word: a row another writer inserted since the look-up fails the
+ * batch with a unique violation, and it is written again in halves, each
+ * finding that row.
  */
 
 #define INGEST_INSERT_NAME            "llmgw_insert"
 
 static const char  ingest_insert_sql[] =
-    "WITH r AS MATERIALIZED (SELECT a.*,"
-    " timestamptz 'epoch' + a.ts_ms * interval '1 millisecond' AS ts"
-    " FROM (SELECT unnest($1::text[]) AS request_id,"
-    " unnest($2::bigint[]) AS tenant_id, unnest($3::bigint[]) AS key_id,"
-    " unnest($4::text[]) AS model, unnest($5::text[]) AS api,"
-    " unnest($6::bigint[]) AS input_tokens,"
-    " unnest($7::bigint[]) AS output_tokens,"
-    " unnest($8::bigint[]) AS cached_input_tokens,"
-    " unnest($9::bigint[]) AS cache_write_tokens,"
-    " unnest($10::bigint[]) AS reasoning_tokens,"
-    " unnest($11::bigint[]) AS reserved_tokens,"
-    " unnest($12::text[]) AS finish_reason, unnest($13::int[]) AS status,"
-    " unnest($14::int[]) AS flags, unnest($15::bigint[]) AS ts_ms,"
-    " unnest($16::text[]) AS upstream_api, unnest($17::text[]) AS backend) a"
-    "), e AS MATERIALIZED ("
-    "SELECT u.request_id, u.tenant_id, u.key_id, u.model, u.api,"
-    " u.input_tokens, u.output_tokens, u.cached_input_tokens,"
-    " u.cache_write_tokens, u.reasoning_tokens, u.reserved_tokens,"
-    " u.finish_reason, u.status, u.flags, u.ts, u.upstream_api, u.backend"
-    " FROM llm.usage_of_requests($1::text[]) u"
-    "), pm AS MATERIALIZED ("
-    "SELECT m.model, lo.*::llm.prices AS price,"
-    " (lo.model, lo.effective_from)"
-    " IS NOT DISTINCT FROM (hi.model, hi.effective_from) AS same"
-    " FROM (SELECT r.model, min(r.ts) AS lo_ts, max(r.ts) AS hi_ts"
-    " FROM r GROUP BY r.model) m"
-    " LEFT JOIN LATERAL llm.price_at(m.model, m.lo_ts) lo ON true"
-    " LEFT JOIN LATERAL llm.price_at(m.model, m.hi_ts) hi ON true"
-    "), ins AS ("
-    "INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,"
-    " input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,"
-    " reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,"
-    " upstream_api, backend, cost_pusd)"
-    " SELECT c.request_id, c.tenant_id, c.key_id, c.model, c.api,"
-    " c.input_tokens, c.output_tokens, c.cached_input_tokens,"
-    " c.cache_write_tokens, c.reasoning_tokens, c.reserved_tokens,"
-    " c.finish_reason, c.status, c.flags, c.ts, c.upstream_api, c.backend,"
-    " CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END"
-    " FROM (SELECT q.*, llm.cost_numeric(q.price, q.input_tokens,"
-    " q.cached_input_tokens, q.cache_write_tokens, q.output_tokens) AS c"
-    " FROM (SELECT r.*, CASE WHEN pm.same THEN pm.price"
-    " ELSE (SELECT x.*::llm.prices FROM llm.price_at(r.model, r.ts) x)"
-    " END AS price"
-    " FROM r LEFT JOIN pm ON pm.model = r.model"
-    " WHERE NOT EXISTS (SELECT FROM e WHERE e.request_id = r.request_id)"
-    " OFFSET 0) q OFFSET 0) c"
-    ")"
-    " INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
-    " api, input_tokens, output_tokens, cached_input_tokens,"
-    " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
-    " status, flags, ts_ms, upstream_api, backend, error)"
-    " SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,"
-    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
-    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags, r.ts_ms, r.upstream_api,"
-    " r.backend,"
-    " 'llm.usage has this request_id already, with other figures'"
-    " FROM r JOIN e u ON u.request_id = r.request_id"
-    " WHERE (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,"
-    " u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,"
-    " u.reasoning_tokens, u.reserved_tokens, u.finish_reason, u.status,"
-    " u.flags, u.ts, u.upstream_api, u.backend)"
-    " IS DISTINCT FROM (r.tenant_id, r.key_id, r.model, r.api,"
-    " r.input_tokens, r.output_tokens, r.cached_input_tokens,"
-    " r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,"
-    " r.finish_reason, r.status, r.flags, r.ts, r.upstream_api,"
-    " r.backend)"
-    " ON CONFLICT (request_id) DO NOTHING"
-    " RETURNING request_id";
+    "SELECT r FROM llm.ingest_batch($1::text[], $2::bigint[], $3::bigint[],"
+    " $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],"
+    " $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::int[],"
+    " $14::int[], $15::bigint[], $16::text[], $17::text[]) r";
 
 /*
  * The arrays go in PostgreSQL's binary format (array_recv): no number is

@@ -558,7 +558,7 @@ sub poll {
 
 sub pg_dump {
     open my $fh, '-|', 'pg_dump', '--no-password', '-d',
-        $st->{LLMGW_DATABASE_URL}
+        $st->{LLMGW_SUPERUSER_URL}
         or die "pg_dump: $!";
     local $/;
     my $dump = <$fh> // '';

@@ -3,9 +3,11 @@
 # Billing (sql/004): llm.prices and the exact cost of every llm.usage row,
 # the ledger partitioned by month, the views finance reads against figures
 # worked out by hand, and a reporting role per tenant that row-level
-# security confines to its own rows, N x N.  Rows are written with the SQL
-# accountd sends, and one through accountd itself.  Last, 001..003 are
-# applied to a scratch database with rows, then 004: the upgrade.
+# security confines to its own rows, N x N.  The rows of 2024 are history
+# brought in by the maintenance path, a superuser's INSERT, received when
+# they happened; one row of today comes through accountd itself.  Last,
+# 001..003 are applied to a scratch database with rows, then 004 and the
+# later ones: the upgrade, up to the append-only ledger (sql/013..015).
 
 use strict;
 use warnings;
@@ -19,7 +21,6 @@ use LLMGW;
 use Socket qw(SOCK_STREAM);
 use Test::More;
 use Time::HiRes qw(time);
-use Time::Local qw(timegm);
 
 my $s = stack();
 my $dbh = db();
@@ -125,7 +126,7 @@ my @rows = (
   [ 'a1', 'A', 'alpha', '2024-02-10 12:00:00',        1,       1,     0,   0,    0,  0,            12_500_000 ],
   [ 'a2', 'A', 'alpha', '2024-02-29 23:59:59.999', 2000,    1500,   128,  64,  300,  0,        19_880_000_000 ],
   [ 'a3', 'A', 'alpha', '2024-03-01 00:00:00',     1000,      50,   200,   0,    0,  1,         3_600_000_000 ],
-  [ 'a4', 'A', 'beta',  '2024-03-01 08:00:00',       10,       1,     8,   5,    0,  3,             1_950_000 ],
+  [ 'a4', 'A', 'beta',  '2024-03-01 08:00:00',       10,       1,     8,   2,    0,  3,             1_500_000 ],
   [ 'a5', 'A', 'none',  '2024-03-01 09:00:00',      100,     100,     0,   0,    0,  0,                 undef ],
   [ 'a6', 'A', 'beta',  '2024-03-15 10:00:00.123', 1_000_000, 2000, 400_000, 0, 0,  0,       121_200_000_000 ],
   [ 'b1', 'B', 'beta',  '2024-02-15 00:00:00', 100_000_000, 100_000_000, 0, 0, 0,  0,    75_000_000_000_000 ],
@@ -138,34 +139,60 @@ my @rows = (
 my %count;
 $count{ $_->[1] }++ for @rows;
 
-# what accountd sends (accountd/ingest.c)
+# history, received when it happened (usage_ts_sane); the database costs
+# it, as it does accountd's rows
 my $insert = q{
     INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,
         input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
-        reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts)
+        reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,
+        received_at)
     VALUES (?, ?, NULL, ?, 'openai', ?, ?, ?, ?, ?, 100000000, 'stop', 200, ?,
-            (? || '+00')::timestamptz)
+            (? || '+00')::timestamptz, (? || '+00')::timestamptz)
     ON CONFLICT (request_id, ts) DO NOTHING};
 
 sub insert_row {
     my ($r) = @_;
     my ($id, $t, $m, $ts, @n) = @$r;
     return $dbh->do($insert, undef, "$tag-$id", $tenant{$t}{id}, model($m),
-                    @n[0 .. 5], $ts);
+                    @n[0 .. 5], $ts, $ts);
 }
 
-for my $r (grep { $_->[0] ne 'a6' } @rows) {
+for my $r (@rows) {
     insert_row($r);
 }
 
+# what a row may not be (sql/014)
+for my $bad ([ 'cached and cache-write tokens beyond the input', 10, 1, 8, 3, 0,
+               'usage_cache_within_input' ],
+             [ 'reasoning beyond the output', 10, 5, 0, 0, 6,
+               'usage_reasoning_within_output' ])
+{
+    my ($what, @n) = @$bad;
+    my $check = pop @n;
+    ok(!eval { insert_row([ "bad-$check", 'A', 'alpha', '2024-03-01 00:00:00',
+                            @n, 0 ]) }
+       && $dbh->state eq '23514' && $dbh->errstr =~ /\Q$check\E/,
+       "$what: refused ($check)");
+}
+
+# a6's tokens again, today, through accountd (llm.ingest_batch): tenant D
+# has no other row
+my $d = new_tenant(tier => 'pro');
 my ($a6) = grep { $_->[0] eq 'a6' } @rows;
-my $a6_ms = timegm(0, 0, 10, 15, 2, 2024) * 1000 + 123;
+my $d6_ms = (int(time()) - 60) * 1000 + 123;
 my $ack = accountd_send(
-    request_id => "$tag-a6", tenant_id => $tenant{A}{id}, model => model('beta'),
+    request_id => "$tag-d6", tenant_id => $d->{id}, model => model('beta'),
     input => $a6->[4], output => $a6->[5], cached => $a6->[6],
     cache_write => $a6->[7], reasoning => $a6->[8], flags => $a6->[9],
-    ts_ms => $a6_ms);
-is($ack, "$tag-a6 $tag-a6", 'accountd acknowledges a record and its replay');
+    ts_ms => $d6_ms);
+is($ack, "$tag-d6 $tag-d6", 'accountd acknowledges a record and its replay');
+is_deeply($dbh->selectrow_arrayref(q{
+    SELECT cost_pusd, price_id = (SELECT price_id FROM llm.price_at(model, ts)),
+           (extract(epoch FROM ts) * 1000)::bigint
+      FROM llm.usage WHERE request_id = ?}, undef, "$tag-d6"),
+    [ $a6->[10], 1, $d6_ms ],
+    'the row accountd wrote costs the same, by the price it names, at its '
+    . 'record\'s time');
 
 my $got = $dbh->selectall_hashref(q{
     SELECT request_id, cost_pusd, tableoid::regclass::text AS part,
@@ -176,8 +203,7 @@ is_deeply({ map { $_ => $got->{$_}{cost_pusd} } keys %$got },
           { map { ("$tag-$_->[0]" => $_->[10]) } @rows },
           'every row costs what was worked out by hand; unpriced ones NULL');
 
-is($got->{"$tag-a6"}{ts}, '2024-03-15 10:00:00.123',
-   'the row accountd wrote has its record\'s time');
+is($got->{"$tag-a6"}{ts}, '2024-03-15 10:00:00.123', 'to the millisecond');
 
 is_deeply([ map { $got->{"$tag-$_"}{part} } qw(a1 a2 a3 b3 c2) ],
           [ qw(llm.usage_2024_02 llm.usage_2024_02 llm.usage_2024_03
@@ -216,22 +242,24 @@ is(insert_row($rows[1]) + 0, 0, 'a replayed insert writes nothing');
 is($dbh->selectrow_array('SELECT count(*) FROM llm.usage WHERE request_id = ?',
                          undef, "$tag-a2"), 1, 'the row is there once');
 
-# sql/008: an update of its tokens costs the row again; an insert that
-# brings its cost (accountd's) keeps it
+# sql/014: a row never changes, even for a superuser; a cost given with
+# a row is not the database's, and is replaced by it
 $dbh->begin_work();
-$dbh->do('UPDATE llm.usage SET output_tokens = output_tokens + 1'
-         . ' WHERE request_id = ?', undef, "$tag-a1");
-is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
-                         . ' WHERE request_id = ?', undef, "$tag-a1"),
-   12_500_000 + 10_000_000, 'an update of its tokens costs a row again');
+$dbh->do('SAVEPOINT s');
+ok(!eval { $dbh->do('UPDATE llm.usage SET output_tokens = output_tokens + 1'
+                    . ' WHERE request_id = ?', undef, "$tag-a1") }
+   && $dbh->errstr =~ /append-only/, 'an update of a row is refused');
+$dbh->do('ROLLBACK TO SAVEPOINT s');
 $dbh->do(q{INSERT INTO llm.usage (request_id, tenant_id, model, api,
                input_tokens, output_tokens, reserved_tokens, status, flags,
-               ts, cost_pusd)
-           VALUES (?, ?, ?, 'openai', 1, 1, 2, 200, 0, '2024-02-10', 7)},
+               ts, received_at, cost_pusd, price_id)
+           VALUES (?, ?, ?, 'openai', 1, 1, 2, 200, 0, '2024-02-10',
+                   '2024-02-10', 7, NULL)},
          undef, "$tag-given", $tenant{A}{id}, model('alpha'));
-is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
-                         . ' WHERE request_id = ?', undef, "$tag-given"), 7,
-   'a cost given with the row is kept');
+is_deeply($dbh->selectrow_arrayref(q{
+    SELECT cost_pusd, price_id IS NOT NULL FROM llm.usage
+     WHERE request_id = ?}, undef, "$tag-given"), [ 12_500_000, 1 ],
+   'a cost given with the row is replaced by its price\'s');
 $dbh->rollback();
 
 # the far-future row moves when its month gets a partition
@@ -245,8 +273,8 @@ is_deeply($dbh->selectrow_arrayref(q{
     'the row moved there from the default partition, cost unchanged');
 $dbh->rollback();
 
-# the default price, a cost too large, prices entered late: in a
-# transaction thrown away
+# the default price, a cost too large, prices entered late: in
+# transactions thrown away
 $dbh->begin_work();
 $dbh->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
                output_per_mtok) VALUES ('*', '2024-01-01', 1, 2)});
@@ -258,13 +286,22 @@ is_deeply($dbh->selectcol_arrayref(q{
     [ 30, 7_500_000 ],
     'a model without a price of its own costs the * price; one with its own');
 
+$dbh->do('SAVEPOINT s');
+ok(!eval { $dbh->do(q{UPDATE llm.prices SET input_per_mtok = 1
+                       WHERE model = '*'}) }
+   && $dbh->errstr =~ /append-only/, 'a price is never edited');
+$dbh->do('ROLLBACK TO SAVEPOINT s');
+ok(!eval { $dbh->do(q{DELETE FROM llm.prices WHERE model = '*'}) }
+   && $dbh->errstr =~ /append-only/, 'nor deleted');
+$dbh->do('ROLLBACK TO SAVEPOINT s');
+
 my @warnings;
 {
     local $SIG{__WARN__} = sub { push @warnings, @_ };
     local $dbh->{PrintWarn} = 1;
-    $dbh->do(q{UPDATE llm.prices SET input_per_mtok = 10000000000,
-                   output_per_mtok = 10000000000
-                WHERE model = '*'});
+    $dbh->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                   output_per_mtok)
+               VALUES ('*', '2024-03-04', 10000000000, 10000000000)});
     insert_row([ 'huge', 'C', 'none', '2024-03-05 00:00:00',
                  '900000000000000000', '9000000000', 0, 0, 0, 0 ]);
 }
@@ -273,19 +310,31 @@ is_deeply($dbh->selectrow_arrayref(q{
     undef, "$tag-huge"), [ 1, 0 ],
     'a cost beyond a bigint: the row is written, its cost NULL');
 like("@warnings", qr/does not fit a bigint/, 'with a warning');
+$dbh->rollback();
 
-$dbh->do('DELETE FROM llm.usage WHERE request_id = ?', undef, "$tag-huge");
-$dbh->do(q{DELETE FROM llm.prices WHERE model = '*'});
+# a price entered late: the rows keep their cost, an adjustment each
+# bills the difference, and the proof still holds
+$dbh->begin_work();
 $dbh->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
                output_per_mtok) VALUES (?, '2024-01-01', 1000, 3000)},
          undef, model('none'));
 is($dbh->selectrow_array(
-       q{SELECT llm.reprice_usage('2024-02-01', '2024-04-01')}), 2,
-   'llm.reprice_usage costs again the rows whose price changed');
-is_deeply($dbh->selectrow_arrayref(
-    "$recompute u.tenant_id IN (?, ?, ?) AND u.ts < '2024-04-01'", undef, @ids),
-    [ scalar(@rows) - 1 + 2, 0, 1 ],
-    'after it every row matches the prices again, a5 costed');
+       q{SELECT llm.reprice_usage('2024-02-01', '2024-04-01', 'late')}), 1,
+   'llm.reprice_usage: an adjustment for the row whose price changed');
+is_deeply($dbh->selectall_arrayref(q{
+    SELECT a.kind, a.request_id, a.period_start::text, a.amount_pusd,
+           a.previous_price_id IS NULL, a.reason, u.cost_pusd
+      FROM llm.adjustments a JOIN llm.usage u USING (request_id, ts)
+     WHERE a.tenant_id IN (?, ?, ?)}, undef, @ids),
+    [ [ 'reprice', "$tag-a5", '2024-03-01', 100 * 1000 + 100 * 3000, 1,
+        'late', undef ] ],
+    'a5: 400,000 p$ on its own open period; its row as it was, unpriced');
+is($dbh->selectrow_array(q{SELECT llm.reprice_usage('2024-02-01',
+                                                    '2024-04-01')}), 0,
+   'again: nothing more');
+is_deeply($dbh->selectall_arrayref(q{
+    SELECT * FROM llm.cost_errors('2024-01-01', '2024-05-01')}), [],
+    'llm.cost_errors(): every stored cost and adjustment holds');
 $dbh->rollback();
 
 
@@ -314,7 +363,7 @@ is_deeply(view('daily_usage', 'day', 'A'), [
   [ 'A', '2024-02-10', 'alpha', 1,        1,     1,     0,   0,    0, '0.000012500000', 0, 0, 0 ],
   [ 'A', '2024-02-29', 'alpha', 1,     2000,  1500,   128,  64,  300, '0.019880000000', 0, 0, 0 ],
   [ 'A', '2024-03-01', 'alpha', 1,     1000,    50,   200,   0,    0, '0.003600000000', 0, 1, 0 ],
-  [ 'A', '2024-03-01', 'beta',  1,       10,     1,     8,   5,    0, '0.000001950000', 0, 1, 1 ],
+  [ 'A', '2024-03-01', 'beta',  1,       10,     1,     8,   2,    0, '0.000001500000', 0, 1, 1 ],
   [ 'A', '2024-03-01', 'none',  1,      100,   100,     0,   0,    0,  undef,           1, 0, 0 ],
   [ 'A', '2024-03-15', 'beta',  1,  1000000,  2000, 400000,  0,    0, '0.121200000000', 0, 0, 0 ],
 ], 'llm.daily_usage of tenant A, by UTC day');
@@ -322,14 +371,14 @@ is_deeply(view('daily_usage', 'day', 'A'), [
 is_deeply(view('monthly_invoice', 'month', 'A'), [
   [ 'A', '2024-02-01', 'alpha', 2,     2001,  1501,   128,  64,  300, '0.019892500000', 0, 0, 0 ],
   [ 'A', '2024-03-01', 'alpha', 1,     1000,    50,   200,   0,    0, '0.003600000000', 0, 1, 0 ],
-  [ 'A', '2024-03-01', 'beta',  2,  1000010,  2001, 400008,  5,    0, '0.121201950000', 0, 1, 1 ],
+  [ 'A', '2024-03-01', 'beta',  2,  1000010,  2001, 400008,  2,    0, '0.121201500000', 0, 1, 1 ],
   [ 'A', '2024-03-01', 'none',  1,      100,   100,     0,   0,    0,  undef,           1, 0, 0 ],
 ], 'llm.monthly_invoice of tenant A: a line per month and model');
 
 is_deeply([ map { @{ view('monthly_invoice_total', 'month', $_) } } qw(A B C) ], [
   # tenant month       requests input      output     cached  write reasoning cost_usd           unpriced estimated partial
   [ 'A', '2024-02-01', 2,          2001,       1501,    128,   64,  300, '0.019892500000',  0, 0, 0 ],
-  [ 'A', '2024-03-01', 4,       1001110,       2151, 400208,    5,    0, '0.124801950000',  1, 2, 1 ],
+  [ 'A', '2024-03-01', 4,       1001110,       2151, 400208,    2,    0, '0.124801500000',  1, 2, 1 ],
   [ 'B', '2024-02-01', 1,     100000000,  100000000,      0,    0,    0, '75.000000000000', 0, 0, 0 ],
   [ 'B', '2024-03-01', 2,            57,          5,      0,    0,    0, '0.000021000000',  1, 0, 1 ],
   [ 'C', '2024-02-01', 1,             3,          0,      0,    0,    0, '0.000007500000',  0, 0, 0 ],
@@ -417,14 +466,14 @@ sub refused {
 }
 
 ok(refused($role{A}, $insert, "$tag-x", $tenant{A}{id}, model('alpha'),
-           1, 1, 0, 0, 0, 0, '2024-03-01 00:00:00'),
+           1, 1, 0, 0, 0, 0, ('2024-03-01 00:00:00') x 2),
    'a reporting role cannot write');
 ok(refused($role{A}, 'SELECT * FROM llm.usage_2024_03'),
    'nor read a partition directly');
 ok(refused($role{A}, 'SELECT * FROM llm.api_keys'), 'nor the keys');
 
-# a non-superuser in the owner's role (accountd, in production) is
-# subject to the policies, being forced: it sees and writes everything
+# a non-superuser in the owner's role (the maintenance path) is subject
+# to the policies, being forced: it sees and writes everything
 my $owner = $dbh->selectrow_array(
     q{SELECT pg_get_userbyid(relowner) FROM pg_class
        WHERE oid = 'llm.usage'::regclass});
@@ -436,6 +485,7 @@ is_deeply($dbh->selectrow_arrayref(q{
                        WHERE tenant_id IN ($1, $2, $3))
       FROM pg_roles WHERE rolname = current_user}, undef, @ids),
     [ 0, scalar(@rows) ], 'a non-superuser owner sees every row');
+is($owner, 'llmgw_owner', 'the owner is llmgw_owner');
 is(insert_row([ 'o1', 'B', 'alpha', '2024-03-03 00:00:00',
                 1, 1, 0, 0, 0, 0 ]) + 0, 1, 'and writes');
 $dbh->do('RESET ROLE');
@@ -594,6 +644,72 @@ is_deeply($new->selectrow_arrayref(q{
       FROM llm.usage WHERE request_id = 'r6'}),
     [ 'llm.usage_2033_03', 'openai', 'anthropic', 'claude-a' ],
     'a row that names its backend keeps it, moved into its partition');
+
+# then the append-only ledger (013..015) on what an old ledger may hold: a
+# price edited in place after rows were costed by it, and a request_id
+# billed in two months
+$new->do(q{
+    INSERT INTO llm.usage (request_id, tenant_id, model, api, input_tokens,
+                           output_tokens, ts)
+    VALUES ('r7', 1, 'm-a', 'openai', 1, 1, '2026-10-15 00:00:00+00'),
+           ('r7', 1, 'm-a', 'openai', 1, 1, '2026-11-15 00:00:00+00')});
+$new->do(q{UPDATE llm.prices SET output_per_mtok = 13000000
+            WHERE model = 'm-a' AND effective_from = '2026-11-01'});
+my $billed = q{
+    SELECT u.request_id, u.ts::text, coalesce(u.cost_pusd, 0)
+           + coalesce((SELECT sum(a.amount_pusd) FROM llm.adjustments a
+                        WHERE a.request_id = u.request_id AND a.ts = u.ts), 0)
+      FROM llm.usage u ORDER BY 1, 2};
+my $billed_before = $new->selectall_arrayref(
+    q{SELECT request_id, ts::text, coalesce(cost_pusd, 0) FROM llm.usage
+       ORDER BY 1, 2});
+@before = $new->selectrow_array($fingerprint);
+is(migrate('013_least_privilege', '014_append_only', '015_periods'), '',
+   '013, 014 and 015 apply to it');
+is_deeply([ $new->selectrow_array($fingerprint) ], \@before,
+          '013..015: every row as it was');
+is_deeply($new->selectall_arrayref(q{
+    SELECT request_id, kind, amount_pusd FROM llm.adjustments
+     ORDER BY request_id, ts, kind}),
+    # the costs by the edited price (µ$): 4,300 (r2), 112 (r4), 16 (r5,
+    # r6, r7's second)
+    [ [ 'r2', 'migration', 4_200_000_000 - 4_300_000_000 ],
+      [ 'r4', 'migration', 105_000_000 - 112_000_000 ],
+      [ 'r5', 'migration', 15_000_000 - 16_000_000 ],
+      [ 'r6', 'migration', 15_000_000 - 16_000_000 ],
+      [ 'r7', 'duplicate', -15_000_000 ],
+      [ 'r7', 'migration', 15_000_000 - 16_000_000 ] ],
+    'a cost no price explains is kept as billed by a migration adjustment; '
+    . 'the second r7 is credited what it was billed');
+my $billed_after = $new->selectall_arrayref($billed);
+$billed_before->[-1][2] = 0;
+is_deeply($billed_after, $billed_before,
+          'every row bills what it did, the repeated one nothing');
+is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
+          'and llm.cost_errors() proves every stored cost');
+is_deeply($new->selectrow_arrayref(q{
+    SELECT (SELECT count(*) FROM llm.usage_request_ids),
+           (SELECT ts::text FROM llm.usage_request_ids
+             WHERE request_id = 'r7'),
+           (SELECT string_agg(conname || '=' || convalidated, ',' ORDER BY 1)
+              FROM pg_constraint
+             WHERE conrelid = 'llm.usage'::regclass
+               AND conname IN ('usage_cache_within_input',
+                               'usage_reasoning_within_output',
+                               'usage_ts_sane')),
+           pg_get_userbyid(relowner)
+      FROM pg_class WHERE oid = 'llm.usage'::regclass}),
+    [ 7, '2026-10-15 00:00:00+00',
+      'usage_cache_within_input=true,usage_reasoning_within_output=true,'
+      . 'usage_ts_sane=false', 'llmgw_owner' ],
+    'each request_id once, the first; the rules its rows keep are valid, '
+    . 'the window of ts binds new rows only (rows written years ahead); '
+    . 'llmgw_owner owns it');
+ok(!eval { $new->do(q{
+    INSERT INTO llm.usage (request_id, tenant_id, model, api, input_tokens,
+                           output_tokens, ts)
+    VALUES ('r1', 1, 'm-a', 'openai', 1, 1, now())}) }
+   && $new->state eq '23505', 'a request_id of another month is refused');
 $new->disconnect();
 
 diag(sprintf '004 upgraded the scratch database in %.2f s', $took);

@@ -511,8 +511,6 @@ is_deeply(db()->selectall_arrayref(q{
           [ [ '10.000000000000', '0.350000000000' ] ],
           'budget_today: one row for the tenant, its keys\' leases counted');
 
-db()->do('DELETE FROM llm.usage WHERE tenant_id = ?', undef, $v);
-db()->do('DELETE FROM llm.prices WHERE model = ?', undef, $model);
 
 # --- the upgrade of a database of 006 ---------------------------------------
 

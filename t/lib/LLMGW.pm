@@ -174,6 +174,7 @@ sub accountd_conf {
 
     my @conf = (
         "database_url = $s->{LLMGW_DATABASE_URL}",
+        "admin_database_url = $s->{LLMGW_ADMIN_DATABASE_URL}",
         "listen = $dir/accountd.sock",
         # as the stack's: nginx's workers (www-data) and root only
         'listen_mode = 0660',

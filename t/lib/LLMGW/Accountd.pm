@@ -36,7 +36,9 @@ sub accountd_stack {
     # every role logs in with its password: the stack's password file
     $ENV{PGPASSFILE} = $env{LLMGW_PGPASSFILE} if $env{LLMGW_PGPASSFILE};
 
-    $dbh = DBI->connect(dbi_dsn($env{LLMGW_DATABASE_URL}), undef, undef,
+    # the tests look and set up as the superuser; accountd runs as its role
+    $dbh = DBI->connect(dbi_dsn($env{LLMGW_SUPERUSER_URL}
+                                // $env{LLMGW_DATABASE_URL}), undef, undef,
                         { RaiseError => 1, PrintError => 0, AutoCommit => 1 });
 
     return {
