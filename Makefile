@@ -253,7 +253,7 @@ SLOW_TESTS  := t/048-chaos.t t/049-chaos-nginx.t t/050-sdk.t \
 SERIAL_TESTS := t/032-accountd-keyset.t t/033-accountd-metrics.t \
                t/048-chaos.t t/090-load.t t/097-docker.t
 # the longest first, so that the last to start does not end alone
-LONG_TESTS  := t/072-fairness.t t/064-shared-limits.t \
+LONG_TESTS  := t/072-fairness.t t/064-shared-limits.t t/101-books.t \
                t/089-capacity-demand.t t/084-bad-key-zone.t t/096-packages.t \
                t/086-breaker-tenants.t t/073-backpressure.t t/082-tricks.t \
                t/088-idem-isolation.t t/067-pacing.t t/087-pacer-shares.t \

@@ -1,6 +1,7 @@
 
 /*
- * The commands: tenants, keys and the snapshot.  They run once and exit,
+ * The commands: tenants, keys, the snapshot, capacity, and the books
+ * (closing periods, invoices).  They run once and exit,
  * so they use blocking libpq; values are bound parameters as in the
  * daemon.  Results go to stdout, messages to stderr.
  *
@@ -74,6 +75,10 @@ static int cli_key_revoke(int argc, char **argv);
 static int cli_key_rotate(int argc, char **argv);
 static int cli_snapshot(int argc, char **argv);
 static int cli_capacity(int argc, char **argv);
+static int cli_period_close(int argc, char **argv);
+static int cli_invoice_list(int argc, char **argv);
+static int cli_invoice_export(int argc, char **argv);
+static int cli_month(const char *s, char *out, size_t cap);
 static int cli_capacity_plans(const char *value, char *tiers, char *tpms);
 static void cli_capacity_report(PGresult *res, long long capacity,
     long long days, double k);
@@ -114,6 +119,9 @@ static cli_command_t  cli_commands[] = {
     { "key", "rotate", cli_key_rotate },
     { "snapshot", NULL, cli_snapshot },
     { "capacity", NULL, cli_capacity },
+    { "period", "close", cli_period_close },
+    { "invoice", "list", cli_invoice_list },
+    { "invoice", "export", cli_invoice_export },
     { NULL, NULL, NULL }
 };
 
@@ -1483,6 +1491,237 @@ cli_capacity_report(PGresult *res, long long capacity, long long days,
            "sigma %.0f; mean + %.4g sigma = %.0f, %s the capacity\n",
            mean, sd, k, mean + k * sd,
            mean + k * sd <= (double) capacity ? "within" : "OVER");
+}
+
+
+/*
+ * Closes the periods due (ended --grace ago, 3 days unless told), of
+ * every tenant or of one; with --month, the tenant's periods up to that
+ * month's, which must be due.  Prints the invoices written, or, closed
+ * already, found: closing twice changes nothing.
+ */
+
+#define CLI_INVOICE_COLUMNS                                                   \
+    " i.invoice_id, i.tenant, to_char(i.period_start, 'YYYY-MM'),"            \
+    " i.time_zone, i.currency,"                                               \
+    " (i.total_minor::numeric / 100)::numeric(20, 2)::text,"                  \
+    " i.requests, i.unpriced_requests,"                                       \
+    " to_char(i.closed_at AT TIME ZONE 'UTC', " CLI_TIME_FORMAT ")"
+
+static const char  *cli_invoice_head[] = {
+    "invoice", "tenant", "period", "time_zone", "currency", "total",
+    "requests", "unpriced", "closed_utc", NULL
+};
+
+
+static int
+cli_period_close(int argc, char **argv)
+{
+    int          rc;
+    char         month[16], grace[24], tenant[24], *ids;
+    PGconn      *conn;
+    PGresult    *res;
+    const char  *values[3];
+    cli_opt_t    opts[] = {
+        { "tenant", 0, NULL, 0 },
+        { "month", 0, NULL, 0 },
+        { "grace", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, NULL) != 0
+        || (opts[1].value != NULL && opts[0].value == NULL))
+    {
+        fprintf(stderr, "usage: accountd period close [--tenant NAME "
+                "[--month YYYY-MM]] [--grace DURATION]\n");
+        return 2;
+    }
+
+    if (cli_duration("grace", opts[2].value ? opts[2].value : "3d", 1, grace,
+                     sizeof(grace)) != 0
+        || (opts[1].value != NULL
+            && cli_month(opts[1].value, month, sizeof(month)) != 0))
+    {
+        return 2;
+    }
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    rc = 1;
+    values[0] = grace;
+    values[1] = NULL;
+    values[2] = opts[1].value ? month : NULL;
+
+    if (opts[0].value != NULL) {
+        res = PQexecParams(conn, "SELECT tenant_id FROM llm.tenants"
+                           " WHERE name = $1", 1, NULL, &opts[0].value, NULL,
+                           NULL, 0);
+
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            rc = cli_failed(res, conn, "period close");
+            goto done;
+        }
+
+        if (PQntuples(res) == 0) {
+            log_error("no tenant named \"%s\"", opts[0].value);
+            goto done;
+        }
+
+        snprintf(tenant, sizeof(tenant), "%s", PQgetvalue(res, 0, 0));
+        values[1] = tenant;
+        PQclear(res);
+    }
+
+    /*
+     * One statement: every invoice is written, or none.  What it wrote is
+     * read by the next one, which sees it.
+     */
+    res = PQexecParams(conn,
+                       "SELECT coalesce(array_agg(c.id), '{}')::text FROM ("
+                       "SELECT llm.close_periods(make_interval("
+                       "secs => $1::bigint), now(), $2::bigint) AS id"
+                       " WHERE $3::date IS NULL"
+                       " UNION ALL SELECT llm.close_period($2::bigint,"
+                       " $3::date, make_interval(secs => $1::bigint))"
+                       " WHERE $3::date IS NOT NULL) c",
+                       3, NULL, values, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        rc = cli_failed(res, conn, "period close");
+        goto done;
+    }
+
+    ids = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+
+    if (ids == NULL) {
+        res = NULL;
+        log_error("period close: %s", strerror(errno));
+        goto done;
+    }
+
+    res = PQexecParams(conn,
+                       "SELECT" CLI_INVOICE_COLUMNS " FROM llm.invoices i"
+                       " WHERE i.invoice_id = ANY ($1::text[])"
+                       " ORDER BY i.tenant_id, i.period_start",
+                       1, NULL, (const char **) &ids, NULL, NULL, 0);
+    free(ids);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "period close");
+        goto done;
+    }
+
+    cli_table(stdout, res, cli_invoice_head);
+    rc = 0;
+
+done:
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
+}
+
+
+static int
+cli_invoice_list(int argc, char **argv)
+{
+    const char  *values[1];
+    cli_opt_t    opts[] = {
+        { "tenant", 0, NULL, 0 },
+        { NULL, 0, NULL, 0 }
+    };
+
+    if (cli_opts(argc, argv, opts, NULL) != 0) {
+        fprintf(stderr, "usage: accountd invoice list [--tenant NAME]\n");
+        return 2;
+    }
+
+    values[0] = opts[0].value;
+
+    return cli_list("invoice list",
+                    "SELECT" CLI_INVOICE_COLUMNS " FROM llm.invoices i"
+                    " WHERE $1::text IS NULL OR i.tenant = $1"
+                    " ORDER BY i.tenant_id, i.period_start",
+                    1, values, cli_invoice_head);
+}
+
+
+/* a closed invoice as CSV on stdout, lines ended by CRLF (RFC 4180) */
+
+static int
+cli_invoice_export(int argc, char **argv)
+{
+    int          rc, i, n;
+    PGconn      *conn;
+    PGresult    *res;
+    const char  *id;
+
+    if (cli_opts(argc, argv, NULL, &id) != 0 || id == NULL) {
+        fprintf(stderr, "usage: accountd invoice export INVOICE\n");
+        return 2;
+    }
+
+    conn = cli_connect();
+    if (conn == NULL) {
+        return 1;
+    }
+
+    rc = 1;
+
+    res = PQexecParams(conn,
+                       "SELECT x FROM llm.invoice_csv($1) x"
+                       " WHERE EXISTS (SELECT FROM llm.invoices"
+                       " WHERE invoice_id = $1)",
+                       1, NULL, &id, NULL, NULL, 0);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        rc = cli_failed(res, conn, "invoice export");
+        goto done;
+    }
+
+    n = PQntuples(res);
+
+    if (n == 0) {
+        log_error("no invoice \"%s\" (see \"accountd invoice list\")", id);
+        goto done;
+    }
+
+    for (i = 0; i < n; i++) {
+        printf("%s\r\n", PQgetvalue(res, i, 0));
+    }
+
+    rc = fflush(stdout) == 0 ? 0 : 1;
+
+done:
+
+    PQclear(res);
+    PQfinish(conn);
+
+    return rc;
+}
+
+
+/* "2026-11": the first day of the month, as a date PostgreSQL takes */
+
+static int
+cli_month(const char *s, char *out, size_t cap)
+{
+    if (strlen(s) != 7 || strspn(s, "0123456789") != 4 || s[4] != '-'
+        || strspn(s + 5, "0123456789") != 2
+        || !((s[5] == '0' && s[6] >= '1') || (s[5] == '1' && s[6] <= '2')))
+    {
+        log_error("invalid month \"%s\": YYYY-MM", s);
+        return -1;
+    }
+
+    snprintf(out, cap, "%s-01", s);
+
+    return 0;
 }
 
 

@@ -286,12 +286,16 @@ usage(FILE *out, const char *prog)
         "  snapshot\n"
         "  capacity --capacity TPM --plans TIER=TPM[,TIER=TPM...]\n"
         "           [--days N] [--sigma K]\n"
+        "  period close [--tenant NAME [--month YYYY-MM]] [--grace DURATION]\n"
+        "  invoice list [--tenant NAME]\n"
+        "  invoice export INVOICE\n"
         "\n"
         "LIST is \"*\" or model names separated by commas; DURATION is a\n"
         "number and a unit, s, m, h or d (30s, 15m, 12h, 30d); PREFIX is a\n"
         "key's prefix as \"key list\" shows it; AMOUNT is dollars, such as\n"
         "12.50, at most 12 decimals.\n"
-        "LLMGW_DATABASE_URL, if set, overrides database_url.\n",
+        "LLMGW_DATABASE_URL, if set, overrides database_url, and\n"
+        "LLMGW_ADMIN_DATABASE_URL admin_database_url, the commands' role.\n",
         prog, prog);
 }
 

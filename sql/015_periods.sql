@@ -529,12 +529,14 @@ COMMENT ON FUNCTION llm.close_period(bigint, date, interval, timestamptz) IS
 
 
 /*
- * Every tenant's periods that ended p_grace ago or more: what a daily
- * job runs ("accountd period close").  Returns the invoices written.
+ * Every tenant's periods (or one tenant's) that ended p_grace ago or
+ * more: what a daily job runs ("accountd period close").  Returns the
+ * invoices written.
  */
 
 CREATE FUNCTION llm.close_periods(p_grace interval DEFAULT '3 days',
-                                  p_at timestamptz DEFAULT now())
+                                  p_at timestamptz DEFAULT now(),
+                                  p_tenant bigint DEFAULT NULL)
     RETURNS SETOF text
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -542,7 +544,10 @@ DECLARE
     t     record;
     m     date;
 BEGIN
-    FOR t IN SELECT tenant_id FROM llm.tenants ORDER BY tenant_id LOOP
+    FOR t IN SELECT tenant_id FROM llm.tenants
+              WHERE p_tenant IS NULL OR tenant_id = p_tenant
+              ORDER BY tenant_id
+    LOOP
         LOOP
             m := llm.open_period(t.tenant_id);
             EXIT WHEN m IS NULL
@@ -553,9 +558,9 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION llm.close_periods(interval, timestamptz) IS
-    'Closes every period of every tenant that ended p_grace before p_at; '
-    'returns the invoice ids written.';
+COMMENT ON FUNCTION llm.close_periods(interval, timestamptz, bigint) IS
+    'Closes every period of every tenant (or of p_tenant) that ended '
+    'p_grace before p_at; returns the invoice ids written.';
 
 
 -- --- corrections -----------------------------------------------------------------
@@ -844,7 +849,7 @@ GRANT SELECT ON llm.prices TO llmgw_reporting;
 GRANT SELECT (time_zone, created_at) ON llm.tenants TO llmgw_reporting;
 GRANT EXECUTE ON FUNCTION
     llm.close_period(bigint, date, interval, timestamptz),
-    llm.close_periods(interval, timestamptz),
+    llm.close_periods(interval, timestamptz, bigint),
     llm.reprice_usage(timestamptz, timestamptz, text),
     llm.adjust(text, text, text, text, timestamptz)
     TO llmgw_admin;
