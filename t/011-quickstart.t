@@ -39,6 +39,7 @@ my ($request) = grep { $blocks[$_] =~ /curl .*\n(?:.*\n)*.*Bearer \$KEY/ }
                 0 .. $#blocks;
 my ($row) = grep { $blocks[$_] =~ /psql .*\n(?:.*\n)*.*llm\.usage/ }
             0 .. $#blocks;
+my ($lines) = grep { $blocks[$_] =~ /llm\.period_lines/ } 0 .. $#blocks;
 
 ok(defined $create && $blocks[$create] =~ /accountd key create/,
    'it creates a tenant with a daily cap and a key');
@@ -161,6 +162,16 @@ for my $i (0 .. $#blocks) {
         like($text, qr/\Q$ids->[0]\E\s*\|\s*\Q$tenant\E\s*\|\s*\Q$model\E/,
              'which the quick start shows') or diag($text);
         like($text, qr/\(1 row\)/, 'and only it');
+        unlike($text, qr/__QS_FAILED__/, 'and no command failed');
+        next;
+    }
+
+    if (defined $lines && $i == $lines) {
+        my $text = run_block($b);
+        like($text, qr/^\s*usage\s*\|\s*\Q$model\E\s*\|\s*input\s*\|/m,
+             'the month so far: the input line of its model') or diag($text);
+        like($text, qr/^\s*usage\s*\|\s*\Q$model\E\s*\|\s*output\s*\|/m,
+             'and its output line');
         unlike($text, qr/__QS_FAILED__/, 'and no command failed');
         next;
     }
