@@ -134,11 +134,14 @@ like(`dpkg-query -W -f='\${Conffiles}' $acd`, qr{^ \Q$conf\E }m,
 like(slurp($conf) // '', qr{^database_url = .*/llmgw\?host=/run/postgresql$}m,
      'it names the local PostgreSQL');
 ok(-f '/usr/share/man/man8/accountd.8.gz', 'man page');
-ok(-f "/usr/share/doc/$acd/README.Debian", 'README.Debian');
+# dh_compress gzips it once it is over 4 kB
+ok(-f "/usr/share/doc/$acd/README.Debian"
+   || -f "/usr/share/doc/$acd/README.Debian.gz", 'README.Debian');
 
 # the commands find the conffile by default, and it parses
 my $list = `env -u LLMGW_ACCOUNTD_CONF \\
     LLMGW_DATABASE_URL='$s->{LLMGW_DATABASE_URL}' \\
+    LLMGW_ADMIN_DATABASE_URL='$s->{LLMGW_ADMIN_DATABASE_URL}' \\
     /usr/sbin/accountd tenant list 2>&1`;
 ok($? == 0, "accountd tenant list reads $conf") or diag($list);
 
@@ -173,10 +176,14 @@ is(scalar(grep { slurp("$sql/$_") ne slurp("$top/sql/$_") } @migrations), 0,
 # --- the packaged stack -------------------------------------------------------
 
 # a database made from the packaged migrations, in order, each in one
-# transaction, as README.Debian does
+# transaction, by a superuser, as README.Debian does; then accountd on it
+# as its writer role and the commands as the operators' (the stack's
+# login roles: roles are the cluster's)
 $pkg_db = "llmgw_pkg_$$";
 db()->do("CREATE DATABASE $pkg_db");
 my $url = "postgresql://llmgw\@127.0.0.1:$s->{LLMGW_PG_PORT}/$pkg_db";
+my $as = sprintf 'postgresql://%%s@127.0.0.1:%d/%s?passfile=%s',
+                 $s->{LLMGW_PG_PORT}, $pkg_db, $s->{LLMGW_PGPASSFILE};
 
 my $failed = '';
 for my $f (glob("$sql/*.sql")) {
@@ -192,7 +199,9 @@ $dbh = DBI->connect("dbi:Pg:dbname=$pkg_db;host=127.0.0.1;"
 
 # the packaged accountd, on that database and the packaged key secret
 my $dir = "$s->{LLMGW_DIR}/pkg-accountd-$$";
-my $aconf = accountd_conf($dir, "database_url = $url",
+my $aconf = accountd_conf($dir,
+                          'database_url = ' . sprintf($as, 'accountd'),
+                          'admin_database_url = ' . sprintf($as, 'llmgw_ops'),
                           "key_secret_file = $secret");
 
 sub cli {
