@@ -16,8 +16,11 @@
 --   llmgw_admin      NOLOGIN, the group of the operators' login role (the
 --                    "accountd tenant|key|price|period|invoice" commands):
 --                    tenants, keys, prices (insert only), closing periods,
---                    reporting roles (the login role itself has
---                    CREATEROLE for those: accountd's never has).
+--                    reporting roles.  No login role has CREATEROLE: on
+--                    PostgreSQL 15 it may grant itself any role that is
+--                    not a superuser, llmgw_owner included.  Reporting
+--                    roles are made by llm.create_reporting_role(), which
+--                    runs as the owner, the one role with CREATEROLE.
 --   llmgw_reporting  (sql/004) the tenants' read-only reporting roles.
 --
 -- UPDATE, DELETE and TRUNCATE of llm.usage and llm.prices are revoked
@@ -197,154 +200,8 @@ GRANT EXECUTE ON FUNCTION
     TO llmgw_writer;
 
 
-/*
- * A batch of settle records into llm.usage: accountd's one statement
- * (accountd/ingest.c), as a function of the owner's, so that the writer
- * needs no privilege on llm.usage and the database alone costs a row.
- * The records come as 17 arrays, a column each, and everything is done
- * for the whole batch at once:
- *
- *   r:   the records, the arrays unnested side by side;
- *   e:   the rows llm.usage has already for the batch's request_ids
- *        (llm.usage_of_requests);
- *   pm:  the price of each model of the batch at its earliest and latest
- *        ts in the batch: the same row at both means no price change
- *        between them, and every record of that model gets it; otherwise
- *        each is looked up at its own ts;
- *   ins: the records whose request_id is new, with their cost;
- *   and a record whose request_id is there already is a replay, ignored
- *        if its figures are the same, and refused into llm.usage_rejected
- *        if they are not: its request_id is returned.
- *
- * Nothing in a batch may share a request_id (the look-up sees only what
- * was there before); the primary key has the last word on what another
- * writer inserted meanwhile (a unique violation: the caller retries).
- */
-
-CREATE FUNCTION llm.ingest_batch(request_ids text[], tenant_ids bigint[],
-                                 key_ids bigint[], models text[],
-                                 apis text[], input_tokens bigint[],
-                                 output_tokens bigint[],
-                                 cached_input_tokens bigint[],
-                                 cache_write_tokens bigint[],
-                                 reasoning_tokens bigint[],
-                                 reserved_tokens bigint[],
-                                 finish_reasons text[], statuses int[],
-                                 flags int[], ts_ms bigint[],
-                                 upstream_apis text[], backends text[])
-    RETURNS SETOF text
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY
-    WITH r AS MATERIALIZED (
-        SELECT a.*,
-               timestamptz 'epoch' + a.ts_ms * interval '1 millisecond' AS ts
-          FROM (SELECT unnest(request_ids) AS request_id,
-                       unnest(tenant_ids) AS tenant_id,
-                       unnest(key_ids) AS key_id,
-                       unnest(models) AS model, unnest(apis) AS api,
-                       unnest(input_tokens) AS input_tokens,
-                       unnest(output_tokens) AS output_tokens,
-                       unnest(cached_input_tokens) AS cached_input_tokens,
-                       unnest(cache_write_tokens) AS cache_write_tokens,
-                       unnest(reasoning_tokens) AS reasoning_tokens,
-                       unnest(reserved_tokens) AS reserved_tokens,
-                       unnest(finish_reasons) AS finish_reason,
-                       unnest(statuses) AS status, unnest(flags) AS flags,
-                       unnest(ts_ms) AS ts_ms,
-                       unnest(upstream_apis) AS upstream_api,
-                       unnest(backends) AS backend) a
-    ), e AS MATERIALIZED (
-        SELECT u.request_id, u.tenant_id, u.key_id, u.model, u.api,
-               u.input_tokens, u.output_tokens, u.cached_input_tokens,
-               u.cache_write_tokens, u.reasoning_tokens, u.reserved_tokens,
-               u.finish_reason, u.status, u.flags, u.ts, u.upstream_api,
-               u.backend
-          FROM llm.usage_of_requests(request_ids) u
-    ), pm AS MATERIALIZED (
-        SELECT m.model, lo.*::llm.prices AS price,
-               (lo.model, lo.effective_from)
-               IS NOT DISTINCT FROM (hi.model, hi.effective_from) AS same
-          FROM (SELECT r.model, min(r.ts) AS lo_ts, max(r.ts) AS hi_ts
-                  FROM r GROUP BY r.model) m
-          LEFT JOIN LATERAL llm.price_at(m.model, m.lo_ts) lo ON true
-          LEFT JOIN LATERAL llm.price_at(m.model, m.hi_ts) hi ON true
-    ), ins AS (
-        INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,
-                               input_tokens, output_tokens,
-                               cached_input_tokens, cache_write_tokens,
-                               reasoning_tokens, reserved_tokens,
-                               finish_reason, status, flags, ts,
-                               upstream_api, backend, cost_pusd)
-        SELECT c.request_id, c.tenant_id, c.key_id, c.model, c.api,
-               c.input_tokens, c.output_tokens, c.cached_input_tokens,
-               c.cache_write_tokens, c.reasoning_tokens, c.reserved_tokens,
-               c.finish_reason, c.status, c.flags, c.ts, c.upstream_api,
-               c.backend,
-               CASE WHEN c.c <= 9223372036854775807 THEN c.c::bigint END
-          FROM (SELECT q.*,
-                       llm.cost_numeric(q.price, q.input_tokens,
-                                        q.cached_input_tokens,
-                                        q.cache_write_tokens,
-                                        q.output_tokens) AS c
-                  FROM (SELECT r.*,
-                               CASE WHEN pm.same THEN pm.price
-                               ELSE (SELECT x.*::llm.prices
-                                       FROM llm.price_at(r.model, r.ts) x)
-                               END AS price
-                          FROM r LEFT JOIN pm ON pm.model = r.model
-                         WHERE NOT EXISTS (SELECT FROM e
-                                            WHERE e.request_id = r.request_id)
-                        OFFSET 0) q
-                OFFSET 0) c
-    ), rej AS (
-        INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,
-                                        api, input_tokens, output_tokens,
-                                        cached_input_tokens,
-                                        cache_write_tokens, reasoning_tokens,
-                                        reserved_tokens, finish_reason,
-                                        status, flags, ts_ms, upstream_api,
-                                        backend, error)
-        SELECT r.request_id, r.tenant_id, r.key_id, r.model, r.api,
-               r.input_tokens, r.output_tokens, r.cached_input_tokens,
-               r.cache_write_tokens, r.reasoning_tokens, r.reserved_tokens,
-               r.finish_reason, r.status, r.flags, r.ts_ms, r.upstream_api,
-               r.backend,
-               'llm.usage has this request_id already, with other figures'
-          FROM r JOIN e u ON u.request_id = r.request_id
-         WHERE (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,
-                u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,
-                u.reasoning_tokens, u.reserved_tokens, u.finish_reason,
-                u.status, u.flags, u.ts, u.upstream_api, u.backend)
-               IS DISTINCT FROM
-               (r.tenant_id, r.key_id, r.model, r.api, r.input_tokens,
-                r.output_tokens, r.cached_input_tokens, r.cache_write_tokens,
-                r.reasoning_tokens, r.reserved_tokens, r.finish_reason,
-                r.status, r.flags, r.ts, r.upstream_api, r.backend)
-        ON CONFLICT (request_id) DO NOTHING
-        RETURNING request_id
-    )
-    SELECT rej.request_id FROM rej;
-END
-$$;
-
-COMMENT ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
-                                     text[], bigint[], bigint[], bigint[],
-                                     bigint[], bigint[], bigint[], text[],
-                                     int[], int[], bigint[], text[], text[]) IS
-    'Writes a batch of settle records (a column an array) into llm.usage, '
-    'costed here; a replay with the same figures is ignored, one with '
-    'others goes to llm.usage_rejected and its request_id is returned.  '
-    'accountd''s only way into llm.usage.';
-
-GRANT EXECUTE ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
-                                           text[], bigint[], bigint[],
-                                           bigint[], bigint[], bigint[],
-                                           bigint[], text[], int[], int[],
-                                           bigint[], text[], text[])
-    TO llmgw_writer;
+-- accountd's one way into llm.usage, llm.ingest_batch(), is sql/014's:
+-- it stores the price each row was costed with.
 
 
 -- --- operators: llmgw_admin ---------------------------------------------------
@@ -355,6 +212,42 @@ GRANT INSERT, UPDATE ON llm.tenants, llm.api_keys TO llmgw_admin;
 GRANT INSERT ON llm.prices TO llmgw_admin;
 GRANT INSERT, DELETE ON llm.reporting_roles TO llmgw_admin;
 GRANT EXECUTE ON FUNCTION llm.create_reporting_role(text, text)
+    TO llmgw_admin;
+
+-- the roles the operators need made, made by the owner for them: a role
+-- with CREATEROLE may grant itself the owner
+RESET ROLE;
+ALTER ROLE llmgw_owner CREATEROLE;
+SET LOCAL ROLE llmgw_owner;
+ALTER FUNCTION llm.create_reporting_role(text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION llm.reporting_role_login(p_role text, p_password text)
+    RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM llm.reporting_roles r WHERE r.role = p_role)
+    THEN
+        RAISE EXCEPTION 'role "%" is not a reporting role', p_role
+              USING ERRCODE = 'insufficient_privilege';
+    END IF;
+
+    IF p_password IS NULL THEN
+        EXECUTE format('ALTER ROLE %I NOLOGIN PASSWORD NULL', p_role);
+    ELSE
+        EXECUTE format('ALTER ROLE %I LOGIN PASSWORD %L', p_role,
+                       p_password);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION llm.reporting_role_login(text, text) IS
+    'Gives a reporting role (of llm.reporting_roles, no other) a login '
+    'with that password, or, with NULL, takes it away.';
+
+REVOKE EXECUTE ON FUNCTION llm.reporting_role_login(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm.reporting_role_login(text, text)
     TO llmgw_admin;
 
 

@@ -505,9 +505,33 @@ GRANT EXECUTE ON FUNCTION llm.create_usage_partition(date),
     TO llmgw_writer, llmgw_admin;
 
 
--- --- accountd's batch: the price id too ---------------------------------------
+-- --- accountd's batch ----------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION llm.ingest_batch(request_ids text[],
+/*
+ * A batch of settle records into llm.usage: accountd's one statement
+ * (accountd/ingest.c), as a function of the owner's, so that the writer
+ * needs no privilege on llm.usage and the database alone costs a row.
+ * The records come as 17 arrays, a column each, and everything is done
+ * for the whole batch at once:
+ *
+ *   r:   the records, the arrays unnested side by side;
+ *   e:   the rows llm.usage has already for the batch's request_ids
+ *        (llm.usage_of_requests);
+ *   pm:  the price of each model of the batch at its earliest and latest
+ *        ts in the batch: the same row at both means no price change
+ *        between them, and every record of that model gets it; otherwise
+ *        each is looked up at its own ts;
+ *   ins: the records whose request_id is new, with their cost;
+ *   and a record whose request_id is there already is a replay, ignored
+ *        if its figures are the same, and refused into llm.usage_rejected
+ *        if they are not: its request_id is returned.
+ *
+ * Nothing in a batch may share a request_id (the look-up sees only what
+ * was there before); the primary key has the last word on what another
+ * writer inserted meanwhile (a unique violation: the caller retries).
+ */
+
+CREATE FUNCTION llm.ingest_batch(request_ids text[],
                                             tenant_ids bigint[],
                                             key_ids bigint[], models text[],
                                             apis text[],
@@ -625,6 +649,22 @@ BEGIN
     PERFORM set_config('llmgw.cost_computed', 'off', true);
 END
 $$;
+
+COMMENT ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
+                                     text[], bigint[], bigint[], bigint[],
+                                     bigint[], bigint[], bigint[], text[],
+                                     int[], int[], bigint[], text[], text[]) IS
+    'Writes a batch of settle records (a column an array) into llm.usage, '
+    'costed here with the price id it keeps; a replay with the same figures is ignored, one with '
+    'others goes to llm.usage_rejected and its request_id is returned.  '
+    'accountd''s only way into llm.usage.';
+
+GRANT EXECUTE ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
+                                           text[], bigint[], bigint[],
+                                           bigint[], bigint[], bigint[],
+                                           bigint[], text[], int[], int[],
+                                           bigint[], text[], text[])
+    TO llmgw_writer;
 
 
 -- --- the proof ----------------------------------------------------------------
