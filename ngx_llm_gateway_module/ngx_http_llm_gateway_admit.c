@@ -987,10 +987,10 @@ ngx_http_llm_gateway_admit_budget(ngx_http_request_t *r,
     }
 
     /*
-     * A model without a price is free to a tenant without a cap: a tier
-     * may refuse it (unpriced=refuse), and the metrics count it.  Only
-     * accountd knows prices: such a tier asks about a model not seen
-     * lately.
+     * A model without a price would be free to a tenant without a cap:
+     * a tier refuses it unless it says unpriced=allow, and the metrics
+     * count what is served.  Only accountd knows prices: a refusing tier
+     * asks about a model not seen lately.
      */
     if (lmcf->journal_data && !ctx->budget_held) {
         prc = ngx_http_llm_gateway_budget_priced(ctx, holder ? holder : node,

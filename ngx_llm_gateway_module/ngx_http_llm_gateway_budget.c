@@ -299,15 +299,13 @@ ngx_int_t
 ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_http_llm_gateway_node_t *node, int64_t now, ngx_uint_t ask)
 {
+    ngx_uint_t                     unpriced;
     ngx_http_llm_gateway_price_t  *price;
 
     price = ngx_http_llm_gateway_price(ctx->zone->sh, (u_char *) ctx->req.model,
                                        ctx->req.model_len, 0);
 
-    /* what was said a while ago still counts, but refuses nothing */
-    if (price == NULL
-        || (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH))
-    {
+    if (price == NULL) {
         if (ask) {
             ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
         }
@@ -315,7 +313,22 @@ ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,
         return NGX_AGAIN;
     }
 
-    if (price->p[LLM_LEASE_IN] < 0 || price->p[LLM_LEASE_OUT] < 0) {
+    unpriced = (price->p[LLM_LEASE_IN] < 0 || price->p[LLM_LEASE_OUT] < 0);
+
+    /*
+     * An old word is asked again.  A price stands meanwhile (and through
+     * an outage of accountd: a model priced a minute ago is still served);
+     * an old "no price" refuses nothing until accountd says it again.
+     */
+    if (ask && now - price->seen > NGX_HTTP_LLM_GATEWAY_PRICE_FRESH) {
+        ngx_http_llm_gateway_budget_want(ctx, node, 0, now);
+
+        if (unpriced) {
+            return NGX_AGAIN;
+        }
+    }
+
+    if (unpriced) {
         ctx->unpriced = 1;
         return NGX_DECLINED;
     }

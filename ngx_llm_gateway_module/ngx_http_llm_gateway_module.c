@@ -1179,6 +1179,9 @@ ngx_http_llm_gateway_tier(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     tier->weight = 1;
     tier->priority = 1;
 
+    /* nothing free by accident: a model without a price is refused */
+    tier->unpriced_refuse = 1;
+
     /* unset: see below */
     tier->image_tokens = -1;
     tier->context = -1;

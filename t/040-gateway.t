@@ -26,9 +26,9 @@ my $free = new_tenant(tier => 'free');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  free  tpm=6000    burst=9000  max_tokens=4096;
-    llm_gateway_tier  pro   tpm=600000;
-    llm_gateway_tier  tiny  tpm=1000    burst=1000  max_tokens=4096;
+    llm_gateway_tier  free  unpriced=allow tpm=6000    burst=9000  max_tokens=4096;
+    llm_gateway_tier  pro   unpriced=allow tpm=600000;
+    llm_gateway_tier  tiny  unpriced=allow tpm=1000    burst=1000  max_tokens=4096;
 
     %%UPSTREAM%%
 

@@ -23,7 +23,7 @@ my $pro = new_tenant(tier => 'pro');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=600000;
+    llm_gateway_tier  pro  unpriced=allow tpm=600000;
 
     server {
         listen  127.0.0.1:%%PORT%%;

@@ -35,7 +35,7 @@ sub gateway {
     llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET} $accountd;
 
-    llm_gateway_tier  pro  tpm=60000000;
+    llm_gateway_tier  pro  unpriced=allow tpm=60000000;
 
     server {
         listen  127.0.0.1:%%PORT%%;

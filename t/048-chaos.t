@@ -31,7 +31,7 @@ my $ng = chaos_nginx(workers => 2, log_level => 'warn',
                      http => <<'EOF')->run();
     %%GATEWAY%%
     %%CHAOS%%
-    llm_gateway_tier  chaos  tpm=600000000 concurrency=250;
+    llm_gateway_tier  chaos  unpriced=allow tpm=600000000 concurrency=250;
 
     server {
         listen  127.0.0.1:%%PORT%%;

@@ -34,7 +34,7 @@ sub gateway {
                        http => <<'EOF')->run();
     %%GATEWAY%%
     %%CHAOS%%
-    llm_gateway_tier  chaos  tpm=6000000 burst=60000 concurrency=64;
+    llm_gateway_tier  chaos  unpriced=allow tpm=6000000 burst=60000 concurrency=64;
 
     %%UPSTREAM%%
 

@@ -27,9 +27,9 @@ my $tight = new_tenant(tier => 'tight');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro   tpm=600000;
-    llm_gateway_tier  tiny  tpm=1000  burst=1000  max_tokens=4096;
-    llm_gateway_tier  tight tpm=600   burst=100;
+    llm_gateway_tier  pro   unpriced=allow tpm=600000;
+    llm_gateway_tier  tiny  unpriced=allow tpm=1000  burst=1000  max_tokens=4096;
+    llm_gateway_tier  tight unpriced=allow tpm=600   burst=100;
 
     log_format  retry  '$status $llm_tenant $msec $sent_http_retry_after_ms';
 

@@ -34,7 +34,7 @@ my $ng = chaos_nginx(workers => 2, log_level => 'notice',
                      http => <<'EOF')->run();
     %%GATEWAY%%
     %%CHAOS%%
-    llm_gateway_tier  chaos  tpm=600000 max_tokens=1000 concurrency=2;
+    llm_gateway_tier  chaos  unpriced=allow tpm=600000 max_tokens=1000 concurrency=2;
 
     %%UPSTREAM%%
 

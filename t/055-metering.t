@@ -26,7 +26,7 @@ my @rogue = map { new_tenant(tier => 'pro') } 1 .. 6;
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=60000000 max_tokens=100000;
+    llm_gateway_tier  pro  unpriced=allow tpm=60000000 max_tokens=100000;
 
     %%UPSTREAM%%
 

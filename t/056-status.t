@@ -28,8 +28,8 @@ my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_keys      $stack->{LLMGW_KEY_SNAPSHOT} secret=$stack->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$stack->{LLMGW_ACCOUNTD_SOCKET};
 
-    llm_gateway_tier  few  tpm=600000 rpm=3;
-    llm_gateway_tier  one  tpm=6000 concurrency=1;
+    llm_gateway_tier  few  unpriced=allow tpm=600000 rpm=3;
+    llm_gateway_tier  one  unpriced=allow tpm=6000 concurrency=1;
 
     llm_gateway_backend  mock  rpm=60000;
 

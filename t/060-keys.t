@@ -28,8 +28,8 @@ accountd('key', 'revoke', key_id($gone));
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro    tpm=600000;
-    llm_gateway_tier  basic  tpm=600000 models=mock-b,mock-a-2024;
+    llm_gateway_tier  pro    unpriced=allow tpm=600000;
+    llm_gateway_tier  basic  unpriced=allow tpm=600000 models=mock-b,mock-a-2024;
 
     llm_gateway_zone    zone=strict:1m;
 

@@ -31,7 +31,7 @@ sub gateway {
     llm_gateway_keys      $snapshot secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$socket;
 
-    llm_gateway_tier  shared  tpm=$L burst=$B;
+    llm_gateway_tier  shared  unpriced=allow tpm=$L burst=$B;
 
     server {
         listen      127.0.0.1:%%PORT%%;

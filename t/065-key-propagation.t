@@ -21,7 +21,7 @@ my $early = new_tenant(tier => 'pro');
 
 my $ng = nginx(workers => 2, http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=6000000;
+    llm_gateway_tier  pro  unpriced=allow tpm=6000000;
 
     # this test sends many bad keys on purpose
     llm_gateway_bad_keys  off;

@@ -42,7 +42,7 @@ EOF
 
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000 max_tokens=100000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000 max_tokens=100000;
 
     # under the provider's 1,200: 60 ms apart, 16.7 a second of its 20,
     # so that requests a busy machine bunches on their way still fit
@@ -299,7 +299,7 @@ $ng->no_alerts();
 
 my $lone = nginx(workers => 1, http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000;
 
     llm_gateway_backend  lone  upstream=rpm  rpm=60 queue=5 max_wait=8s;
 

@@ -31,7 +31,7 @@ my $dead = LLMGW::Nginx::free_port();
 
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000 max_tokens=100000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000 max_tokens=100000;
 
     llm_gateway_backend  a;
     llm_gateway_backend  b;

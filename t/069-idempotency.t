@@ -28,7 +28,7 @@ my $mock = mockllm('-D', 1000000000);
 
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000;
 
     llm_gateway_idempotency  zone=idem:1m retain=10s max_size=64k;
 

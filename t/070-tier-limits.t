@@ -22,8 +22,8 @@ my $one = new_tenant(tier => 'one');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  few  tpm=600000 rpm=3;
-    llm_gateway_tier  one  tpm=600000 concurrency=1;
+    llm_gateway_tier  few  unpriced=allow tpm=600000 rpm=3;
+    llm_gateway_tier  one  unpriced=allow tpm=600000 concurrency=1;
 
     server {
         listen  127.0.0.1:%%PORT%%;

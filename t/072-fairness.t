@@ -34,10 +34,10 @@ my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
 
-    llm_gateway_tier  ${tag}a  tpm=10000000 weight=1;
-    llm_gateway_tier  ${tag}b  tpm=10000000 weight=1;
-    llm_gateway_tier  ${tag}c  tpm=10000000 weight=2;
-    llm_gateway_tier  ${tag}s  tpm=6000 burst=18000;
+    llm_gateway_tier  ${tag}a  unpriced=allow tpm=10000000 weight=1;
+    llm_gateway_tier  ${tag}b  unpriced=allow tpm=10000000 weight=1;
+    llm_gateway_tier  ${tag}c  unpriced=allow tpm=10000000 weight=2;
+    llm_gateway_tier  ${tag}s  unpriced=allow tpm=6000 burst=18000;
 
     server {
         listen  127.0.0.1:%%PORT%%;

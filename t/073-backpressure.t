@@ -34,7 +34,7 @@ my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
 
-    llm_gateway_tier  big  tpm=100000000 burst=100000000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000;
 
     upstream mock { server 127.0.0.1:$mock->{port}; keepalive 16; }
 

@@ -58,7 +58,7 @@ sub seen {
 }
 
 sub body {
-    return { model => 'mock-a', max_tokens => 10,
+    return { model => 'mock-gpt-4o-mini', max_tokens => 10,
              messages => [ { role => 'user', content => 'hi' } ] };
 }
 
@@ -126,7 +126,7 @@ my $lim = mockllm('-r', '100000', '-T', '100000000');
 
 my $http = <<'EOF';
     %%GATEWAY%%
-    llm_gateway_tier  free  tpm=600000;
+    llm_gateway_tier  free  unpriced=allow tpm=600000;
 
     upstream echo {
         server  127.0.0.1:ECHO;
@@ -218,7 +218,7 @@ is_deeply([ grep { /^anthropic-ratelimit-/ } sort keys %{ $r->{headers} } ],
 # a bad name is a configuration error
 my $bad = nginx(http => <<'EOF');
     %%GATEWAY%%
-    llm_gateway_tier          free  tpm=600000;
+    llm_gateway_tier          free  unpriced=allow tpm=600000;
     llm_gateway_pass_headers  x-ok x*y;
 EOF
 my ($rc, $out) = $bad->test();

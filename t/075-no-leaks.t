@@ -22,7 +22,7 @@ my $two = new_tenant(tier => 'two');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  two  tpm=6000000 concurrency=2;
+    llm_gateway_tier  two  unpriced=allow tpm=6000000 concurrency=2;
 
     server {
         listen  127.0.0.1:%%PORT%%;

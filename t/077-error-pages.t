@@ -45,7 +45,7 @@ sub raw {
     return LLMGW::http_parse($raw);
 }
 
-my $body = '{"model":"mock-a","max_tokens":5,'
+my $body = '{"model":"mock-gpt-4o-mini","max_tokens":5,'
            . '"messages":[{"role":"user","content":"hi"}]}';
 my $auth = "Authorization: Bearer $t->{key}\r\n";
 my $post = "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"

@@ -21,7 +21,7 @@ my $ok = new_tenant(tier => 'pro');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=600000;
+    llm_gateway_tier  pro  unpriced=allow tpm=600000;
 
     llm_gateway_zone  zone=nat:1m;
     llm_gateway_zone  zone=strict:1m;
@@ -90,7 +90,7 @@ is(code(ask('/v1/strict', '10.2.2.2', $ok->{key})), '200 -',
 
 my $bad = nginx(http => <<'EOF');
     %%GATEWAY%%
-    llm_gateway_tier      pro  tpm=600000;
+    llm_gateway_tier      pro  unpriced=allow tpm=600000;
     llm_gateway_bad_keys  3 checks=x;
 EOF
 my ($rc, $out) = $bad->test();

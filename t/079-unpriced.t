@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
-# Models without a price, for tenants without a spend cap: free, and
-# silently so until now.  A tier with unpriced=refuse asks accountd for
+# Models without a price, for tenants without a spend cap, would be free.
+# A tier refuses them unless it says unpriced=allow: it asks accountd for
 # the model's price and refuses one it has none for (403
 # model_not_priced); a priced model is served.  Requests on a model the
 # gateway knows to be unpriced are counted, with their tokens, in
@@ -33,12 +33,14 @@ db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
            ON CONFLICT DO NOTHING}, undef, $priced);
 
 my $strict = new_tenant(tier => 'strict');
+my $said = new_tenant(tier => 'said');
 my $open = new_tenant(tier => 'open');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  strict  tpm=600000 unpriced=refuse;
-    llm_gateway_tier  open    tpm=600000;
+    llm_gateway_tier  strict  tpm=600000;
+    llm_gateway_tier  said    tpm=600000 unpriced=refuse;
+    llm_gateway_tier  open    tpm=600000 unpriced=allow;
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -77,10 +79,10 @@ for (1 .. 50) {
     last if $r->{status} == 200;
     sleep(0.1);
 }
-is($r->{status}, 200, 'unpriced=refuse: a priced model, 200');
+is($r->{status}, 200, 'a tier that says nothing: a priced model, 200');
 
 $r = ask($strict, $free);
-is($r->{status}, 403, 'unpriced=refuse: a model without a price, 403');
+is($r->{status}, 403, '  a model without a price, 403');
 my $j = json_body($r) // {};
 is_deeply([ @{ $j->{error} // {} }{qw(type code param)} ],
           [ 'permission_error', 'model_not_priced', 'model' ],
@@ -89,9 +91,14 @@ like($j->{error}{message} // '', qr/"\Q$free\E" has no price/,
      '  the message names the model');
 is($r->{headers}{'x-should-retry'}, 'false', '  x-should-retry: false');
 
-# the default tier serves it, and counts it
+$r = ask($said, $free);
+is($r->{status}, 403, 'unpriced=refuse: 403 as well');
+is((json_body($r) // {})->{error}{code}, 'model_not_priced',
+   '  model_not_priced');
+
+# a tier that allows it serves it, and counts it
 $r = ask($open, $free);
-is($r->{status}, 200, 'unpriced=allow (the default): 200');
+is($r->{status}, 200, 'unpriced=allow: 200');
 my $row = usage_row($r->{headers}{'x-request-id'} // '');
 ok($row && !defined $row->{cost_pusd}, '  its ledger row has no cost');
 
@@ -127,6 +134,13 @@ $r = ask($strict, $priced);
 is($r->{status}, 200, 'the priced model is still known: 200, without '
                       . 'accountd')
     or diag($r->{content});
+
+# a model the zone has no word on is not served while accountd cannot say
+$r = ask($strict, "never-asked-$$");
+is($r->{status}, 503, 'a model never asked about, without accountd: 503');
+is((json_body($r) // {})->{error}{code}, 'price_unavailable',
+   '  price_unavailable: not served free meanwhile');
+is(unpriced($strict, 'requests'), 0, '  and nothing counted unpriced');
 ok(accountd_start(), 'accountd started again');
 
 my $bad = nginx(http => <<'EOF');

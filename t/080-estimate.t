@@ -36,7 +36,7 @@ my $t = new_tenant(tier => 'pro');
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=6000000;
+    llm_gateway_tier  pro  unpriced=allow tpm=6000000;
 
     server {
         listen  127.0.0.1:%%PORT%%;

@@ -592,7 +592,7 @@ my $t = new_tenant(tier => 'diff');
 
 my $ng = nginx(http => <<EOF);
     %%GATEWAY%%
-    llm_gateway_tier  diff  tpm=100000000 max_tokens=1000000
+    llm_gateway_tier  diff  unpriced=allow tpm=100000000 max_tokens=1000000
                             default_max_tokens=$DEFAULT;
 
     %%UPSTREAM%%

@@ -274,7 +274,7 @@ like(accountd('tenant', 'list'), qr/\Q$t->{name}\E/,
 
 my $ngx = nginx(http => <<'EOF')->run();
 %%GATEWAY%%
-    llm_gateway_tier  free  tpm=100000 burst=100000 max_tokens=4096;
+    llm_gateway_tier  free  unpriced=allow tpm=100000 burst=100000 max_tokens=4096;
 
 %%UPSTREAM%%
     server {

@@ -26,7 +26,7 @@ my $after = new_tenant(tier => 'pro');
 
 my $ng = nginx(log_level => 'warn', http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro  tpm=100000000;
+    llm_gateway_tier  pro  unpriced=allow tpm=100000000;
     llm_gateway_reject_log_level  info;
 
     llm_gateway_zone  zone=v6:1m;
@@ -209,7 +209,7 @@ for my $case (['zone=x', qr/invalid zone size "zone=x"/],
 {
     my $bad = nginx(http => <<"EOF");
     %%GATEWAY%%
-    llm_gateway_tier      pro  tpm=600000;
+    llm_gateway_tier      pro  unpriced=allow tpm=600000;
     llm_gateway_bad_keys  3 $case->[0];
 EOF
     my ($rc, $out) = $bad->test();

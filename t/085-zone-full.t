@@ -23,7 +23,7 @@ my $first = new_tenant(tier => 'evict');
 my $ng = nginx(log_level => 'warn', http => <<'EOF')->run();
     %%GATEWAY%%
     llm_gateway_zone  zone=small:32k;
-    llm_gateway_tier  evict  tpm=6000 burst=9000;
+    llm_gateway_tier  evict  unpriced=allow tpm=6000 burst=9000;
     llm_gateway_reject_log_level  info;
 
     server {

@@ -27,7 +27,7 @@ my $m = mockllm();
 
 my $ng = nginx(log_level => 'info', http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000 max_tokens=100000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000 max_tokens=100000;
 
     upstream shared { server 127.0.0.1:$m->{port}; }
 
@@ -36,7 +36,7 @@ my $ng = nginx(log_level => 'info', http => <<"EOF")->run();
     llm_gateway_backend  r500  upstream=shared failures=5 fail_timeout=2s;
     llm_gateway_backend  slow  upstream=shared failures=2 fail_timeout=30s;
     llm_gateway_backend  trial upstream=shared failures=2 fail_timeout=3s;
-    llm_gateway_tier     rpm1  tpm=100000000 rpm=1;
+    llm_gateway_tier     rpm1  unpriced=allow tpm=100000000 rpm=1;
 
     llm_gateway_role  chat500  r500;
     llm_gateway_role  chatslow slow;

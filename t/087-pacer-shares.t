@@ -43,7 +43,7 @@ my $allowed = 4000;
 
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  rpm=100000 tpm=100000000 burst=100000000
+    llm_gateway_tier  big  unpriced=allow rpm=100000 tpm=100000000 burst=100000000
                            max_tokens=1000;
 
     # places fewer than A's clients; then more

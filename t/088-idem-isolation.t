@@ -37,9 +37,9 @@ my $late = mockllm();
 my $port2 = LLMGW::Nginx::free_port();
 
 my $tiers = <<"EOF";
-    llm_gateway_tier  big   tpm=100000000 burst=100000000;
-    llm_gateway_tier  rpm2  tpm=100000000 burst=100000000 rpm=2;
-    llm_gateway_tier  tiny  tpm=100 burst=100 rpm=1000;
+    llm_gateway_tier  big   unpriced=allow tpm=100000000 burst=100000000;
+    llm_gateway_tier  rpm2  unpriced=allow tpm=100000000 burst=100000000 rpm=2;
+    llm_gateway_tier  tiny  unpriced=allow tpm=100 burst=100 rpm=1000;
 EOF
 
 my $ng = nginx(http => <<"EOF")->run();

@@ -34,8 +34,8 @@ my $ng = nginx(http => <<"EOF")->run();
     llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
     llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
 
-    llm_gateway_tier  ${tag}1  tpm=10000000 weight=1;
-    llm_gateway_tier  ${tag}3  tpm=10000000 weight=3;
+    llm_gateway_tier  ${tag}1  unpriced=allow tpm=10000000 weight=1;
+    llm_gateway_tier  ${tag}3  unpriced=allow tpm=10000000 weight=3;
 
     server {
         listen  127.0.0.1:%%PORT%%;

@@ -25,7 +25,7 @@ my ($B, $r, $slots, $cost) = (90000, 1000, 8, 100);
 
 my $ng = nginx(workers => 2, log_level => 'warn', http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  load  tpm=60000 burst=90000 concurrency=8;
+    llm_gateway_tier  load  unpriced=allow tpm=60000 burst=90000 concurrency=8;
     llm_gateway_reject_log_level  info;
 
     server {

@@ -50,11 +50,11 @@ accountd('key', 'revoke', $gone->{key_id});
 
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
-    llm_gateway_tier  pro     tpm=600000;
-    llm_gateway_tier  tiny    tpm=1000 burst=1000 max_tokens=4096;
-    llm_gateway_tier  slow    tpm=6 burst=100;
-    llm_gateway_tier  one     tpm=600000 concurrency=1;
-    llm_gateway_tier  onerpm  tpm=600000 rpm=1;
+    llm_gateway_tier  pro     unpriced=allow tpm=600000;
+    llm_gateway_tier  tiny    unpriced=allow tpm=1000 burst=1000 max_tokens=4096;
+    llm_gateway_tier  slow    unpriced=allow tpm=6 burst=100;
+    llm_gateway_tier  one     unpriced=allow tpm=600000 concurrency=1;
+    llm_gateway_tier  onerpm  unpriced=allow tpm=600000 rpm=1;
 
     %%UPSTREAM%%
 

@@ -47,10 +47,10 @@ my $revoked = new_tenant(tier => 'open');
 my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     %%UPSTREAM%%
-    llm_gateway_tier  open  tpm=100000000;
-    llm_gateway_tier  two   tpm=100000000
+    llm_gateway_tier  open  unpriced=allow tpm=100000000;
+    llm_gateway_tier  two   unpriced=allow tpm=100000000
                             models=mock-gpt-4o-mini,mock-gpt-4o;
-    llm_gateway_tier  slow  tpm=100000000 rpm=3;
+    llm_gateway_tier  slow  unpriced=allow tpm=100000000 rpm=3;
 
     llm_gateway_backend  m  upstream=mock;
     llm_gateway_role     fast  m  model=mock-claude-3-5-haiku;

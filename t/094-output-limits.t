@@ -37,9 +37,9 @@ my $ref = new_tenant(tier => 'refuses');
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
     %%UPSTREAM%%
-    llm_gateway_tier  lowers   tpm=600000 max_tokens=$MAX
+    llm_gateway_tier  lowers   unpriced=allow tpm=600000 max_tokens=$MAX
                                default_max_tokens=$DEFAULT above_max=lower;
-    llm_gateway_tier  refuses  tpm=600000 max_tokens=$MAX
+    llm_gateway_tier  refuses  unpriced=allow tpm=600000 max_tokens=$MAX
                                default_max_tokens=$DEFAULT;
 
     llm_gateway_backend  legacy  upstream=mock limit_param=max_tokens;
@@ -370,7 +370,7 @@ for my $c ([ 'above_max=maybe', 'llm_gateway_tier x tpm=1 above_max=maybe;',
     my ($rc, $out) = nginx(http => <<"EOF")->test();
     %%GATEWAY%%
     $line
-    llm_gateway_tier  free  tpm=1000;
+    llm_gateway_tier  free  unpriced=allow tpm=1000;
 
     server {
         listen  127.0.0.1:%%PORT%%;

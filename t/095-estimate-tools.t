@@ -57,7 +57,7 @@ SKIP: {
     my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     %%UPSTREAM%%
-    llm_gateway_tier  wide  tpm=6000000  max_tokens=100;
+    llm_gateway_tier  wide  unpriced=allow tpm=6000000  max_tokens=100;
 
     server {
         listen  127.0.0.1:%%PORT%%;
@@ -181,9 +181,9 @@ sub consistent {
     my $ng = nginx(http => <<'EOF')->run();
     %%GATEWAY%%
     %%UPSTREAM%%
-    llm_gateway_tier  burst   tpm=6000  burst=9000;
-    llm_gateway_tier  flat    tpm=6000  burst=6000  rpm=3;
-    llm_gateway_tier  shared  tpm=6000  burst=24000  rpm=100;
+    llm_gateway_tier  burst   unpriced=allow tpm=6000  burst=9000;
+    llm_gateway_tier  flat    unpriced=allow tpm=6000  burst=6000  rpm=3;
+    llm_gateway_tier  shared  unpriced=allow tpm=6000  burst=24000  rpm=100;
 
     llm_gateway_zone  zone=roomy:1m  capacity=60000000;
 
@@ -297,7 +297,7 @@ EOF
 
     my $ask = sub {
         return http_post($ng->url('/v1/chat/completions'),
-                         { model => 'mock-a', max_tokens => 5,
+                         { model => 'mock-gpt-4o-mini', max_tokens => 5,
                            messages => [ { role => 'user',
                                            content => 'hi' } ] },
                          authorization => "Bearer $t->{key}");

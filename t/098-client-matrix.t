@@ -195,11 +195,11 @@ my $lowering = %lower_tier ? 'above_max=lower' : '';
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
     %%UPSTREAM%%
-    llm_gateway_tier  mxplenty   tpm=600000;
-    llm_gateway_tier  mxonerpm   tpm=600000 rpm=1;
-    llm_gateway_tier  mxlisted   tpm=600000 models=$gpt,$claude;
-    llm_gateway_tier  mxrefuses  tpm=600000 max_tokens=4096;
-    llm_gateway_tier  mxlowers   tpm=600000 max_tokens=4096 $lowering;
+    llm_gateway_tier  mxplenty   unpriced=allow tpm=600000;
+    llm_gateway_tier  mxonerpm   unpriced=allow tpm=600000 rpm=1;
+    llm_gateway_tier  mxlisted   unpriced=allow tpm=600000 models=$gpt,$claude;
+    llm_gateway_tier  mxrefuses  unpriced=allow tpm=600000 max_tokens=4096;
+    llm_gateway_tier  mxlowers   unpriced=allow tpm=600000 max_tokens=4096 $lowering;
 
     server {
         listen  127.0.0.1:%%PORT%%;

@@ -44,7 +44,7 @@ my $oai_echo = '{"id":"chatcmpl-echo","object":"chat.completion",'
 
 my $ng = nginx(pass_mock => 0, http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000 max_tokens=100000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000 max_tokens=100000;
     llm_gateway_pass_headers  x-mock-* anthropic-beta;
 
     llm_gateway_backend  oai       upstream=mock api=openai;

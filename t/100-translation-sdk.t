@@ -31,7 +31,7 @@ my $m = mockllm();
 
 my $ng = nginx(http => <<"EOF")->run();
     %%GATEWAY%%
-    llm_gateway_tier  big  tpm=100000000 burst=100000000 max_tokens=100000;
+    llm_gateway_tier  big  unpriced=allow tpm=100000000 burst=100000000 max_tokens=100000;
 
     llm_gateway_backend  oai  upstream=mock api=openai;
     llm_gateway_backend  ant  upstream=mock api=anthropic;
