@@ -31,7 +31,7 @@
 #include "stats.h"
 
 
-#define INGEST_PARAMS             17
+#define INGEST_PARAMS             20
 #define INGEST_REJECT_PARAMS      (INGEST_PARAMS + 1)
 
 
@@ -41,6 +41,9 @@ typedef struct {
     char         model[LLM_RECORD_MODEL_MAX + 1];
     char         finish_reason[LLM_RECORD_FINISH_MAX + 1];
     char         backend[LLM_RECORD_BACKEND_MAX + 1];
+    char         provider_key[LLM_RECORD_BACKEND_MAX + 1];
+    char         response_id[LLM_RECORD_UPSTREAM_MAX + 1];
+    char         upstream_model[LLM_RECORD_UPSTREAM_MAX + 1];
     const char  *api;
     const char  *up_api;             /* NULL: no backend said */
     int64_t      num[INGEST_PARAMS];  /* by column; text ones unused */
@@ -60,7 +63,7 @@ typedef struct {
     /* parameters of the statement in flight, for up to rows_cap rows */
     size_t          rows_cap;
     ingest_row_t   *rows;
-    char           *arrays;            /* the batch's 17 arrays, binary */
+    char           *arrays;            /* the batch's 20 arrays, binary */
     const char     *array[INGEST_PARAMS];
     int             array_len[INGEST_PARAMS];
 
@@ -103,8 +106,8 @@ static const dbconn_query_t  ingest_reject_query = {
 
 
 /*
- * One statement a batch, prepared once a connection: the records go as 17
- * arrays, a column each, to llm.ingest_batch() (sql/013, sql/014), which
+ * One statement a batch, prepared once a connection: the records go as 20
+ * arrays, a column each, to llm.ingest_batch() (sql/014, sql/016), which
  * does everything for the whole batch at once, as the ledger's owner:
  * accountd's role may not write llm.usage itself, and the database alone
  * costs a row.  It returns the request_ids of the replays whose figures
@@ -125,7 +128,8 @@ static const char  ingest_insert_sql[] =
     "SELECT r FROM llm.ingest_batch($1::text[], $2::bigint[], $3::bigint[],"
     " $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],"
     " $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::int[],"
-    " $14::int[], $15::bigint[], $16::text[], $17::text[]) r";
+    " $14::int[], $15::bigint[], $16::text[], $17::text[], $18::text[],"
+    " $19::text[], $20::text[]) r";
 
 /*
  * The arrays go in PostgreSQL's binary format (array_recv): no number is
@@ -137,29 +141,32 @@ static const char  ingest_insert_sql[] =
 
 #define INGEST_ARRAY_HEADER       20
 
-/* the longest of one row's 17 elements, lengths included */
+/* the longest of one row's 20 elements, lengths included */
 #define INGEST_ARRAY_ROW_MAX                                                  \
-    (6 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("embeddings")  \
-     + LLM_RECORD_FINISH_MAX + sizeof("embeddings") + LLM_RECORD_BACKEND_MAX  \
+    (9 * 4 + LLM_RECORD_ID_MAX + LLM_RECORD_MODEL_MAX + sizeof("embeddings")  \
+     + LLM_RECORD_FINISH_MAX + sizeof("embeddings")                           \
+     + 2 * LLM_RECORD_BACKEND_MAX + 2 * LLM_RECORD_UPSTREAM_MAX               \
      + 9 * (4 + 8) + 2 * (4 + 4))
 
 static const uint32_t  ingest_array_oid[INGEST_PARAMS] = {
-    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20, 25, 25
+    25, 20, 20, 25, 25, 20, 20, 20, 20, 20, 20, 25, 23, 23, 20, 25, 25, 25,
+    25, 25
 };
 
 static const int  ingest_binary[INGEST_PARAMS] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 };
 
 static const char  ingest_reject_sql[] =
     "INSERT INTO llm.usage_rejected (request_id, tenant_id, key_id, model,"
     " api, input_tokens, output_tokens, cached_input_tokens,"
     " cache_write_tokens, reasoning_tokens, reserved_tokens, finish_reason,"
-    " status, flags, ts_ms, upstream_api, backend, error)"
+    " status, flags, ts_ms, upstream_api, backend, provider_key,"
+    " response_id, upstream_model, error)"
     " VALUES ($1::text, $2::bigint, $3::bigint, $4::text, $5::text,"
     " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,"
     " $11::bigint, $12::text, $13::int, $14::int, $15::bigint, $16::text,"
-    " $17::text, $18::text)"
+    " $17::text, $18::text, $19::text, $20::text, $21::text)"
     " ON CONFLICT (request_id) DO NOTHING";
 
 
@@ -498,6 +505,18 @@ ingest_arrays(size_t n)
                 t = r->has_backend ? r->backend : NULL;
                 break;
 
+            case 17:
+                t = r->provider_key[0] ? r->provider_key : NULL;
+                break;
+
+            case 18:
+                t = r->response_id[0] ? r->response_id : NULL;
+                break;
+
+            case 19:
+                t = r->upstream_model[0] ? r->upstream_model : NULL;
+                break;
+
             default:
                 t = "";
             }
@@ -629,6 +648,12 @@ ingest_bind(size_t row, const llm_record_t *rec)
     pq_text(r->finish_reason, sizeof(r->finish_reason), rec->finish_reason,
               rec->finish_reason_len);
     pq_text(r->backend, sizeof(r->backend), rec->backend, rec->backend_len);
+    pq_text(r->provider_key, sizeof(r->provider_key), rec->provider_key,
+            rec->provider_key_len);
+    pq_text(r->response_id, sizeof(r->response_id), rec->response_id,
+            rec->response_id_len);
+    pq_text(r->upstream_model, sizeof(r->upstream_model), rec->upstream_model,
+            rec->upstream_model_len);
 
     r->api = ingest_api_name(rec->api);
     r->up_api = rec->up_api ? ingest_api_name(rec->up_api) : NULL;
@@ -674,6 +699,9 @@ ingest_bind_text(size_t row)
     ingest.values[11] = r->has_finish ? r->finish_reason : NULL;
     ingest.values[15] = r->up_api;
     ingest.values[16] = r->has_backend ? r->backend : NULL;
+    ingest.values[17] = r->provider_key[0] ? r->provider_key : NULL;
+    ingest.values[18] = r->response_id[0] ? r->response_id : NULL;
+    ingest.values[19] = r->upstream_model[0] ? r->upstream_model : NULL;
 }
 
 

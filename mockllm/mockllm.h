@@ -132,6 +132,11 @@ typedef struct {
     char                 request_id[MOCKLLM_REQUEST_ID_LEN];
     size_t               tenant_len;
     char                 tenant[MOCKLLM_TENANT_LEN];
+
+    /* x-mock-model: the model the answer names, as a provider names the
+       dated model it ran for an alias; 0: the one asked for */
+    size_t               served_model_len;
+    char                 served_model[MOCKLLM_TENANT_LEN];
 } mockllm_req_t;
 
 

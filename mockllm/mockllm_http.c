@@ -61,7 +61,8 @@ enum {
     MOCKLLM_H_PAD_BYTES,
     MOCKLLM_H_STATUS,
     MOCKLLM_H_TOOL_CALLS,
-    MOCKLLM_H_ANTHROPIC_VERSION
+    MOCKLLM_H_ANTHROPIC_VERSION,
+    MOCKLLM_H_MODEL
 };
 
 
@@ -100,7 +101,8 @@ static const mockllm_http_header_t  mockllm_http_headers[] = {
     mockllm_http_h("x-mock-pad-bytes", MOCKLLM_H_PAD_BYTES),
     mockllm_http_h("x-mock-status", MOCKLLM_H_STATUS),
     mockllm_http_h("x-mock-tool-calls", MOCKLLM_H_TOOL_CALLS),
-    mockllm_http_h("anthropic-version", MOCKLLM_H_ANTHROPIC_VERSION)
+    mockllm_http_h("anthropic-version", MOCKLLM_H_ANTHROPIC_VERSION),
+    mockllm_http_h("x-mock-model", MOCKLLM_H_MODEL)
 };
 
 #define MOCKLLM_HTTP_NHEADERS                                                 \
@@ -426,6 +428,7 @@ mockllm_http_header(mockllm_conn_t *c, char *p, char *end)
 static int
 mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
 {
+    size_t          i;
     int64_t         val;
     mockllm_req_t  *r;
 
@@ -482,6 +485,25 @@ mockllm_http_header_value(mockllm_conn_t *c, int id, char *v, size_t n)
 
         memcpy(r->request_id, v, n);
         r->request_id_len = n;
+        return MOCKLLM_OK;
+
+    case MOCKLLM_H_MODEL:
+        /* a name as providers write theirs: nothing to escape in JSON */
+        for (i = 0; i < n && i < sizeof(r->served_model); i++) {
+            if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                       "0123456789-_.:/", v[i]) == NULL)
+            {
+                break;
+            }
+        }
+
+        if (n == 0 || i < n) {
+            r->bad_header = mockllm_http_headers[id].name;
+            return MOCKLLM_OK;
+        }
+
+        memcpy(r->served_model, v, n);
+        r->served_model_len = n;
         return MOCKLLM_OK;
 
     case MOCKLLM_H_TENANT:

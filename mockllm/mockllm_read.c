@@ -196,6 +196,10 @@ mockllm_read(mockllm_conn_t *c, int api)
                              "control characters");
         }
 
+    } else if (c->req.served_model_len) {
+        mockllm_buf_add(&c->model, c->req.served_model,
+                        c->req.served_model_len);
+
     } else {
         mockllm_buf_add_json(&c->model, model->valuestring,
                              strlen(model->valuestring));

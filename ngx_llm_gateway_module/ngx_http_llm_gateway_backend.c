@@ -35,7 +35,7 @@ static ngx_uint_t  ngx_http_llm_gateway_backend_tag;
  * llm_gateway_backend name [upstream=name] [rpm=n] [tpm=n] [queue=n]
  *     [max_wait=time] [failures=n] [fail_timeout=time]
  *     [limit_param=max_completion_tokens|max_tokens]
- *     [api=openai|anthropic|responses];
+ *     [api=openai|anthropic|responses] [provider_key=name];
  */
 
 char *
@@ -100,6 +100,22 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
             b->upstream.len = value[i].len - 9;
 
             if (b->upstream.len == 0) {
+                goto invalid;
+            }
+
+            continue;
+        }
+
+        /* the ledger's, for setting beside the provider's bill */
+        if (ngx_strncmp(value[i].data, "provider_key=", 13) == 0) {
+            b->provider_key.data = value[i].data + 13;
+            b->provider_key.len = value[i].len - 13;
+
+            if (b->provider_key.len == 0
+                || b->provider_key.len > LLM_RECORD_BACKEND_MAX
+                || strspn((char *) b->provider_key.data, LLM_USAGE_IDENT_CHARS)
+                   != b->provider_key.len)
+            {
                 goto invalid;
             }
 

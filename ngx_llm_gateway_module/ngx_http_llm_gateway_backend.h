@@ -40,6 +40,8 @@ typedef struct {
 struct ngx_http_llm_gateway_backend_s {
     ngx_str_t                    name;
     ngx_str_t                    upstream;     /* $llm_backend */
+    ngx_str_t                    provider_key; /* as the provider's bill
+                                                  names it; "": unnamed */
     llm_pacer_conf_t             pacer;        /* rpm, tpm 0: not paced */
     uint32_t                     entries;      /* its ring; 0: no pacer */
     ngx_uint_t                   failures;     /* in a row open it; 0: no */

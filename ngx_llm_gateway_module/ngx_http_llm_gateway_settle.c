@@ -351,7 +351,16 @@ ngx_http_llm_gateway_record(ngx_http_llm_gateway_ctx_t *ctx,
         rec->up_api = (uint8_t) ctx->up_api;
         llm_record_set_backend(rec, (char *) ctx->backend->name.data,
                                ctx->backend->name.len);
+        llm_record_set_provider_key(rec,
+                                    (char *) ctx->backend->provider_key.data,
+                                    ctx->backend->provider_key.len);
     }
+
+    /* what the upstream said it was: the meter kept only clean names */
+    llm_record_set_response_id(rec, ctx->sse.usage.response_id,
+                               ngx_strlen(ctx->sse.usage.response_id));
+    llm_record_set_upstream_model(rec, ctx->sse.usage.upstream_model,
+                                  ngx_strlen(ctx->sse.usage.upstream_model));
 
     llm_record_set_request_id(rec, (char *) ctx->request_id.data,
                               ctx->request_id.len);

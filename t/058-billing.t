@@ -710,6 +710,31 @@ ok(!eval { $new->do(q{
                            output_tokens, ts)
     VALUES ('r1', 1, 'm-a', 'openai', 1, 1, now())}) }
    && $new->state eq '23505', 'a request_id of another month is refused');
+
+# 016: what reconciles with the provider's bill, on the same rows
+@before = $new->selectrow_array($fingerprint);
+is(migrate('016_reconciliation'), '', '016 applies to it');
+is_deeply([ $new->selectrow_array($fingerprint) ], \@before,
+          '016: every row as it was');
+is($new->selectrow_array(q{
+    SELECT count(*) FROM llm.usage
+     WHERE provider_key IS NOT NULL OR response_id IS NOT NULL
+        OR upstream_model IS NOT NULL}), 0,
+   '  nothing the upstream said on the rows before');
+is_deeply($new->selectall_arrayref(q{
+    SELECT * FROM llm.ingest_batch(ARRAY['r8'], ARRAY[1::bigint],
+        ARRAY[NULL::bigint], ARRAY['m-a'], ARRAY['openai'], ARRAY[3::bigint],
+        ARRAY[2::bigint], ARRAY[0::bigint], ARRAY[0::bigint],
+        ARRAY[0::bigint], ARRAY[10::bigint], ARRAY['stop'], ARRAY[200],
+        ARRAY[0], ARRAY[(extract(epoch FROM now()) * 1000)::bigint],
+        ARRAY['openai'], ARRAY['gpt-a'])}), [],
+   '  an accountd of before (17 arrays) still writes');
+is_deeply($new->selectrow_arrayref(q{
+    SELECT backend, provider_key, response_id, upstream_model
+      FROM llm.usage WHERE request_id = 'r8'}), [ 'gpt-a', undef, undef, undef ],
+   '  its row, the backend and nothing of the upstream\'s');
+is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
+          '  and every cost is still proved');
 $new->disconnect();
 
 diag(sprintf '004 upgraded the scratch database in %.2f s', $took);

@@ -50,26 +50,30 @@ llm_record_set(char *field, uint8_t *field_len, size_t cap, const char *s,
 size_t
 llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
 {
-    int       v3;
+    int       settle;
     size_t    plen;
     uint8_t  *p;
 
     if (rec->request_id_len > LLM_RECORD_ID_MAX
         || rec->model_len > LLM_RECORD_MODEL_MAX
         || rec->finish_reason_len > LLM_RECORD_FINISH_MAX
-        || rec->backend_len > LLM_RECORD_BACKEND_MAX)
+        || rec->backend_len > LLM_RECORD_BACKEND_MAX
+        || rec->provider_key_len > LLM_RECORD_BACKEND_MAX
+        || rec->response_id_len > LLM_RECORD_UPSTREAM_MAX
+        || rec->upstream_model_len > LLM_RECORD_UPSTREAM_MAX)
     {
         return 0;
     }
 
     /* an acknowledgement keeps the layout an older nginx reads */
-    v3 = (rec->type != LLM_REC_ACK);
+    settle = (rec->type != LLM_REC_ACK);
 
     plen = LLM_RECORD_MIN_PAYLOAD + rec->request_id_len + rec->model_len
            + rec->finish_reason_len;
 
-    if (v3) {
-        plen += 2 + rec->backend_len;
+    if (settle) {
+        plen += 2 + rec->backend_len + 3 + rec->provider_key_len
+                + rec->response_id_len + rec->upstream_model_len;
     }
 
     if (cap < 4 + plen) {
@@ -78,7 +82,7 @@ llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
 
     p = llm_record_put_u32(buf, (uint32_t) plen);
 
-    *p++ = v3 ? LLM_RECORD_VERSION : LLM_FRAME_VERSION;
+    *p++ = settle ? LLM_RECORD_VERSION : LLM_FRAME_VERSION;
     *p++ = rec->type;
     p = llm_record_put_u16(p, rec->status);
     p = llm_record_put_u32(p, rec->flags);
@@ -96,9 +100,13 @@ llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap)
     p = llm_record_put_str(p, rec->model, rec->model_len);
     p = llm_record_put_str(p, rec->finish_reason, rec->finish_reason_len);
 
-    if (v3) {
+    if (settle) {
         *p++ = rec->up_api;
         p = llm_record_put_str(p, rec->backend, rec->backend_len);
+        p = llm_record_put_str(p, rec->provider_key, rec->provider_key_len);
+        p = llm_record_put_str(p, rec->response_id, rec->response_id_len);
+        p = llm_record_put_str(p, rec->upstream_model,
+                               rec->upstream_model_len);
     }
 
     return (size_t) (p - buf);
@@ -109,8 +117,8 @@ int
 llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     size_t *consumed)
 {
-    int             v3;
-    size_t          plen, off, end;
+    size_t          plen, off, end, tail;
+    unsigned        v;
     const uint8_t  *p;
 
     if (len < 4) {
@@ -132,20 +140,24 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
         return 0;
     }
 
-    v3 = (buf[4] == LLM_RECORD_VERSION);
+    v = buf[4];
 
-    if (!v3 && buf[4] != LLM_FRAME_VERSION) {
+    if (v < LLM_FRAME_VERSION || v > LLM_RECORD_VERSION) {
         return -1;
     }
 
-    if (v3 ? plen < LLM_RECORD_MIN_PAYLOAD + 2
-           : plen > LLM_RECORD_V2_MAX_FRAME - 4)
+    /* the length bytes (and up_api) behind finish_reason */
+    tail = (v >= 3 ? 2 : 0) + (v >= 4 ? 3 : 0);
+
+    if (plen < LLM_RECORD_MIN_PAYLOAD + tail
+        || (v == 2 && plen > LLM_RECORD_V2_MAX_FRAME - 4)
+        || (v == 3 && plen > LLM_RECORD_V3_MAX_FRAME - 4))
     {
         return -1;
     }
 
     if (len > 5
-        && !(buf[5] == LLM_REC_SETTLE || (buf[5] == LLM_REC_ACK && !v3)))
+        && !(buf[5] == LLM_REC_SETTLE || (buf[5] == LLM_REC_ACK && v == 2)))
     {
         return -1;
     }
@@ -181,18 +193,18 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
     off = 4 + LLM_RECORD_FIXED_LEN;
 
     /*
-     * Each length byte is inside the payload (plen >= MIN_PAYLOAD): each
-     * string leaves room for the bytes behind it, the lengths of the
-     * strings after it and, in version 3, up_api and the backend's length.
+     * Each length byte is inside the payload (plen >= MIN_PAYLOAD + tail):
+     * each string leaves room for the bytes behind it, the lengths of the
+     * strings after it and, from version 3, up_api.
      */
 
-    if (llm_record_get_str(buf, &off, end, v3 ? 4 : 2, rec->request_id,
+    if (llm_record_get_str(buf, &off, end, 2 + tail, rec->request_id,
                            &rec->request_id_len, LLM_RECORD_ID_MAX)
         != 0
-        || llm_record_get_str(buf, &off, end, v3 ? 3 : 1, rec->model,
+        || llm_record_get_str(buf, &off, end, 1 + tail, rec->model,
                               &rec->model_len, LLM_RECORD_MODEL_MAX)
            != 0
-        || llm_record_get_str(buf, &off, end, v3 ? 2 : 0,
+        || llm_record_get_str(buf, &off, end, tail,
                               rec->finish_reason, &rec->finish_reason_len,
                               LLM_RECORD_FINISH_MAX)
            != 0)
@@ -200,7 +212,7 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
         return -1;
     }
 
-    if (v3) {
+    if (v >= 3) {
         rec->up_api = buf[off++];
 
         /* 0: no backend served */
@@ -208,12 +220,28 @@ llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,
             return -1;
         }
 
-        if (llm_record_get_str(buf, &off, end, 0, rec->backend,
+        if (llm_record_get_str(buf, &off, end, v >= 4 ? 3 : 0, rec->backend,
                                &rec->backend_len, LLM_RECORD_BACKEND_MAX)
             != 0)
         {
             return -1;
         }
+    }
+
+    if (v >= 4
+        && (llm_record_get_str(buf, &off, end, 2, rec->provider_key,
+                               &rec->provider_key_len, LLM_RECORD_BACKEND_MAX)
+            != 0
+            || llm_record_get_str(buf, &off, end, 1, rec->response_id,
+                                  &rec->response_id_len,
+                                  LLM_RECORD_UPSTREAM_MAX)
+               != 0
+            || llm_record_get_str(buf, &off, end, 0, rec->upstream_model,
+                                  &rec->upstream_model_len,
+                                  LLM_RECORD_UPSTREAM_MAX)
+               != 0))
+    {
+        return -1;
     }
 
     if (off != end) {
@@ -276,7 +304,15 @@ llm_record_same(const llm_record_t *a, const llm_record_t *b)
            && memcmp(a->model, b->model, a->model_len) == 0
            && memcmp(a->finish_reason, b->finish_reason,
                      a->finish_reason_len) == 0
-           && memcmp(a->backend, b->backend, a->backend_len) == 0;
+           && memcmp(a->backend, b->backend, a->backend_len) == 0
+           && a->provider_key_len == b->provider_key_len
+           && a->response_id_len == b->response_id_len
+           && a->upstream_model_len == b->upstream_model_len
+           && memcmp(a->provider_key, b->provider_key, a->provider_key_len)
+              == 0
+           && memcmp(a->response_id, b->response_id, a->response_id_len) == 0
+           && memcmp(a->upstream_model, b->upstream_model,
+                     a->upstream_model_len) == 0;
 }
 
 

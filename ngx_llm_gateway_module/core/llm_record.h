@@ -27,9 +27,15 @@
  *     u8   up_api (llm_api_e: the dialect of the backend that served; 0
  *          when none did)
  *     u8   backend length, then the bytes (the llm_gateway_backend's name)
+ *     u8   provider_key length, then the bytes (the name of the provider's
+ *          key that backend uses, as the provider's bill names it)
+ *     u8   response_id length, then the bytes (the upstream's "id")
+ *     u8   upstream_model length, then the bytes (the model the upstream
+ *          said made the response)
  *
- * A settle record is written at version 3; one of version 2, from an older
- * nginx, ends after finish_reason and is read with up_api 0 and no
+ * A settle record is written at version 4; one of version 3, from an older
+ * nginx, ends after backend and is read without the last three; one of
+ * version 2 ends after finish_reason and is read with up_api 0 and no
  * backend.  An acknowledgement (LLM_REC_ACK) is always written and read
  * at version 2, the layout of version 3 without its last two fields, so
  * that an older nginx still reads it; only request_id is meaningful in it.
@@ -46,13 +52,14 @@
 
 
 /* the settle record's version; every other frame's is LLM_FRAME_VERSION */
-#define LLM_RECORD_VERSION        3
+#define LLM_RECORD_VERSION        4
 #define LLM_FRAME_VERSION         2
 
 #define LLM_RECORD_ID_MAX         64
 #define LLM_RECORD_MODEL_MAX      128
 #define LLM_RECORD_FINISH_MAX     32
 #define LLM_RECORD_BACKEND_MAX    64
+#define LLM_RECORD_UPSTREAM_MAX   64
 
 /* the fixed part of the payload: 1+1+2+4 + 8*9 + 1 */
 #define LLM_RECORD_FIXED_LEN      81
@@ -63,9 +70,15 @@
                                    + 1 + LLM_RECORD_MODEL_MAX                 \
                                    + 1 + LLM_RECORD_FINISH_MAX)
 
-/* the largest frame: a record of version 3, up_api and backend added */
-#define LLM_RECORD_MAX_FRAME      (LLM_RECORD_V2_MAX_FRAME                   \
+/* the largest frame of version 3: up_api and backend added */
+#define LLM_RECORD_V3_MAX_FRAME   (LLM_RECORD_V2_MAX_FRAME                   \
                                    + 1 + 1 + LLM_RECORD_BACKEND_MAX)
+
+/* the largest frame: a record of version 4, what the upstream said added */
+#define LLM_RECORD_MAX_FRAME      (LLM_RECORD_V3_MAX_FRAME                   \
+                                   + 1 + LLM_RECORD_BACKEND_MAX               \
+                                   + 1 + LLM_RECORD_UPSTREAM_MAX              \
+                                   + 1 + LLM_RECORD_UPSTREAM_MAX)
 
 
 typedef enum {
@@ -141,10 +154,16 @@ typedef struct {
     uint8_t    model_len;
     uint8_t    finish_reason_len;
     uint8_t    backend_len;
+    uint8_t    provider_key_len;
+    uint8_t    response_id_len;
+    uint8_t    upstream_model_len;
     char       request_id[LLM_RECORD_ID_MAX];
     char       model[LLM_RECORD_MODEL_MAX];
     char       finish_reason[LLM_RECORD_FINISH_MAX];
     char       backend[LLM_RECORD_BACKEND_MAX];
+    char       provider_key[LLM_RECORD_BACKEND_MAX];
+    char       response_id[LLM_RECORD_UPSTREAM_MAX];
+    char       upstream_model[LLM_RECORD_UPSTREAM_MAX];
 } llm_record_t;
 
 
@@ -166,9 +185,18 @@ size_t llm_record_set(char *field, uint8_t *field_len, size_t cap,
 #define llm_record_set_backend(rec, s, n)                                     \
     llm_record_set((rec)->backend, &(rec)->backend_len,                       \
                    LLM_RECORD_BACKEND_MAX, s, n)
+#define llm_record_set_provider_key(rec, s, n)                                \
+    llm_record_set((rec)->provider_key, &(rec)->provider_key_len,             \
+                   LLM_RECORD_BACKEND_MAX, s, n)
+#define llm_record_set_response_id(rec, s, n)                                 \
+    llm_record_set((rec)->response_id, &(rec)->response_id_len,               \
+                   LLM_RECORD_UPSTREAM_MAX, s, n)
+#define llm_record_set_upstream_model(rec, s, n)                              \
+    llm_record_set((rec)->upstream_model, &(rec)->upstream_model_len,         \
+                   LLM_RECORD_UPSTREAM_MAX, s, n)
 
 /*
- * Writes one frame: a settle record at version 3, an acknowledgement at
+ * Writes one frame: a settle record at version 4, an acknowledgement at
  * version 2.  Returns its length (at most LLM_RECORD_MAX_FRAME), or 0 if
  * cap is too small or a length is beyond its field.
  */
@@ -178,7 +206,7 @@ size_t llm_record_encode(const llm_record_t *rec, uint8_t *buf, size_t cap);
  * Reads one frame from the start of buf.  Returns 1 and sets *consumed
  * when a whole frame was decoded, 0 when more bytes are needed, -1 when
  * the bytes are not a valid frame (the stream cannot be resynchronised:
- * the caller closes the connection).  A settle record of version 2 or 3,
+ * the caller closes the connection).  A settle record of version 2, 3 or 4,
  * an acknowledgement of version 2.
  */
 int llm_record_decode(const uint8_t *buf, size_t len, llm_record_t *rec,

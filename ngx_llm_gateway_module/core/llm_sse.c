@@ -102,6 +102,8 @@ static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
     uint64_t dflt, llm_usage_t *u);
 static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
 static void llm_sse_set_reason(llm_usage_t *u, const char *s);
+static void llm_sse_ident(const cJSON *obj, llm_usage_t *u);
+static void llm_sse_ident_set(char *field, const cJSON *item);
 static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
@@ -539,6 +541,8 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         goto done;
 
     case LLM_API_ANTHROPIC:
+        llm_sse_ident(root, u);
+
         item = cJSON_GetObjectItemCaseSensitive(root, "type");
 
         if (cJSON_IsString(item) && strcmp(item->valuestring, "error") == 0) {
@@ -965,6 +969,11 @@ llm_sse_anthropic(llm_sse_t *p)
 
     case llm_sse_message_start:
         item = cJSON_GetObjectItemCaseSensitive(root, "message");
+
+        if (cJSON_IsObject(item)) {
+            llm_sse_ident(item, &p->usage);
+        }
+
         item = cJSON_GetObjectItemCaseSensitive(item, "usage");
 
         if (cJSON_IsObject(item)) {
@@ -1069,6 +1078,8 @@ llm_sse_openai_json(const cJSON *root, llm_usage_t *u, unsigned *usage_only)
     uint64_t      in, out, cached, reasoning;
     const cJSON  *item, *usage, *choices;
 
+    llm_sse_ident(root, u);
+
     item = cJSON_GetObjectItemCaseSensitive(root, "error");
     error = (item != NULL && !cJSON_IsNull(item));
 
@@ -1119,6 +1130,9 @@ llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u)
     uint64_t      in;
     const cJSON  *item, *usage;
 
+    /* a list has a model but no id */
+    llm_sse_ident(root, u);
+
     item = cJSON_GetObjectItemCaseSensitive(root, "error");
 
     if (item != NULL && !cJSON_IsNull(item)) {
@@ -1152,6 +1166,8 @@ llm_sse_responses_json(const cJSON *resp, llm_usage_t *u)
     if (!cJSON_IsObject(resp)) {
         return;
     }
+
+    llm_sse_ident(resp, u);
 
     item = cJSON_GetObjectItemCaseSensitive(resp, "error");
 
@@ -1355,6 +1371,48 @@ llm_sse_set_reason(llm_usage_t *u, const char *s)
     }
 
     u->finish_reason[i] = '\0';
+}
+
+
+/*
+ * The response's "id" and "model", the first the upstream gave of each (an
+ * OpenAI stream repeats them in every chunk): they go into the record and
+ * the ledger as text, so only what real ids and names are made of is kept.
+ */
+
+static void
+llm_sse_ident(const cJSON *obj, llm_usage_t *u)
+{
+    if (u->response_id[0] == '\0') {
+        llm_sse_ident_set(u->response_id,
+                          cJSON_GetObjectItemCaseSensitive(obj, "id"));
+    }
+
+    if (u->upstream_model[0] == '\0') {
+        llm_sse_ident_set(u->upstream_model,
+                          cJSON_GetObjectItemCaseSensitive(obj, "model"));
+    }
+}
+
+
+static void
+llm_sse_ident_set(char *field, const cJSON *item)
+{
+    size_t  n;
+
+    if (!cJSON_IsString(item)) {
+        return;
+    }
+
+    n = strlen(item->valuestring);
+
+    if (n == 0 || n > LLM_USAGE_IDENT_MAX
+        || strspn(item->valuestring, LLM_USAGE_IDENT_CHARS) != n)
+    {
+        return;
+    }
+
+    memcpy(field, item->valuestring, n + 1);
 }
 
 

@@ -33,6 +33,10 @@
 
 #define LLM_SSE_EVENT_MAX         32
 
+#define LLM_USAGE_IDENT_MAX       LLM_RECORD_UPSTREAM_MAX
+#define LLM_USAGE_IDENT_CHARS                                                 \
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:/@+"
+
 
 /* the event types that carry what the meter wants */
 typedef enum {
@@ -58,6 +62,15 @@ typedef struct {
     uint64_t   delta_bytes;          /* bytes of that text, decoded */
 
     char       finish_reason[LLM_USAGE_FINISH_MAX];   /* NUL-terminated */
+
+    /*
+     * What the upstream calls the response and the model that made it, for
+     * setting the ledger beside the provider's bill: NUL-terminated, ""
+     * when it said none, or one longer than LLM_USAGE_IDENT_MAX or of
+     * other bytes than LLM_USAGE_IDENT_CHARS (then it is not kept at all).
+     */
+    char       response_id[LLM_USAGE_IDENT_MAX + 1];
+    char       upstream_model[LLM_USAGE_IDENT_MAX + 1];
 
     unsigned   have_usage:1;     /* the final usage was seen */
     unsigned   have_input:1;     /* the prompt's size was reported (an

@@ -72,6 +72,9 @@ test_frame(uint8_t *buf, const char *id, int largest)
         llm_record_set_model(&rec, s, LLM_RECORD_MODEL_MAX);
         llm_record_set_finish_reason(&rec, s, LLM_RECORD_FINISH_MAX);
         llm_record_set_backend(&rec, s, LLM_RECORD_BACKEND_MAX);
+        llm_record_set_provider_key(&rec, s, LLM_RECORD_BACKEND_MAX);
+        llm_record_set_response_id(&rec, s, LLM_RECORD_UPSTREAM_MAX);
+        llm_record_set_upstream_model(&rec, s, LLM_RECORD_UPSTREAM_MAX);
         rec.up_api = LLM_API_ANTHROPIC;
 
     } else {
@@ -231,9 +234,10 @@ test_hold(void)
 /*
  * Found by the simulation (full=admit): records without a place took the
  * room kept for the padding, and a held record that had to wrap was lost.
- * The ring of 1280 starts at 112; a place is held; two records without
- * one take 400 each.  The held one (400) finds 368 bytes at the ring's
- * end: 368 of padding and 400 at the start need 768, and 480 were free.
+ * The ring of 112 + 3 P - 32 starts at 112; a place (P) is held; two
+ * records without one take P each.  The held one (P) finds P - 32 bytes at
+ * the ring's end: that padding and P at the start need 2 P - 32, and P + 80
+ * were free.
  */
 
 static void
@@ -243,7 +247,7 @@ test_admit_keeps_padding(void)
     llm_journal_t         j;
     llm_journal_window_t  w = { test_pos, 8, 0, 0 };
 
-    llm_journal_init(&j, test_ring, 1280);
+    llm_journal_init(&j, test_ring, 112 + 3 * P - 32);
 
     /* the smallest entry written and acknowledged: the head at 112 */
     llm_journal_write(&j, frame, test_frame(frame, "r0", 0), 0);
@@ -253,7 +257,7 @@ test_admit_keeps_padding(void)
 
     tap_is(llm_journal_hold(&j), 1, "a place held");
     tap_is(llm_journal_write(&j, frame, test_frame(frame, "u1", 1), 0), 0,
-           "a record without a place (400)");
+           "a record without a place (P)");
     tap_is(llm_journal_write(&j, frame, test_frame(frame, "u2", 1), 0), -1,
            "a second one would take the padding's room: lost");
     tap_is(llm_journal_write(&j, frame, test_frame(frame, "h1", 1), 1), 0,

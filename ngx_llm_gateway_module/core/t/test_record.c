@@ -2,7 +2,7 @@
 /*
  * The settle record codec: the layout byte by byte, round trips,
  * truncation, corruption, frames back to back, and the records of
- * version 2 an older nginx sends.
+ * versions 2 and 3 older nginxes send.
  */
 
 
@@ -30,6 +30,8 @@ static void test_lease(void);
 static size_t test_v2_frame(const llm_record_t *rec, uint8_t *buf);
 static void test_v2(void);
 static void test_backend(void);
+static size_t test_v3_frame(const llm_record_t *rec, uint8_t *buf);
+static void test_v3(void);
 
 
 /*
@@ -40,6 +42,7 @@ static void test_backend(void);
 #define TEST_OFF_ID_LEN    85
 #define TEST_OFF_UP_API    115
 #define TEST_OFF_BACKEND   116
+#define TEST_OFF_RESP_ID   129
 
 
 static uint32_t  test_seed = 2463534242u;
@@ -60,6 +63,7 @@ main(void)
     test_lease();
     test_v2();
     test_backend();
+    test_v3();
 
     return tap_done();
 }
@@ -89,6 +93,9 @@ test_sample(llm_record_t *rec)
     llm_record_set_model(rec, "claude-sonnet-4", 15);
     llm_record_set_finish_reason(rec, "stop", 4);
     llm_record_set_backend(rec, "gpt-a", 5);
+    llm_record_set_provider_key(rec, "proj-a", 6);
+    llm_record_set_response_id(rec, "chatcmpl-1", 10);
+    llm_record_set_upstream_model(rec, "gpt-4o-2024", 11);
 }
 
 
@@ -99,6 +106,9 @@ test_sane(const llm_record_t *rec)
            && rec->model_len <= LLM_RECORD_MODEL_MAX
            && rec->finish_reason_len <= LLM_RECORD_FINISH_MAX
            && rec->backend_len <= LLM_RECORD_BACKEND_MAX
+           && rec->provider_key_len <= LLM_RECORD_BACKEND_MAX
+           && rec->response_id_len <= LLM_RECORD_UPSTREAM_MAX
+           && rec->upstream_model_len <= LLM_RECORD_UPSTREAM_MAX
            && rec->up_api <= LLM_API_EMBEDDINGS
            && (rec->type == LLM_REC_SETTLE || rec->type == LLM_REC_ACK);
 }
@@ -150,8 +160,8 @@ test_layout(void)
         size_t       width;
         uint64_t     value;
     } fields[] = {
-        { "length",               0, 4, 118 },
-        { "version",              4, 1, 3 },
+        { "length",               0, 4, 148 },
+        { "version",              4, 1, 4 },
         { "type",                 5, 1, LLM_REC_SETTLE },
         { "status",               6, 2, 200 },
         { "flags",                8, 4, 0x6 },
@@ -170,16 +180,21 @@ test_layout(void)
         { "finish length",      110, 1, 4 },
         { "up_api",             115, 1, LLM_API_OPENAI },
         { "backend length",     116, 1, 5 },
+        { "provider_key length", 122, 1, 6 },
+        { "response_id length", 129, 1, 10 },
+        { "upstream_model length", 140, 1, 11 },
     };
 
     test_sample(&rec);
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
-    tap_is(n, 122, "the sample frame is 122 bytes");
+    tap_is(n, 152, "the sample frame is 152 bytes");
     tap_is(LLM_RECORD_FIXED_LEN, 81, "the fixed part is 81 bytes");
-    tap_is(LLM_RECORD_VERSION, 3, "the format is version 3");
+    tap_is(LLM_RECORD_VERSION, 4, "the format is version 4");
     tap_is(LLM_FRAME_VERSION, 2, "the other frames stay at version 2");
-    tap_is(LLM_RECORD_MAX_FRAME, 378, "the largest frame is 378 bytes");
+    tap_is(LLM_RECORD_MAX_FRAME, 573, "the largest frame is 573 bytes");
+    tap_is(LLM_RECORD_V3_MAX_FRAME, 378,
+           "the largest of version 3 is 378 bytes");
     tap_is(LLM_RECORD_V2_MAX_FRAME, 312,
            "the largest of version 2 is 312 bytes");
 
@@ -192,7 +207,10 @@ test_layout(void)
     tap_ok(memcmp(buf + 86, "req-0001", 8) == 0
            && memcmp(buf + 95, "claude-sonnet-4", 15) == 0
            && memcmp(buf + 111, "stop", 4) == 0
-           && memcmp(buf + 117, "gpt-a", 5) == 0,
+           && memcmp(buf + 117, "gpt-a", 5) == 0
+           && memcmp(buf + 123, "proj-a", 6) == 0
+           && memcmp(buf + 130, "chatcmpl-1", 10) == 0
+           && memcmp(buf + 141, "gpt-4o-2024", 11) == 0,
            "the strings follow their lengths");
 }
 
@@ -224,7 +242,8 @@ test_round_trip(void)
     test_sample(&rec);
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
-    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 + 5,
+    tap_is(n, 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 + 5
+              + 3 + 6 + 10 + 11,
            "encode returns the frame length");
 
     used = 0;
@@ -258,6 +277,12 @@ test_round_trip(void)
     rec.up_api = LLM_API_EMBEDDINGS;
     memset(rec.backend, 'b', LLM_RECORD_BACKEND_MAX);
     rec.backend_len = LLM_RECORD_BACKEND_MAX;
+    memset(rec.provider_key, 'k', LLM_RECORD_BACKEND_MAX);
+    rec.provider_key_len = LLM_RECORD_BACKEND_MAX;
+    memset(rec.response_id, 'i', LLM_RECORD_UPSTREAM_MAX);
+    rec.response_id_len = LLM_RECORD_UPSTREAM_MAX;
+    memset(rec.upstream_model, 'u', LLM_RECORD_UPSTREAM_MAX);
+    rec.upstream_model_len = LLM_RECORD_UPSTREAM_MAX;
 
     n = llm_record_encode(&rec, buf, sizeof(buf));
     tap_is(n, LLM_RECORD_MAX_FRAME, "the largest record fills MAX_FRAME");
@@ -331,9 +356,12 @@ test_round_trip(void)
     test_sample(&rec);
     rec.up_api = 0;
     rec.backend_len = 0;
+    rec.provider_key_len = 0;
+    rec.response_id_len = 0;
+    rec.upstream_model_len = 0;
     n = llm_record_encode(&rec, buf, sizeof(buf));
     rc = llm_record_decode(buf, n, &out, &used);
-    tap_ok(n == 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 && rc == 1
+    tap_ok(n == 4 + LLM_RECORD_FIXED_LEN + 3 + 8 + 15 + 4 + 2 + 3 && rc == 1
            && used == n && llm_record_same(&rec, &out) && out.up_api == 0
            && out.backend_len == 0,
            "a record without a backend: up_api 0, its name empty");
@@ -639,6 +667,9 @@ test_back_to_back(void)
     b.finish_reason_len = 0;
     b.up_api = 0;
     b.backend_len = 0;
+    b.provider_key_len = 0;
+    b.response_id_len = 0;
+    b.upstream_model_len = 0;
 
     n1 = llm_record_encode(&a, buf, sizeof(buf));
     n2 = llm_record_encode(&b, buf + n1, sizeof(buf) - n1);
@@ -822,7 +853,8 @@ test_v2_frame(const llm_record_t *rec, uint8_t *buf)
     size_t  n;
 
     n = llm_record_encode(rec, buf, LLM_RECORD_MAX_FRAME);
-    n -= 2 + rec->backend_len;
+    n -= 2 + rec->backend_len + 3 + rec->provider_key_len
+         + rec->response_id_len + rec->upstream_model_len;
 
     buf[0] = 0;
     buf[1] = 0;
@@ -850,6 +882,9 @@ test_v2(void)
     rc = llm_record_decode(buf, n, &out, &used);
     rec.up_api = 0;
     rec.backend_len = 0;
+    rec.provider_key_len = 0;
+    rec.response_id_len = 0;
+    rec.upstream_model_len = 0;
     tap_ok(rc == 1 && used == n && llm_record_same(&rec, &out),
            "a record of version 2 decodes, with up_api 0 and no backend");
 
@@ -871,15 +906,20 @@ test_v2(void)
     test_sample(&rec);
     llm_record_encode(&rec, copy, sizeof(copy));
     copy[4] = LLM_FRAME_VERSION;
-    copy[3] -= 5;
+    copy[2] = 0;
+    copy[3] = (uint8_t) (n + 2 - 4);
     copy[TEST_OFF_BACKEND] = 0;
     tap_is(llm_record_decode(copy, n + 2, &out, &used), -1,
            "version 2 with the bytes of version 3 behind is rejected");
 
     memcpy(copy, buf, n);
-    copy[4] = LLM_RECORD_VERSION;
+    copy[4] = 3;
     tap_is(llm_record_decode(copy, n, &out, &used), -1,
            "version 3 without its last fields is rejected");
+
+    copy[4] = LLM_RECORD_VERSION;
+    tap_is(llm_record_decode(copy, n, &out, &used), -1,
+           "version 4 without its last fields is rejected");
 
     /* an ack of version 2: what accountd sends, what an older one sends */
 
@@ -908,9 +948,17 @@ test_v2(void)
     tap_is(llm_record_decode(copy, 5, &out, &used), 0,
            "the smallest payload of version 2 waits");
 
-    copy[4] = LLM_RECORD_VERSION;
+    copy[4] = 3;
     tap_is(llm_record_decode(copy, 5, &out, &used), -1,
            "version 3 without room for its fields is rejected at once");
+
+    copy[3] = LLM_RECORD_FIXED_LEN + 3 + 2;
+    tap_is(llm_record_decode(copy, 5, &out, &used), 0,
+           "the smallest payload of version 3 waits");
+
+    copy[4] = LLM_RECORD_VERSION;
+    tap_is(llm_record_decode(copy, 5, &out, &used), -1,
+           "version 4 without room for its fields is rejected at once");
 }
 
 
@@ -960,4 +1008,110 @@ test_backend(void)
            && out.up_api == 0 && out.backend_len == 0
            && out.request_id_len == 8,
            "an ack leaves out up_api and the backend");
+}
+
+
+/* the sample as the nginx before this one writes it: version 3 */
+
+static size_t
+test_v3_frame(const llm_record_t *rec, uint8_t *buf)
+{
+    size_t  n;
+
+    n = llm_record_encode(rec, buf, LLM_RECORD_MAX_FRAME);
+    n -= 3 + rec->provider_key_len + rec->response_id_len
+         + rec->upstream_model_len;
+
+    buf[0] = 0;
+    buf[1] = 0;
+    buf[2] = (uint8_t) ((n - 4) >> 8);
+    buf[3] = (uint8_t) (n - 4);
+    buf[4] = 3;
+
+    return n;
+}
+
+
+/*
+ * What the upstream said (the provider's key, its response id, its model):
+ * records of version 3 are read without them; their bounds are checked.
+ */
+
+static void
+test_v3(void)
+{
+    int           rc, bad;
+    size_t        n, i, used;
+    uint8_t       buf[LLM_RECORD_MAX_FRAME + 8], copy[LLM_RECORD_MAX_FRAME];
+    llm_record_t  rec, out;
+
+    test_sample(&rec);
+    n = test_v3_frame(&rec, buf);
+    tap_is(n, 122, "a record of version 3 is 122 bytes");
+
+    used = 0;
+    rc = llm_record_decode(buf, n, &out, &used);
+    rec.provider_key_len = 0;
+    rec.response_id_len = 0;
+    rec.upstream_model_len = 0;
+    tap_ok(rc == 1 && used == n && llm_record_same(&rec, &out)
+           && out.backend_len == 5,
+           "a record of version 3 decodes, its backend kept, nothing of "
+           "the upstream's");
+
+    bad = 0;
+
+    for (i = 0; i < n; i++) {
+        used = 12345;
+
+        if (llm_record_decode(buf, i, &out, &used) != 0 || used != 12345) {
+            bad++;
+        }
+    }
+
+    tap_is(bad, 0, "each of the %d truncations of version 3 returns 0",
+           (int) n);
+
+    /* the tail of version 4 behind a frame labelled 3 */
+
+    test_sample(&rec);
+    llm_record_encode(&rec, copy, sizeof(copy));
+    copy[4] = 3;
+    tap_is(llm_record_decode(copy, sizeof(copy), &out, &used), -1,
+           "version 3 with the bytes of version 4 behind is rejected");
+
+    copy[2] = (LLM_RECORD_V3_MAX_FRAME - 3) >> 8;
+    copy[3] = (LLM_RECORD_V3_MAX_FRAME - 3) & 0xff;
+    tap_is(llm_record_decode(copy, 5, &out, &used), -1,
+           "version 3 longer than its maximum is rejected at its version");
+
+    /* a response id of 65 bytes, as a hostile peer could send it */
+
+    test_sample(&rec);
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    buf[TEST_OFF_RESP_ID] = LLM_RECORD_UPSTREAM_MAX + 1;
+    tap_is(llm_record_decode(buf, n, &out, &used), -1,
+           "a response id of 65 bytes is rejected");
+
+    buf[TEST_OFF_RESP_ID] = 0xff;
+    tap_is(llm_record_decode(buf, n, &out, &used), -1,
+           "a response id length of 255 is rejected");
+
+    rec.upstream_model_len = LLM_RECORD_UPSTREAM_MAX + 1;
+    tap_is(llm_record_encode(&rec, buf, sizeof(buf)), 0,
+           "encode refuses an upstream model of 65 bytes");
+
+    n = llm_record_set_response_id(&rec, "x", 1);
+    tap_ok(n == 1 && rec.response_id_len == 1 && rec.response_id[0] == 'x',
+           "set copies a response id");
+
+    /* an ack names nothing of the upstream's */
+
+    test_sample(&rec);
+    rec.type = LLM_REC_ACK;
+    n = llm_record_encode(&rec, buf, sizeof(buf));
+    rc = llm_record_decode(buf, n, &out, &used);
+    tap_ok(n == 115 && rc == 1 && out.provider_key_len == 0
+           && out.response_id_len == 0 && out.upstream_model_len == 0,
+           "an ack leaves out what the upstream said");
 }

@@ -3053,6 +3053,9 @@ test_event_callback(void)
 }
 
 
+static void test_ident(void);
+
+
 int
 main(int argc, char **argv)
 {
@@ -3090,6 +3093,154 @@ main(int argc, char **argv)
     test_settle_bounds();
     test_embeddings();
     test_event_callback();
+    test_ident();
 
     return tap_done();
+}
+
+
+/*
+ * What the upstream calls the response and the model that made it, for
+ * the ledger's reconciliation: from every API's stream, split anywhere,
+ * and body; the first of each kept; anything but a clean name of at most
+ * 64 bytes left out.
+ */
+
+typedef struct {
+    const char   *name;
+    llm_api_e     api;
+    unsigned      json;
+    const char   *text;
+    const char   *id;
+    const char   *model;
+} ident_case_t;
+
+
+static const ident_case_t  ident_cases[] = {
+    { "openai stream", OPENAI, 0,
+      "data: {\"id\":\"chatcmpl-A1\",\"object\":\"chat.completion.chunk\","
+      "\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[{\"index\":0,"
+      "\"delta\":{\"content\":\"hi\"}}]}\n\n"
+      "data: {\"id\":\"chatcmpl-A1\",\"model\":\"gpt-4o-mini-2024-07-18\","
+      "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"
+      "\n\n"
+      "data: {\"id\":\"chatcmpl-A1\",\"model\":\"gpt-4o-mini-2024-07-18\","
+      "\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+      "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n",
+      "chatcmpl-A1", "gpt-4o-mini-2024-07-18" },
+
+    { "openai stream cut before its finish", OPENAI, 0,
+      "data: {\"id\":\"chatcmpl-A1\",\"model\":\"gpt-4o\",\"choices\":"
+      "[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+      "", "" },
+
+    { "anthropic stream", ANTHROPIC, 0,
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":"
+      "{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\","
+      "\"role\":\"assistant\",\"model\":\"claude-3-5-haiku-20241022\","
+      "\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}"
+      "\n\nevent: message_delta\ndata: {\"type\":\"message_delta\","
+      "\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"
+      "{\"output_tokens\":2}}\n\nevent: message_stop\n"
+      "data: {\"type\":\"message_stop\"}\n\n",
+      "msg_01XFDUDYJgAACzvnptvVoYEL", "claude-3-5-haiku-20241022" },
+
+    { "responses stream", RESPONSES, 0,
+      "event: response.created\ndata: {\"type\":\"response.created\","
+      "\"response\":{\"id\":\"resp_early\",\"model\":\"o4-mini\"}}\n\n"
+      "event: response.completed\ndata: {\"type\":\"response.completed\","
+      "\"response\":{\"id\":\"resp_67ccd2bed1ec8190\",\"model\":"
+      "\"o4-mini-2025-04-16\",\"status\":\"completed\",\"usage\":"
+      "{\"input_tokens\":4,\"output_tokens\":2}}}\n\n",
+      "resp_67ccd2bed1ec8190", "o4-mini-2025-04-16" },
+
+    { "openai body", OPENAI, 1,
+      "{\"id\":\"chatcmpl-B2\",\"object\":\"chat.completion\",\"model\":"
+      "\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"message\":"
+      "{\"role\":\"assistant\",\"content\":\"x\"},\"finish_reason\":"
+      "\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
+      "chatcmpl-B2", "gpt-4o-2024-08-06" },
+
+    { "anthropic body", ANTHROPIC, 1,
+      "{\"id\":\"msg_02\",\"type\":\"message\",\"model\":"
+      "\"claude-sonnet-4-20250514\",\"content\":[],\"stop_reason\":"
+      "\"end_turn\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}",
+      "msg_02", "claude-sonnet-4-20250514" },
+
+    { "responses body", RESPONSES, 1,
+      "{\"id\":\"resp_03\",\"object\":\"response\",\"model\":\"gpt-4.1\","
+      "\"status\":\"completed\",\"usage\":{\"input_tokens\":1,"
+      "\"output_tokens\":1}}",
+      "resp_03", "gpt-4.1" },
+
+    { "embeddings body: a model, no id", LLM_API_EMBEDDINGS, 1,
+      "{\"object\":\"list\",\"data\":[],\"model\":"
+      "\"text-embedding-3-small\",\"usage\":{\"prompt_tokens\":2,"
+      "\"total_tokens\":2}}",
+      "", "text-embedding-3-small" },
+
+    { "names that are not clean are left out", OPENAI, 1,
+      "{\"id\":\"chatcmpl \\\"x\",\"model\":\"gpt\\u00e9\","
+      "\"choices\":[],\"usage\":{\"prompt_tokens\":1,"
+      "\"completion_tokens\":1}}",
+      "", "" },
+
+    { "65 bytes is too long, 64 is not", OPENAI, 1,
+      "{\"id\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\","
+      "\"model\":\"mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm\","
+      "\"choices\":[],\"usage\":{\"prompt_tokens\":1,"
+      "\"completion_tokens\":1}}",
+      "", "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm" },
+
+    { "not strings", ANTHROPIC, 1,
+      "{\"id\":7,\"model\":[\"x\"],\"usage\":{\"input_tokens\":1,"
+      "\"output_tokens\":1}}",
+      "", "" },
+};
+
+
+static void
+test_ident(void)
+{
+    int                  bad;
+    size_t               i, len, split, stops;
+    llm_usage_t          u;
+    sse_case_t           c;
+    const ident_case_t  *k;
+
+    for (i = 0; i < nelts(ident_cases); i++) {
+        k = &ident_cases[i];
+        len = strlen(k->text);
+
+        if (k->json) {
+            (void) llm_sse_usage_from_json(k->api, k->text, len, &u);
+
+            tap_ok(strcmp(u.response_id, k->id) == 0
+                   && strcmp(u.upstream_model, k->model) == 0,
+                   "ident %s: '%s' '%s'", k->name, u.response_id,
+                   u.upstream_model);
+            continue;
+        }
+
+        memset(&c, 0, sizeof(sse_case_t));
+        c.name = k->name;
+        c.api = k->api;
+
+        for (split = 0; split <= len; split++) {
+            feed(&c, k->text, len, split, 0, 0, &u, &stops, &bad);
+
+            if (strcmp(u.response_id, k->id) != 0
+                || strcmp(u.upstream_model, k->model) != 0)
+            {
+                break;
+            }
+        }
+
+        if (!tap_ok(split > len, "ident %s: '%s' '%s', split at every byte",
+                    k->name, k->id, k->model))
+        {
+            printf("#   split at %zu: '%s' '%s'\n", split, u.response_id,
+                   u.upstream_model);
+        }
+    }
 }
