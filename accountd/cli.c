@@ -1518,10 +1518,10 @@ static int
 cli_period_close(int argc, char **argv)
 {
     int          rc;
-    char         month[16], grace[24], tenant[24], *ids;
+    char         month[16], grace[24], tenant[24], *ids, *before;
     PGconn      *conn;
     PGresult    *res;
-    const char  *values[3];
+    const char  *values[3], *shown[4];
     cli_opt_t    opts[] = {
         { "tenant", 0, NULL, 0 },
         { "month", 0, NULL, 0 },
@@ -1551,6 +1551,7 @@ cli_period_close(int argc, char **argv)
     }
 
     rc = 1;
+    before = NULL;
     values[0] = grace;
     values[1] = NULL;
     values[2] = opts[1].value ? month : NULL;
@@ -1573,6 +1574,32 @@ cli_period_close(int argc, char **argv)
         snprintf(tenant, sizeof(tenant), "%s", PQgetvalue(res, 0, 0));
         values[1] = tenant;
         PQclear(res);
+    }
+
+    /*
+     * A month closes the tenant's earlier periods with it: what they had
+     * before, so that those written now are told from those found.
+     */
+    if (values[2] != NULL) {
+        res = PQexecParams(conn, "SELECT coalesce(array_agg(invoice_id),"
+                           " '{}')::text FROM llm.invoices"
+                           " WHERE tenant_id = $1::bigint"
+                           " AND period_start <= $2::date",
+                           2, NULL, values + 1, NULL, NULL, 0);
+
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+            rc = cli_failed(res, conn, "period close");
+            goto done;
+        }
+
+        before = strdup(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        res = NULL;
+
+        if (before == NULL) {
+            log_error("period close: %s", strerror(errno));
+            goto done;
+        }
     }
 
     /*
@@ -1603,11 +1630,20 @@ cli_period_close(int argc, char **argv)
         goto done;
     }
 
+    /* the month's invoice, and those of earlier periods written with it */
+    shown[0] = ids;
+    shown[1] = values[1];
+    shown[2] = values[2];
+    shown[3] = before;
+
     res = PQexecParams(conn,
                        "SELECT" CLI_INVOICE_COLUMNS " FROM llm.invoices i"
                        " WHERE i.invoice_id = ANY ($1::text[])"
+                       " OR (i.tenant_id = $2::bigint"
+                       " AND i.period_start <= $3::date"
+                       " AND NOT i.invoice_id = ANY ($4::text[]))"
                        " ORDER BY i.tenant_id, i.period_start",
-                       1, NULL, (const char **) &ids, NULL, NULL, 0);
+                       4, NULL, shown, NULL, NULL, 0);
     free(ids);
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -1620,6 +1656,7 @@ cli_period_close(int argc, char **argv)
 
 done:
 
+    free(before);
     PQclear(res);
     PQfinish(conn);
 

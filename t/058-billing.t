@@ -713,9 +713,10 @@ ok(!eval { $new->do(q{
 
 # 016: what reconciles with the provider's bill, on the same rows
 @before = $new->selectrow_array($fingerprint);
-is(migrate('016_reconciliation'), '', '016 applies to it');
+is(migrate('016_reconciliation', '017_append_only_guards'), '',
+   '016 and 017 apply to it');
 is_deeply([ $new->selectrow_array($fingerprint) ], \@before,
-          '016: every row as it was');
+          '016, 017: every row as it was');
 is($new->selectrow_array(q{
     SELECT count(*) FROM llm.usage
      WHERE provider_key IS NOT NULL OR response_id IS NOT NULL

@@ -370,7 +370,8 @@ is($rc, 0, 'accountd invoice export') or diag($out);
 my @csv = map { [ csv_fields($_) ] } split /\r\n/, $out;
 is(scalar(@csv), @$lines + 2, 'a header, a line each, the total');
 is_deeply([ map { [ @$_[4, 5, 6, 7, 10, 15] ] } @csv[1 .. $#csv - 1] ],
-          [ map { [ $_->[0], $_->[1] =~ /^=/ ? "'$_->[1]" : $_->[1] // '',
+          [ map { [ $_->[0],
+                    ($_->[1] // '') =~ /^=/ ? "'$_->[1]" : $_->[1] // '',
                     $_->[2] // '', $_->[3] // '', $_->[4] // '', $_->[5] ] }
             @$lines ],
           'its lines are the invoice\'s (a formula made text)');
@@ -529,6 +530,93 @@ is(refused($ops, q{UPDATE llm.tenants SET time_zone = 'UTC'
                     WHERE tenant_id = ?}, $la->{id}), '55000',
    'a tenant with closed periods keeps its time zone');
 
+
+# --- the owner's exceptions are the owner's -----------------------------------------
+
+# a role given the owner's privileges by mistake: the settings the owner's
+# functions set unlock nothing for it
+my $oops = "t101_oops_$$";
+$dbh->do(qq{CREATE ROLE $oops NOLOGIN});
+$dbh->do(qq{GRANT USAGE ON SCHEMA llm TO $oops});
+$dbh->do(qq{GRANT SELECT, INSERT, UPDATE, DELETE ON llm.usage,
+            llm.usage_request_ids TO $oops});
+$dbh->do(qq{GRANT SELECT ON llm.tenants, llm.api_keys, llm.prices,
+            llm.invoices TO $oops});
+$dbh->begin_work();
+$dbh->do(qq{SET LOCAL ROLE $oops});
+$dbh->do(q{SET LOCAL llmgw.moving_rows = 'on'});
+$dbh->do(q{SET LOCAL llmgw.cost_computed = 'on'});
+is(refused($dbh, 'DELETE FROM llm.usage WHERE tenant_id = ?', $r->{id}),
+   '42501', 'granted DELETE by mistake, llmgw.moving_rows on: refused');
+is(refused($dbh, 'UPDATE llm.usage SET cost_pusd = 1 WHERE tenant_id = ?',
+           $r->{id}), '42501', '  UPDATE too');
+is(refused($dbh, 'DELETE FROM llm.usage_request_ids WHERE request_id = ?',
+           "$tag-r1"), '42501', '  and a request id\'s row');
+$dbh->do(q{INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,
+               input_tokens, output_tokens, ts, price_id, cost_pusd)
+           VALUES (?, ?, ?, ?, 'openai', 1000000, 0, now(), NULL, 1)}, undef,
+         "$tag-oops", $r->{id}, $r->{key_id}, $model);
+$dbh->commit();
+is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
+                         . ' WHERE request_id = ?', undef, "$tag-oops"),
+   Math::BigInt->new($p2{in})->bmul(1_000_000)->bstr,
+   '  llmgw.cost_computed on: the row costs what the database says, not '
+   . 'the 1 p$ it supplied');
+$dbh->do(qq{REVOKE ALL ON ALL TABLES IN SCHEMA llm FROM $oops});
+$dbh->do(qq{REVOKE ALL ON SCHEMA llm FROM $oops});
+$dbh->do(qq{DROP ROLE $oops});
+
+# the owner (a superuser's SET ROLE, the maintenance path) may not empty a
+# partition, nor the request ids, either
+my ($upart) = $dbh->selectrow_array(
+    'SELECT tableoid::regclass::text FROM llm.usage WHERE request_id = ?',
+    undef, "$tag-r1");
+$dbh->begin_work();
+$dbh->do('SET LOCAL ROLE llmgw_owner');
+is(refused($dbh, "TRUNCATE $upart"), '42501',
+   "as the owner: TRUNCATE $upart refused");
+is(refused($dbh, 'TRUNCATE llm.usage_default'), '42501',
+   '  TRUNCATE llm.usage_default too');
+is(refused($dbh, 'TRUNCATE llm.usage_request_ids'), '42501',
+   '  and TRUNCATE llm.usage_request_ids');
+is(refused($dbh, 'DELETE FROM llm.usage_request_ids WHERE request_id = ?',
+           "$tag-r1"), '42501', '  and DELETE of a request id');
+$dbh->rollback();
+is_deeply($dbh->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
+          'every cost still proved');
+
+# --- a month closes the periods before it, and says so ---------------------------------
+
+my $q = new_tenant(tier => 'pro');
+history($q, 'q1', $model, '2025-02-10 00:00:00+00', 100, 10, 0, 0);
+history($q, 'q2', $model, '2025-03-10 00:00:00+00', 100, 10, 0, 0);
+($out, $rc) = cli('period', 'close', '--tenant', $q->{name}, '--month',
+                  '2025-03');
+is($rc, 0, 'period close --month 2025-03 of a tenant with February too');
+is_deeply([ $out =~ /^(INV-\S+)/mg ],
+          [ "INV-$q->{id}-202502", "INV-$q->{id}-202503" ],
+          '  prints both invoices it wrote') or diag($out);
+($out, $rc) = cli('period', 'close', '--tenant', $q->{name}, '--month',
+                  '2025-03');
+is_deeply([ $out =~ /^(INV-\S+)/mg ], [ "INV-$q->{id}-202503" ],
+          '  again: the month\'s, found; nothing else');
+
+# --- a correction of a correction ---------------------------------------------------
+
+my ($charge) = $ops->selectrow_array(
+    q{SELECT llm.adjust(?, '2.00', 'setup fee')}, undef, $q->{name});
+my ($undo) = $ops->selectrow_array(
+    q{SELECT llm.adjust(?, '-2.00', 'setup fee waived', NULL, now(), ?)},
+    undef, $q->{name}, $charge);
+is_deeply($dbh->selectrow_arrayref(q{
+    SELECT kind, refers_to, amount_pusd::text, reason, created_by
+      FROM llm.adjustments WHERE adjustment_id = ?}, undef, $undo),
+    [ 'credit', $charge, '-2000000000000', 'setup fee waived', 'llmgw_ops' ],
+    'llm.adjust(..., refers_to): the credit says which charge it undoes, '
+    . 'why and who');
+is(refused($ops, q{SELECT llm.adjust(?, '-1.00', 'x', NULL, now(), ?)},
+           $r->{name}, $charge), 'P0002',
+   '  another tenant\'s adjustment: refused');
 
 # --- 1M rows over six months: the plans read their period's partitions ---------------
 
