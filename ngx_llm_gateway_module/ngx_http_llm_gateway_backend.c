@@ -22,6 +22,8 @@
 
 static char *ngx_http_llm_gateway_backend_zone(ngx_conf_t *cf,
     ngx_http_llm_gateway_backend_t *b);
+static ngx_int_t ngx_http_llm_gateway_backend_name(
+    ngx_http_llm_gateway_backend_t *b, ngx_str_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_dialect(
     ngx_http_llm_gateway_backend_t *b, ngx_str_t *v);
 static ngx_int_t ngx_http_llm_gateway_backend_init_zone(
@@ -95,34 +97,14 @@ ngx_http_llm_gateway_backend_conf(ngx_conf_t *cf, ngx_command_t *cmd,
 
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_strncmp(value[i].data, "upstream=", 9) == 0) {
-            b->upstream.data = value[i].data + 9;
-            b->upstream.len = value[i].len - 9;
+        n = ngx_http_llm_gateway_backend_name(b, &value[i]);
 
-            if (b->upstream.len == 0) {
-                goto invalid;
-            }
-
-            continue;
+        if (n == NGX_ERROR) {
+            goto invalid;
         }
 
-        /* the ledger's, for setting beside the provider's bill */
-        if (ngx_strncmp(value[i].data, "provider_key=", 13) == 0) {
-            b->provider_key.data = value[i].data + 13;
-            b->provider_key.len = value[i].len - 13;
-
-            if (b->provider_key.len == 0
-                || b->provider_key.len > LLM_RECORD_BACKEND_MAX
-                || strspn((char *) b->provider_key.data, LLM_USAGE_IDENT_CHARS)
-                   != b->provider_key.len)
-            {
-                goto invalid;
-            }
-
-            continue;
-        }
-
-        if (ngx_http_llm_gateway_backend_dialect(b, &value[i]) == NGX_OK)
+        if (n == NGX_OK
+            || ngx_http_llm_gateway_backend_dialect(b, &value[i]) == NGX_OK)
         {
             continue;
         }
@@ -206,6 +188,42 @@ invalid:
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"",
                        &value[i]);
     return NGX_CONF_ERROR;
+}
+
+
+/*
+ * The names it goes by: upstream=, where its requests go, and
+ * provider_key=, the ledger's, for setting beside the provider's bill.
+ * NGX_DECLINED: neither; NGX_ERROR: one, invalid.
+ */
+
+static ngx_int_t
+ngx_http_llm_gateway_backend_name(ngx_http_llm_gateway_backend_t *b,
+    ngx_str_t *v)
+{
+    if (ngx_strncmp(v->data, "upstream=", 9) == 0) {
+        b->upstream.data = v->data + 9;
+        b->upstream.len = v->len - 9;
+
+        return b->upstream.len ? NGX_OK : NGX_ERROR;
+    }
+
+    if (ngx_strncmp(v->data, "provider_key=", 13) != 0) {
+        return NGX_DECLINED;
+    }
+
+    b->provider_key.data = v->data + 13;
+    b->provider_key.len = v->len - 13;
+
+    if (b->provider_key.len == 0
+        || b->provider_key.len > LLM_RECORD_BACKEND_MAX
+        || strspn((char *) b->provider_key.data, LLM_USAGE_IDENT_CHARS)
+           != b->provider_key.len)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
 }
 
 
