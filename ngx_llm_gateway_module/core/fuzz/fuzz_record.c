@@ -136,11 +136,16 @@ fuzz_stream(const uint8_t *data, size_t size)
 static void
 fuzz_record_frame(const uint8_t *p, size_t n, const llm_record_t *rec)
 {
+    unsigned  upstream;
+
     if (n > LLM_RECORD_MAX_FRAME
         || rec->request_id_len > LLM_RECORD_ID_MAX
         || rec->model_len > LLM_RECORD_MODEL_MAX
         || rec->finish_reason_len > LLM_RECORD_FINISH_MAX
         || rec->backend_len > LLM_RECORD_BACKEND_MAX
+        || rec->provider_key_len > LLM_RECORD_BACKEND_MAX
+        || rec->response_id_len > LLM_RECORD_UPSTREAM_MAX
+        || rec->upstream_model_len > LLM_RECORD_UPSTREAM_MAX
         || (rec->type != LLM_REC_SETTLE && rec->type != LLM_REC_ACK)
         || (rec->api > LLM_API_EMBEDDINGS)
         || (rec->up_api > LLM_API_EMBEDDINGS)
@@ -149,8 +154,15 @@ fuzz_record_frame(const uint8_t *p, size_t n, const llm_record_t *rec)
         fuzz_fail("record", "a field is out of range");
     }
 
+    upstream = rec->provider_key_len || rec->response_id_len
+               || rec->upstream_model_len;
+
     if (p[4] == LLM_FRAME_VERSION
         ? n > LLM_RECORD_V2_MAX_FRAME || rec->up_api || rec->backend_len
+          || upstream
+        : p[4] == 3
+        ? n > LLM_RECORD_V3_MAX_FRAME || rec->type != LLM_REC_SETTLE
+          || upstream
         : p[4] != LLM_RECORD_VERSION || rec->type != LLM_REC_SETTLE)
     {
         fuzz_fail("record", "a version and its fields do not agree");
@@ -163,17 +175,21 @@ fuzz_record_frame(const uint8_t *p, size_t n, const llm_record_t *rec)
 
 /*
  * The frame encoded again, into exactly its size, so that an overflow
- * shows: the same bytes, or those of version 3 for one of version 2
+ * shows: the same bytes, or those of version 4 for one of an older
+ * version (its bytes, then the empty fields it lacks)
  */
 
 static void
 fuzz_record_again(const uint8_t *p, size_t n, const llm_record_t *rec)
 {
-    size_t    m;
+    size_t    m, extra, i;
     uint8_t  *out;
 
-    if (p[4] == LLM_FRAME_VERSION && rec->type == LLM_REC_SETTLE) {
-        m = n + 2;
+    /* up_api and the lengths of the fields of later versions */
+    extra = (p[4] == LLM_FRAME_VERSION) ? 2 + 3 : (p[4] == 3) ? 3 : 0;
+
+    if (extra && rec->type == LLM_REC_SETTLE) {
+        m = n + extra;
 
         out = malloc(m);
         if (out == NULL) {
@@ -184,11 +200,17 @@ fuzz_record_again(const uint8_t *p, size_t n, const llm_record_t *rec)
             || out[0] != 0 || out[1] != 0
             || (size_t) ((out[2] << 8) | out[3]) != m - 4
             || out[4] != LLM_RECORD_VERSION
-            || memcmp(out + 5, p + 5, n - 5) != 0
-            || out[n] != 0 || out[n + 1] != 0)
+            || memcmp(out + 5, p + 5, n - 5) != 0)
         {
-            fuzz_fail("record", "version 2 is not version 3 without its "
-                      "last fields");
+            fuzz_fail("record", "an older version is not version 4 without "
+                      "its last fields");
+        }
+
+        for (i = n; i < m; i++) {
+            if (out[i] != 0) {
+                fuzz_fail("record", "an older version is not version 4 "
+                          "without its last fields");
+            }
         }
 
         free(out);
@@ -315,10 +337,17 @@ fuzz_record_fields(const uint8_t *data, size_t size)
     rec.finish_reason_len = fuzz_take(&s, 1) % (LLM_RECORD_FINISH_MAX + 2);
     rec.up_api = (uint8_t) fuzz_take(&s, 1);
     rec.backend_len = fuzz_take(&s, 1) % (LLM_RECORD_BACKEND_MAX + 2);
+    rec.provider_key_len = fuzz_take(&s, 1) % (LLM_RECORD_BACKEND_MAX + 2);
+    rec.response_id_len = fuzz_take(&s, 1) % (LLM_RECORD_UPSTREAM_MAX + 2);
+    rec.upstream_model_len = fuzz_take(&s, 1)
+                             % (LLM_RECORD_UPSTREAM_MAX + 2);
     fuzz_take_str(&s, rec.request_id, LLM_RECORD_ID_MAX);
     fuzz_take_str(&s, rec.model, LLM_RECORD_MODEL_MAX);
     fuzz_take_str(&s, rec.finish_reason, LLM_RECORD_FINISH_MAX);
     fuzz_take_str(&s, rec.backend, LLM_RECORD_BACKEND_MAX);
+    fuzz_take_str(&s, rec.provider_key, LLM_RECORD_BACKEND_MAX);
+    fuzz_take_str(&s, rec.response_id, LLM_RECORD_UPSTREAM_MAX);
+    fuzz_take_str(&s, rec.upstream_model, LLM_RECORD_UPSTREAM_MAX);
 
     buf = malloc(LLM_RECORD_MAX_FRAME);
     if (buf == NULL) {
@@ -330,7 +359,10 @@ fuzz_record_fields(const uint8_t *data, size_t size)
     if (rec.request_id_len > LLM_RECORD_ID_MAX
         || rec.model_len > LLM_RECORD_MODEL_MAX
         || rec.finish_reason_len > LLM_RECORD_FINISH_MAX
-        || rec.backend_len > LLM_RECORD_BACKEND_MAX)
+        || rec.backend_len > LLM_RECORD_BACKEND_MAX
+        || rec.provider_key_len > LLM_RECORD_BACKEND_MAX
+        || rec.response_id_len > LLM_RECORD_UPSTREAM_MAX
+        || rec.upstream_model_len > LLM_RECORD_UPSTREAM_MAX)
     {
         if (n != 0) {
             fuzz_fail("record fields", "a string too long was encoded");
@@ -339,15 +371,20 @@ fuzz_record_fields(const uint8_t *data, size_t size)
         goto done;
     }
 
-    /* an acknowledgement is of version 2: neither field is written */
+    /* an acknowledgement is of version 2: none of the later fields */
     if (rec.type == LLM_REC_ACK) {
         rec.up_api = 0;
         rec.backend_len = 0;
+        rec.provider_key_len = 0;
+        rec.response_id_len = 0;
+        rec.upstream_model_len = 0;
     }
 
     if (n != (size_t) 4 + LLM_RECORD_FIXED_LEN + 3 + rec.request_id_len
              + rec.model_len + rec.finish_reason_len
-             + (rec.type == LLM_REC_ACK ? 0 : 2 + rec.backend_len))
+             + (rec.type == LLM_REC_ACK
+                ? 0 : 2 + rec.backend_len + 3 + rec.provider_key_len
+                      + rec.response_id_len + rec.upstream_model_len))
     {
         fuzz_fail("record fields", "the frame has the wrong length");
     }

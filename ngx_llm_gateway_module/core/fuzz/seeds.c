@@ -1012,8 +1012,14 @@ main(int argc, char **argv)
     n = seed_settle(buf, sizeof(buf), 1);
     seed_write(dir, "record", "settle-full", buf, n);
 
-    /* as an older nginx sends it: version 2, without up_api and backend */
-    n = seed_settle(buf, sizeof(buf), 0) - 2 - 8;
+    /* as older nginxes send it: version 3, without what the upstream
+       said, and version 2, without up_api and backend either */
+    n = seed_settle(buf, sizeof(buf), 0) - 3 - 6 - 6 - 25;
+    buf[3] = (uint8_t) (n - 4);
+    buf[4] = 3;
+    seed_write(dir, "record", "settle-v3", buf, n);
+
+    n -= 2 + 8;
     buf[3] = (uint8_t) (n - 4);
     buf[4] = LLM_FRAME_VERSION;
     seed_write(dir, "record", "settle-v2", buf, n);
@@ -1022,7 +1028,7 @@ main(int argc, char **argv)
     memcpy(buf + m, buf, m);
     buf[m + 3] = (uint8_t) (n - 4);
     buf[m + 4] = LLM_FRAME_VERSION;
-    seed_write(dir, "record", "settle-v3-v2", buf, m + n);
+    seed_write(dir, "record", "settle-v4-v2", buf, m + n);
 
     memset(&rec, 0, sizeof(llm_record_t));
     rec.type = LLM_REC_ACK;
@@ -1317,6 +1323,11 @@ seed_settle(uint8_t *buf, size_t cap, int full)
     rec.up_api = LLM_API_ANTHROPIC;
     llm_record_set_backend(&rec, "claude-a", 8);
 
+    /* what the upstream said: the key's name, its response id and model */
+    llm_record_set_provider_key(&rec, "proj-a", 6);
+    llm_record_set_response_id(&rec, "msg_01", 6);
+    llm_record_set_upstream_model(&rec, "claude-3-5-haiku-20241022", 25);
+
     if (full) {
         memset(s, 'z', sizeof(s));
 
@@ -1335,6 +1346,9 @@ seed_settle(uint8_t *buf, size_t cap, int full)
         llm_record_set_model(&rec, s, sizeof(s));
         llm_record_set_finish_reason(&rec, s, sizeof(s));
         llm_record_set_backend(&rec, s, sizeof(s));
+        llm_record_set_provider_key(&rec, s, sizeof(s));
+        llm_record_set_response_id(&rec, s, sizeof(s));
+        llm_record_set_upstream_model(&rec, s, sizeof(s));
         rec.up_api = LLM_API_EMBEDDINGS;
     }
 
