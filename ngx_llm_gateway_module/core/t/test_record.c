@@ -27,10 +27,10 @@ static void test_back_to_back(void);
 static void test_rejects(void);
 static void test_set(void);
 static void test_lease(void);
-static size_t test_v2_frame(const llm_record_t *rec, uint8_t *buf);
+static size_t test_old_frame(const llm_record_t *rec, uint8_t *buf,
+    unsigned version);
 static void test_v2(void);
 static void test_backend(void);
-static size_t test_v3_frame(const llm_record_t *rec, uint8_t *buf);
 static void test_v3(void);
 
 
@@ -493,7 +493,7 @@ test_corruption(void)
            "api 255 is rejected");
 
     /* an ack is of version 2 */
-    k = test_v2_frame(&rec, copy);
+    k = test_old_frame(&rec, copy, 2);
     copy[5] = LLM_REC_ACK;
     copy[TEST_OFF_API] = 0;
     rc = llm_record_decode(copy, k, &out, &used);
@@ -843,24 +843,28 @@ test_lease(void)
 
 
 /*
- * The sample as an older nginx writes it: version 2, which ends after
- * finish_reason
+ * A record as an older nginx writes it: version 3 ends after backend,
+ * version 2 after finish_reason
  */
 
 static size_t
-test_v2_frame(const llm_record_t *rec, uint8_t *buf)
+test_old_frame(const llm_record_t *rec, uint8_t *buf, unsigned version)
 {
     size_t  n;
 
     n = llm_record_encode(rec, buf, LLM_RECORD_MAX_FRAME);
-    n -= 2 + rec->backend_len + 3 + rec->provider_key_len
-         + rec->response_id_len + rec->upstream_model_len;
+    n -= 3 + rec->provider_key_len + rec->response_id_len
+         + rec->upstream_model_len;
+
+    if (version == 2) {
+        n -= 2 + rec->backend_len;
+    }
 
     buf[0] = 0;
     buf[1] = 0;
     buf[2] = (uint8_t) ((n - 4) >> 8);
     buf[3] = (uint8_t) (n - 4);
-    buf[4] = LLM_FRAME_VERSION;
+    buf[4] = (uint8_t) version;
 
     return n;
 }
@@ -875,7 +879,7 @@ test_v2(void)
     llm_record_t  rec, out;
 
     test_sample(&rec);
-    n = test_v2_frame(&rec, buf);
+    n = test_old_frame(&rec, buf, 2);
     tap_is(n, 115, "a record of version 2 is 115 bytes");
 
     used = 0;
@@ -1011,27 +1015,6 @@ test_backend(void)
 }
 
 
-/* the sample as the nginx before this one writes it: version 3 */
-
-static size_t
-test_v3_frame(const llm_record_t *rec, uint8_t *buf)
-{
-    size_t  n;
-
-    n = llm_record_encode(rec, buf, LLM_RECORD_MAX_FRAME);
-    n -= 3 + rec->provider_key_len + rec->response_id_len
-         + rec->upstream_model_len;
-
-    buf[0] = 0;
-    buf[1] = 0;
-    buf[2] = (uint8_t) ((n - 4) >> 8);
-    buf[3] = (uint8_t) (n - 4);
-    buf[4] = 3;
-
-    return n;
-}
-
-
 /*
  * What the upstream said (the provider's key, its response id, its model):
  * records of version 3 are read without them; their bounds are checked.
@@ -1046,7 +1029,7 @@ test_v3(void)
     llm_record_t  rec, out;
 
     test_sample(&rec);
-    n = test_v3_frame(&rec, buf);
+    n = test_old_frame(&rec, buf, 3);
     tap_is(n, 122, "a record of version 3 is 122 bytes");
 
     used = 0;
