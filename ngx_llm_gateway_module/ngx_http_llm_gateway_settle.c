@@ -497,12 +497,14 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     ngx_http_llm_gateway_zone_t *zone, ngx_http_llm_gateway_flight_t *f,
     int64_t now, ngx_log_t *log)
 {
-    int64_t                       cost;
-    ngx_time_t                   *tp;
-    llm_settle_t                  st;
-    llm_record_t                  rec;
-    llm_settle_in_t               in;
-    ngx_http_llm_gateway_node_t  *node;
+    int64_t                          cost;
+    ngx_str_t                        name;
+    ngx_time_t                      *tp;
+    llm_settle_t                     st;
+    llm_record_t                     rec;
+    llm_settle_in_t                  in;
+    ngx_http_llm_gateway_node_t     *node;
+    ngx_http_llm_gateway_backend_t  *b;
 
     ngx_memzero(&in, sizeof(llm_settle_in_t));
 
@@ -581,6 +583,21 @@ ngx_http_llm_gateway_settle_flight(ngx_http_llm_gateway_main_conf_t *lmcf,
     rec.api = f->api;
     rec.up_api = f->up_api;
     llm_record_set_backend(&rec, (char *) f->backend, f->backend_len);
+
+    name.data = f->backend;
+    name.len = f->backend_len;
+    b = f->backend_len ? ngx_http_llm_gateway_backend_find(lmcf, &name)
+                       : NULL;
+
+    if (b != NULL) {
+        llm_record_set_provider_key(&rec, (char *) b->provider_key.data,
+                                    b->provider_key.len);
+    }
+
+    llm_record_set_response_id(&rec, f->usage.response_id,
+                               ngx_strlen(f->usage.response_id));
+    llm_record_set_upstream_model(&rec, f->usage.upstream_model,
+                                  ngx_strlen(f->usage.upstream_model));
 
     llm_record_set_request_id(&rec, (char *) f->data, f->request_id_len);
     llm_record_set_model(&rec, (char *) f->data + f->request_id_len,
