@@ -7,9 +7,11 @@
 # socket (listen_mode 0660), the key snapshot and the key secret are the
 # group's, as with systemd's Group=www-data (accountd/accountd.service).
 # accountd serves no other peer on its socket than www-data (allow_users).
-# PostgreSQL's password for llmgw is in the volume llmgw-db, of the same
-# group (postgres.Dockerfile); the entrypoints copy it into PGPASSFILE,
-# the container's own, mode 0600.
+# accountd logs in to PostgreSQL as accountd and its CLI as llmgw_ops
+# (accountd.conf), never as the superuser llmgw; their passwords are in
+# the volume llmgw-roles, of the same group (postgres-entrypoint.sh), and
+# the entrypoints copy them into PGPASSFILE, the container's own, mode
+# 0600.
 #
 # Targets (the last is the default):
 #   demo-init  the same with psql: make run's demo tenants, once

@@ -5,17 +5,23 @@
 # superuser is llmgw and the database llmgw.  Every role logs in with its
 # password (scram-sha-256) over TCP; on the Unix socket, the OS user
 # postgres is llmgw without one (peer), so that the migrations and
-# `docker compose exec postgres psql -U llmgw llmgw` need none.  llmgw's
-# password is made at random once and kept in LLMGW_PG_PASSWORD_FILE, in a
-# volume that only accountd and demo-init mount besides (mode 0640, group
-# llmgw: their user's); each copies it into a libpq password file of its
-# own, mode 0600.  On every start, sql/NNN_*.sql
-# applied in order, each once, in one transaction with its row in
-# public.llmgw_migrations (the version is the file's name without .sql),
-# the table scripts/stack keeps.  The migrations run with the server on a
-# private socket only, so that nothing connects before the schema is
-# current (the healthcheck's pg_isready on TCP neither); then the server
-# runs in the foreground, as this process.
+# `docker compose exec postgres psql -U llmgw llmgw` need none.  llmgw is
+# for the migrations and maintenance only: its password, made at random
+# once, is in LLMGW_PG_PASSWORD_FILE, a volume no other container mounts.
+# The containers log in as the roles scripts/stack makes (sql/013): accountd
+# (a member of llmgw_writer) and llmgw_ops (llmgw_admin, the CLI's
+# commands), neither a superuser nor CREATEROLE.  Their passwords, made at
+# random once as llmgw's, are in LLMGW_PG_ROLES_DIR, a volume that accountd
+# and demo-init mount read-only (mode 0640, group llmgw: their user's);
+# each copies them into a libpq password file of its own, mode 0600.  On
+# every start, sql/NNN_*.sql applied in order, each once, in one
+# transaction with its row in public.llmgw_migrations (the version is the
+# file's name without .sql), the table scripts/stack keeps; then the login
+# roles made if missing, and given their files' passwords and their group
+# only, whatever an older image's volume had.  The migrations and the roles
+# are done with the server on a private socket only, so that nothing
+# connects before the schema is current (the healthcheck's pg_isready on
+# TCP neither); then the server runs in the foreground, as this process.
 #
 # Its environment (the image sets the first two; t/097 runs it against a
 # temporary cluster with all of them):
@@ -29,7 +35,10 @@
 #   LLMGW_PG_PASSWORD_FILE
 #                        llmgw's password, made if missing
 #                        (/run/llmgw-db/password)
-#   LLMGW_PG_NO_SERVER   if set, exit after the migrations
+#   LLMGW_PG_ROLES_DIR   the login roles' passwords, a file each named
+#                        after the role (accountd, llmgw_ops), made if
+#                        missing (/run/llmgw-roles)
+#   LLMGW_PG_NO_SERVER   if set, exit after the migrations and the roles
 
 set -eu
 
@@ -39,6 +48,10 @@ port=${LLMGW_PG_PORT:-5432}
 listen=${LLMGW_PG_LISTEN-*}
 sockdir=${LLMGW_PG_SOCKET_DIR:-/var/run/postgresql}
 pwfile=${LLMGW_PG_PASSWORD_FILE:-/run/llmgw-db/password}
+rolesdir=${LLMGW_PG_ROLES_DIR:-/run/llmgw-roles}
+
+# the containers' login roles (their groups: below)
+roles="accountd llmgw_ops"
 
 say() {
     echo "llmgw-postgres: $*"
@@ -46,23 +59,38 @@ say() {
 
 # --- the cluster, once --------------------------------------------------------
 
-# llmgw's password: hex, so that no character needs quoting anywhere
-new_password=
-if [ ! -s "$pwfile" ]; then
+# a password: hex, so that no character needs quoting anywhere; mode 0640
+make_password() {
     (
         umask 027
-        od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$pwfile.tmp"
-        echo >>"$pwfile.tmp"
+        od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$1.tmp"
+        echo >>"$1.tmp"
         # the directory's setgid gives it the group; the image's postgres
         # is in it too, should a volume have lost that bit
         if getent group llmgw >/dev/null; then
-            chgrp llmgw "$pwfile.tmp"
+            chgrp llmgw "$1.tmp"
         fi
-        mv -f "$pwfile.tmp" "$pwfile"
+        mv -f "$1.tmp" "$1"
     )
+}
+
+new_password=
+if [ ! -s "$pwfile" ]; then
+    make_password "$pwfile"
     new_password=1
     say "made llmgw's password in $pwfile"
 fi
+
+for role in $roles; do
+    if [ ! -s "$rolesdir/$role" ]; then
+        if [ ! -w "$rolesdir" ]; then
+            say "$rolesdir: not $(id -un)'s to write, no password for $role" >&2
+            exit 1
+        fi
+        make_password "$rolesdir/$role"
+        say "made $role's password in $rolesdir/$role"
+    fi
+done
 
 if [ ! -s "$data/PG_VERSION" ]; then
     say "making the cluster in $data"
@@ -159,6 +187,39 @@ done
 
 say "schema current: $(pg -d llmgw -Atc \
     'SELECT count(*) FROM public.llmgw_migrations') migrations, $applied new"
+
+# --- the login roles: accountd's and the operators' ---------------------------
+
+# Made once; on every start, the file's password (on standard input, never
+# on a command line), no superuser, no CREATEROLE, and a member of its own
+# group among llmgw_owner, llmgw_writer and llmgw_admin only: a volume of
+# an older image may have had the role as something else.
+for role in $roles; do
+    case $role in
+    accountd)  group=llmgw_writer; other=llmgw_admin;;
+    llmgw_ops) group=llmgw_admin; other=llmgw_writer;;
+    esac
+
+    if [ -z "$(pg -d llmgw -Atc \
+            "SELECT 1 FROM pg_roles WHERE rolname = '$role'")" ]
+    then
+        pg -d llmgw -c "CREATE ROLE $role LOGIN IN ROLE $group"
+        say "made the role $role, a member of $group"
+    fi
+
+    printf "ALTER ROLE %s LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB
+        NOREPLICATION NOBYPASSRLS PASSWORD '%s'\n" \
+        "$role" "$(cat "$rolesdir/$role")" | pg -d llmgw
+    pg -d llmgw -c "GRANT $group TO $role"
+
+    for g in $(pg -d llmgw -Atc "SELECT g.rolname
+              FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+             WHERE m.member = '$role'::regrole
+               AND g.rolname IN ('llmgw_owner', '$other')"); do
+        pg -d llmgw -c "REVOKE $g FROM $role"
+        say "$role is no longer a member of $g"
+    done
+done
 
 pg_ctl -D "$data" -m fast -w stop >/dev/null
 trap - EXIT INT TERM

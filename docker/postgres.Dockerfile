@@ -5,11 +5,15 @@
 # llmgw, and sql/NNN_*.sql applied in order, each once, tracked in
 # public.llmgw_migrations; on every start, so that a new image brings its
 # new migrations.  Then the server, on the compose network's port 5432,
-# where every role gives its password (scram-sha-256).  llmgw's, made at
-# random on the first start, is in the volume llmgw-db (/run/llmgw-db),
+# where every role gives its password (scram-sha-256).  llmgw's (the
+# superuser, for the migrations), made at random on the first start, is in
+# the volume llmgw-db (/run/llmgw-db), which only this container mounts;
+# those of accountd and llmgw_ops, the roles the daemon and the operators'
+# commands log in as, are in the volume llmgw-roles (/run/llmgw-roles),
 # which accountd and demo-init mount read-only: the directory is setgid
 # and of the group llmgw (LLMGW_GID, accountd's group in
-# accountd.Dockerfile), so the file, mode 0640, is theirs to read.
+# accountd.Dockerfile), so the files, mode 0640, are theirs to read.  A new
+# volume takes its owner and mode from these directories.
 #
 # Built from the repository root: docker build -f docker/postgres.Dockerfile .
 
@@ -31,7 +35,8 @@ RUN apt-get update \
  && install -d -o postgres -g postgres -m 2775 /var/run/postgresql \
  && groupadd --gid "$LLMGW_GID" llmgw \
  && usermod --append --groups llmgw postgres \
- && install -d -o postgres -g "$LLMGW_GID" -m 2750 /run/llmgw-db
+ && install -d -o postgres -g "$LLMGW_GID" -m 2750 /run/llmgw-db \
+ && install -d -o postgres -g "$LLMGW_GID" -m 2750 /run/llmgw-roles
 
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH \
     PGDATA=/var/lib/postgresql/data \

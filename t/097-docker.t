@@ -12,8 +12,11 @@
 #                  in every runtime stage, EXPOSE as compose has it
 #   scripts        sh -n and bash -n (and shellcheck, when installed); the
 #                  PostgreSQL entrypoint run against a temporary cluster:
-#                  sql/ applied in order, each once
-#   accountd.conf  read by the accountd make build built
+#                  sql/ applied in order, each once, the login roles
+#                  accountd and llmgw_ops made and put right; accountd's and
+#                  demo-init's entrypoints logging in as them, never llmgw
+#   accountd.conf  read by the accountd make build built; its URLs as
+#                  accountd and llmgw_ops
 #   nginx.conf     the tiers and locations of scripts/nginx.conf.in; with
 #                  the stack of make test, nginx -t and one request through
 #                  it, its paths and ports replaced
@@ -31,6 +34,7 @@ use lib "$FindBin::Bin/lib";
 use Cwd qw(abs_path);
 use File::Temp qw(tempdir);
 use HTTP::Tiny;
+use IO::Socket::INET;
 use JSON::PP;
 use LLMGW;
 use POSIX qw(WNOHANG);
@@ -40,6 +44,7 @@ use Time::HiRes qw(sleep time);
 
 my $top = "$FindBin::Bin/..";
 my $docker = "$top/docker";
+my $build = $ENV{LLMGW_BUILD} // "$top/build";
 
 sub which {
     my ($prog) = @_;
@@ -52,6 +57,15 @@ sub slurp {
     open(my $fh, '<', $file) or die "$file: $!";
     local $/;
     return <$fh>;
+}
+
+# a port on 127.0.0.1: of the stack's block with make test, else any
+sub tcp_port {
+    return LLMGW::Nginx::free_port()
+        if $ENV{LLMGW_TEST_DIR} && -f "$ENV{LLMGW_TEST_DIR}/stack.env";
+    my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1',
+                                  LocalPort => 0) or die "no port: $!";
+    return $l->sockport;
 }
 
 # --- the metrics a dashboard may show -----------------------------------------
@@ -104,7 +118,8 @@ my %services = (
         dockerfile => 'docker/postgres.Dockerfile',
         expose     => [5432],
         volumes    => ['pgdata:/var/lib/postgresql/data:rw',
-                       'llmgw-db:/run/llmgw-db:rw'],
+                       'llmgw-db:/run/llmgw-db:rw',
+                       'llmgw-roles:/run/llmgw-roles:rw'],
         networks   => ['backend'],
         restart    => 'unless-stopped',
         health     => 1,
@@ -114,7 +129,7 @@ my %services = (
         ports      => ['127.0.0.1:8082:8082'],
         volumes    => ['llmgw-run:/run/llmgw:rw',
                        'llmgw-lib:/var/lib/llmgw:rw',
-                       'llmgw-db:/run/llmgw-db:ro'],
+                       'llmgw-roles:/run/llmgw-roles:ro'],
         depends    => { postgres => 'service_healthy' },
         networks   => ['backend', 'frontend'],
         restart    => 'unless-stopped',
@@ -123,7 +138,7 @@ my %services = (
     'demo-init' => {
         dockerfile => 'docker/accountd.Dockerfile', target => 'demo-init',
         volumes    => ['llmgw-lib:/var/lib/llmgw:rw',
-                       'llmgw-db:/run/llmgw-db:ro'],
+                       'llmgw-roles:/run/llmgw-roles:ro'],
         depends    => { accountd => 'service_healthy' },
         networks   => ['backend'],
         restart    => 'no',
@@ -247,8 +262,23 @@ if (my $got = $compose{services}) {
     }
 
     is_deeply([sort keys %{ $compose{volumes} // {} }],
-              [qw(llmgw-db llmgw-lib llmgw-run pgdata prometheus)],
+              [qw(llmgw-db llmgw-lib llmgw-roles llmgw-run pgdata prometheus)],
               'compose: volumes');
+
+    # the superuser's password, and who may change the roles'
+    my %mounts;
+    for my $name (sort keys %$got) {
+        for (map { volume_text($_) } @{ $got->{$name}{volumes} // [] }) {
+            my ($vol, undef, $mode) = split(/:/);
+            push(@{ $mounts{$vol}{$mode} }, $name);
+        }
+    }
+    is_deeply([map { @{ $mounts{'llmgw-db'}{$_} // [] } } qw(ro rw)], ['postgres'],
+              'compose: no service but postgres mounts llmgw-db, llmgw\'s password');
+    is_deeply($mounts{'llmgw-roles'}{rw}, ['postgres'],
+              'compose: llmgw-roles written by postgres only');
+    is_deeply($mounts{'llmgw-roles'}{ro}, ['accountd', 'demo-init'],
+              'compose: read by accountd and demo-init, the roles\' clients');
     ok($compose{networks}{backend}{internal},
        'compose: PostgreSQL\'s network is internal');
 }
@@ -400,6 +430,18 @@ for my $id (sort keys %ids) {
     is(scalar(keys %v), 1, "$id is the same in every Dockerfile: @{ $ids{$id} }");
 }
 
+# a new named volume takes its owner and mode from the image's directory:
+# postgres (not root) writes its volumes, so its image makes each of them
+{
+    my $pg = join("\n", map { "$_->[0] $_->[1]" }
+                  instructions("$docker/postgres.Dockerfile"));
+    for my $v (@{ $services{postgres}{volumes} }) {
+        my (undef, $dir) = split(/:/, $v);
+        like($pg, qr{install -d -o postgres\b[^&]*\s\Q$dir\E(?:\s|$)},
+             "postgres.Dockerfile makes $dir, postgres's");
+    }
+}
+
 # EXPOSE: what compose publishes or exposes of the stage it builds
 for my $name (sort keys %services) {
     my $want = $services{$name};
@@ -428,34 +470,44 @@ for my $script (sort glob("$docker/*.sh")) {
 }
 
 # The PostgreSQL entrypoint on a cluster of its own in a temporary
-# directory, on a Unix socket only (no TCP port at all), as the user
-# postgres: sql/ applied in order; started again with one migration more,
-# only that one, and the server it becomes answers.  No role is trusted:
-# llmgw's password is made (mode 0640), the socket lets in the OS user
-# postgres as llmgw (peer) and no other, and TCP wants the password.
+# directory, as the user postgres: sql/ applied in order on a Unix socket
+# only (no TCP port at all); started again with one migration more, only
+# that one, and the server it becomes answers, on 127.0.0.1 too.  No role
+# is trusted: llmgw's password is made (mode 0640), the socket lets in the
+# OS user postgres as llmgw (peer) and no other, and TCP wants the
+# password.  The containers' login roles, accountd and llmgw_ops, are made
+# with passwords of their own in files of their own; between the two
+# starts, they are made what a volume of an older image might have (a
+# superuser, CREATEROLE, in llmgw_owner, another password), which the
+# second start undoes.  Then accountd-entrypoint.sh and demo-init.sh, with
+# the accountd make build built, log in over TCP with the files: as the
+# roles, never as llmgw.
 SKIP: {
     my ($pgbin) = sort { $b cmp $a } glob('/usr/lib/postgresql/*/bin');
-    skip 'no PostgreSQL server installed', 14 unless $pgbin && -x "$pgbin/initdb";
-    skip 'not root: the cluster is made as the user postgres', 14 if $>;
+    skip 'no PostgreSQL server installed', 50 unless $pgbin && -x "$pgbin/initdb";
+    skip 'not root: the cluster is made as the user postgres', 50 if $>;
 
     my $dir = tempdir('/tmp/llmgw-097.XXXXXX', CLEANUP => 1);
-    mkdir("$dir/$_") for qw(sql sock);
+    mkdir("$dir/$_") for qw(sql sock roles lib);
     # the entrypoint too: the checkout may be a directory only root can enter
     system("cp $top/sql/*.sql $dir/sql/ && cp $docker/postgres-entrypoint.sh $dir/"
-           . " && chmod 755 $dir && chown -R postgres $dir") == 0
-        or die "$dir: could not set it up";
+           . " && chmod 755 $dir && chmod 2750 $dir/roles && chown -R postgres $dir")
+        == 0 or die "$dir: could not set it up";
 
     my @versions = map { s{.*/}{}r =~ s/\.sql$//r } sort glob("$top/sql/[0-9]*.sql");
-    my $port = 5432;
+    my @roles = qw(accountd llmgw_ops);
+    my $port = tcp_port();
     my $entry = "cd $dir && exec runuser -u postgres -- env PATH=$pgbin:/usr/bin:/bin"
               . " TMPDIR=$dir PGDATA=$dir/data LLMGW_SQL_DIR=$dir/sql"
-              . " LLMGW_PG_PORT=$port LLMGW_PG_LISTEN= LLMGW_PG_SOCKET_DIR=$dir/sock"
-              . " LLMGW_PG_PASSWORD_FILE=$dir/password"
-              . " sh $dir/postgres-entrypoint.sh";
+              . " LLMGW_PG_PORT=$port LLMGW_PG_SOCKET_DIR=$dir/sock"
+              . " LLMGW_PG_PASSWORD_FILE=$dir/password LLMGW_PG_ROLES_DIR=$dir/roles"
+              . " LLMGW_PG_LISTEN=%s sh $dir/postgres-entrypoint.sh";
     my $psql = "cd $dir && runuser -u postgres -- psql -X -h $dir/sock -p $port -U llmgw"
              . " -d llmgw -Atc";
+    my $pg_ctl = "cd $dir && runuser -u postgres -- $pgbin/pg_ctl -D $dir/data";
 
-    my $out = do { local $ENV{LLMGW_PG_NO_SERVER} = 1; `$entry 2>&1` };
+    my $out = do { local $ENV{LLMGW_PG_NO_SERVER} = 1;
+                   `${\ sprintf($entry, '')} 2>&1` };
     is($?, 0, 'postgres entrypoint: a new cluster, the schema') or diag($out);
     is_deeply([$out =~ /applied (\S+)/g], \@versions,
               'every migration applied, in order') or diag($out);
@@ -469,16 +521,44 @@ SKIP: {
     like($hba, qr/^host\s+all\s+all\s+samenet\s+scram-sha-256$/m,
          'the compose network: passwords');
 
+    my %pw;
+    for my $role (@roles) {
+        my $file = "$dir/roles/$role";
+        $pw{$role} = -f $file ? slurp($file) : '';
+        like($pw{$role}, qr/^[0-9a-f]{48}\n\z/,
+             "$role: its password made at random in the roles' directory");
+        my @st = stat($file);
+        is(@st ? sprintf('%04o', $st[2] & 07777) : '', '0640', "$role: mode 0640");
+        chomp($pw{$role});
+    }
+    my %distinct = map { $_ => 1 } values %pw,
+                   (-f "$dir/password" ? slurp("$dir/password") =~ s/\n//r : '');
+    is(scalar(keys %distinct), 3, 'three passwords, each its own');
+
+    # a volume of an older image: the roles as they must not be
+    my $tamper = system("$pg_ctl -w -l $dir/tamper.log"
+                        . " -o \"-c listen_addresses='' -k $dir/sock -p $port\""
+                        . " start >/dev/null") == 0;
+    $out = `$psql "ALTER ROLE accountd SUPERUSER CREATEROLE PASSWORD 'older';
+                   GRANT llmgw_owner TO accountd;
+                   REVOKE llmgw_writer FROM accountd;
+                   ALTER ROLE llmgw_ops CREATEROLE NOLOGIN;
+                   GRANT llmgw_writer TO llmgw_ops" 2>&1`;
+    $tamper &&= $? == 0;
+    system("$pg_ctl -m fast -w stop >/dev/null 2>&1");
+    ok($tamper, 'between the starts, accountd a superuser in llmgw_owner, '
+       . 'llmgw_ops CREATEROLE in llmgw_writer') or diag($out);
+
     open(my $fh, '>', "$dir/sql/999_probe.sql") or die;
     print $fh "CREATE TABLE public.probe (x int);\n";
     close($fh);
 
-    # started again, the server in the foreground
+    # started again, the server in the foreground, on 127.0.0.1 as well
     my $pid = fork() // die;
     if ($pid == 0) {
         open(STDOUT, '>', "$dir/second.log");
         open(STDERR, '>&', \*STDOUT);
-        exec($entry) or exit(127);
+        exec(sprintf($entry, '127.0.0.1')) or exit(127);
     }
 
     # whatever fails, the server stops before its directory goes
@@ -498,7 +578,8 @@ SKIP: {
            join('', map { "$_\n" } @versions, '999_probe'),
            'public.llmgw_migrations holds them in order, as scripts/stack keeps them');
         is(`$psql 'SELECT count(*) FROM llm.usage'`, "0\n", 'the ledger is there');
-        is(`$psql 'SHOW listen_addresses'`, "\n", 'and no TCP here');
+        is(`$psql 'SHOW listen_addresses'`, "127.0.0.1\n",
+           'and on TCP, as LLMGW_PG_LISTEN says');
 
         my $root = "psql -X -w -h $dir/sock -p $port -U llmgw -d llmgw"
                  . " -Atc 'SELECT 1'";
@@ -508,11 +589,119 @@ SKIP: {
         is(`$psql "SELECT rolpassword LIKE 'SCRAM-SHA-256\$%'
                    FROM pg_authid WHERE rolname = 'llmgw'"`,
            "t\n", 'llmgw has a password, SCRAM');
+
+        # the login roles, made once and put right on every start
+        like($second, qr/^llmgw-postgres: accountd is no longer a member of llmgw_owner$/m,
+             'the second start says what it undid');
+        is(`$psql "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole,
+                          rolcreatedb, rolreplication, rolbypassrls
+                     FROM pg_roles WHERE rolname IN ('accountd', 'llmgw_ops')
+                    ORDER BY 1"`,
+           "accountd|t|f|f|f|f|f\nllmgw_ops|t|f|f|f|f|f\n",
+           'accountd and llmgw_ops: LOGIN, NOSUPERUSER, NOCREATEROLE, nothing more');
+        for (['accountd', 'llmgw_writer'], ['llmgw_ops', 'llmgw_admin']) {
+            my ($role, $group) = @$_;
+            is(`$psql "SELECT g FROM unnest(ARRAY['llmgw_owner', 'llmgw_writer',
+                                                  'llmgw_admin']) g
+                        WHERE pg_has_role('$role', g, 'MEMBER') ORDER BY 1"`,
+               "$group\n", "$role: a member of $group, not of the other groups");
+        }
+        is(`$psql "SELECT rolname FROM pg_authid
+                    WHERE rolname IN ('accountd', 'llmgw_ops')
+                      AND rolpassword LIKE 'SCRAM-SHA-256\$%' ORDER BY 1"`,
+           "accountd\nllmgw_ops\n", 'both have a password, SCRAM');
+        for my $role (@roles) {
+            is(slurp("$dir/roles/$role") =~ s/\n\z//r, $pw{$role},
+               "$role: the second start keeps its password file");
+        }
+
+        # accountd's container: the roles' passwords into its PGPASSFILE,
+        # and the CLI (tenant list) as llmgw_ops with it
+        my $conf = slurp("$docker/accountd.conf");
+        $conf =~ s{\@postgres:5432/}{\@127.0.0.1:$port/}g;
+        $conf =~ s{/var/lib/llmgw/}{$dir/lib/}g;
+        open(my $cf, '>', "$dir/accountd.conf") or die;
+        print $cf $conf;
+        close($cf);
+        my ($url) = $conf =~ /^database_url\s*=\s*(\S+)$/m;
+        my ($ops_url) = $conf =~ /^admin_database_url\s*=\s*(\S+)$/m;
+
+        my $env = "env -i PATH=$build:/usr/bin:/bin LLMGW_ACCOUNTD_CONF=$dir/accountd.conf"
+                . " LLMGW_PG_ROLES_DIR=$dir/roles";
+        $o = `$env PGPASSFILE=$dir/accountd.pgpass sh $docker/accountd-entrypoint.sh tenant list 2>&1`;
+        is($?, 0, 'accountd-entrypoint.sh: the CLI runs, as llmgw_ops over TCP')
+            or diag($o);
+        my $pgpass = -f "$dir/accountd.pgpass" ? slurp("$dir/accountd.pgpass") : '';
+        is($pgpass, "*:*:*:accountd:$pw{accountd}\n*:*:*:llmgw_ops:$pw{llmgw_ops}\n",
+           "its PGPASSFILE: accountd's and llmgw_ops's passwords, not llmgw's");
+        my @st = stat("$dir/accountd.pgpass");
+        is(@st ? sprintf('%04o', $st[2] & 07777) : '', '0600', 'mode 0600');
+
+        my $as = sub {
+            my ($url, $sql, %o) = @_;
+            my $pass = $o{password} ? "PGPASSWORD=$o{password}"
+                                    : "PGPASSFILE=$dir/accountd.pgpass";
+            return `env -i PATH=/usr/bin:/bin $pass psql -X -w -v VERBOSITY=verbose '$url' -Atc '$sql' 2>&1`;
+        };
+        is($as->($url, 'SELECT current_user'), "accountd\n",
+           "database_url: accountd logs in over TCP with its file's password");
+        is($as->($ops_url, 'SELECT current_user'), "llmgw_ops\n",
+           "admin_database_url: llmgw_ops logs in likewise");
+        like($as->($url, 'SELECT 1', password => 'older'),
+             qr/password authentication failed for user "accountd"/,
+             "accountd: the older volume's password no longer works");
+        like($as->($url =~ s{//accountd\@}{//llmgw\@}r, 'SELECT 1'),
+             qr/no password supplied/,
+             'llmgw over TCP: its password is not there, and TCP asks for it');
+        is($as->($url, 'SELECT count(*) FROM llm.tenants'), "0\n",
+           'accountd reads the tenants');
+        like($as->($url, 'UPDATE llm.usage SET cost_pusd = 0'),
+             qr/^ERROR:\s+42501:/m, 'accountd may not UPDATE llm.usage: 42501');
+        like($as->($url, "INSERT INTO llm.prices (model, effective_from,"
+                         . " input_per_mtok, output_per_mtok, cached_input_per_mtok)"
+                         . " VALUES (\$\$m\$\$, current_date, 0, 0, 0)"),
+             qr/^ERROR:\s+42501:/m, 'nor INSERT a price: 42501');
+        like($as->($ops_url, 'UPDATE llm.usage SET cost_pusd = 0'),
+             qr/^ERROR:\s+42501:/m, 'llmgw_ops may not UPDATE llm.usage either');
+        like($as->($ops_url, 'CREATE ROLE probe'),
+             qr/^ERROR:\s+42501:/m, 'nor make a role: 42501');
+
+        # demo-init's container: prices, tenants and keys as llmgw_ops
+        $o = `$env PGPASSFILE=$dir/demo.pgpass LLMGW_DEMO_DIR=$dir/lib sh $docker/demo-init.sh 2>&1`;
+        is($?, 0, 'demo-init.sh: the demo made, as llmgw_ops') or diag($o);
+        is(-f "$dir/demo.pgpass" ? slurp("$dir/demo.pgpass") : '', $pgpass,
+           'its PGPASSFILE: the same two passwords');
+        is(`$psql "SELECT string_agg(model, ' ' ORDER BY model) FROM llm.prices"`,
+           "mock-claude-3-5-haiku mock-gpt-4o-mini mock-text-embedding-3-small\n",
+           'the mock\'s prices');
+        is(`$psql "SELECT string_agg(name || ':' || tier, ' ' ORDER BY name)
+                     FROM llm.tenants"`,
+           "demo-free:free demo-pro:pro\n", 'the demo tenants');
+        my $demo = -f "$dir/lib/demo.env" ? slurp("$dir/lib/demo.env") : '';
+        like($demo, qr/^LLMGW_FREE_KEY=llmgw_(live|test)_[A-Za-z0-9]{38}$/m,
+             'demo.env: the keys');
+        like($demo, qr/^LLMGW_ADMIN_DATABASE_URL=\Q$ops_url\E$/m,
+             "demo.env: LLMGW_ADMIN_DATABASE_URL, llmgw_ops's, as make run's");
+        unlike($demo, qr{//llmgw\@|^LLMGW_DATABASE_URL=}m,
+               'and no superuser\'s URL, no accountd\'s');
+
+        # one an older demo-init wrote: the superuser's URL goes, the keys stay
+        my ($key) = $demo =~ /^LLMGW_FREE_KEY=(\S+)$/m;
+        open(my $df, '>', "$dir/lib/demo.env") or die;
+        print $df $demo =~ s{^LLMGW_ADMIN_DATABASE_URL=.*$}
+                            {LLMGW_DATABASE_URL=postgresql://llmgw\@postgres:5432/llmgw}mr;
+        close($df);
+        $o = `$env PGPASSFILE=$dir/demo.pgpass LLMGW_DEMO_DIR=$dir/lib sh $docker/demo-init.sh 2>&1`;
+        is($?, 0, 'demo-init.sh again, on an older demo.env') or diag($o);
+        $demo = slurp("$dir/lib/demo.env");
+        like($demo, qr/^LLMGW_FREE_KEY=\Q$key\E$/m, 'the keys kept');
+        like($demo, qr/^LLMGW_ADMIN_DATABASE_URL=\Q$ops_url\E$/m,
+             "llmgw_ops's URL in it");
+        unlike($demo, qr{//llmgw\@|^LLMGW_DATABASE_URL=}m, "the superuser's gone");
         1;
     } or diag("the entrypoint's test died: $@");
 
-    system("cd $dir && runuser -u postgres -- $pgbin/pg_ctl -D $dir/data -m fast -w stop"
-           . " >/dev/null 2>&1");
+    system("$pg_ctl -m fast -w stop >/dev/null 2>&1");
     waitpid($pid, 0);
     is($? >> 8, 0, 'it stops cleanly, as the server');
 }
@@ -521,7 +710,6 @@ SKIP: {
 
 # accountd reads its configuration before it looks at the command
 {
-    my $build = $ENV{LLMGW_BUILD} // "$top/build";
     my $out = `$build/accountd -c $docker/accountd.conf no-such-command 2>&1`;
 
     like($out, qr/unknown command "no-such-command"/,
@@ -530,6 +718,17 @@ SKIP: {
 
 like(slurp("$docker/accountd.conf"), qr/^metrics_listen\s*=\s*0\.0\.0\.0:8082$/m,
      'accountd.conf: the metrics on 8082, which compose publishes');
+
+# the daemon as accountd, the CLI as llmgw_ops: never the superuser
+{
+    my $conf = slurp("$docker/accountd.conf");
+    my %url = $conf =~ /^\s*((?:admin_)?database_url)\s*=\s*(\S+)\s*$/mg;
+    is($url{database_url}, 'postgresql://accountd@postgres:5432/llmgw',
+       'accountd.conf: database_url as accountd');
+    is($url{admin_database_url}, 'postgresql://llmgw_ops@postgres:5432/llmgw',
+       'accountd.conf: admin_database_url as llmgw_ops');
+    unlike($conf, qr{^[^#]*//llmgw\@}m, 'accountd.conf: no URL as llmgw');
+}
 
 # --- nginx.conf -------------------------------------------------------------------
 
