@@ -225,10 +225,11 @@ cli('tenant', 'create', '--name', $tenant, '--tier', 'free');
 
 # the tiers refuse a model without a price: the operators enter it, as
 # README.Debian says
-my $priced = `psql -X -q -v ON_ERROR_STOP=1 '@{[ sprintf($as, 'llmgw_ops') ]}' -c \
-    "INSERT INTO llm.prices (model, effective_from, input_per_mtok,
-                             output_per_mtok, cached_input_per_mtok)
-     VALUES ('mock-gpt-4o-mini', now(), 150000, 600000, 75000)" 2>&1`;
+my $price_sql = q{INSERT INTO llm.prices (model, effective_from,
+                   input_per_mtok, output_per_mtok, cached_input_per_mtok)
+                 VALUES ('mock-gpt-4o-mini', now(), 150000, 600000, 75000)};
+my $ops_url = sprintf($as, 'llmgw_ops');
+my $priced = `psql -X -q -v ON_ERROR_STOP=1 '$ops_url' -c "$price_sql" 2>&1`;
 is($?, 0, 'a price, entered as llmgw_ops') or diag($priced);
 my $key = (split(/\n/, cli('key', 'create', '--tenant', $tenant)))[-1];
 like($key, qr/^llmgw_live_[0-9A-Za-z]{38}$/, 'a key from the packaged CLI');
