@@ -57,6 +57,8 @@ static void ngx_http_llm_gateway_admit_count(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_admit_role_prices(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, int64_t now);
 static ngx_int_t ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_http_llm_gateway_tier_t *tier);
 static void ngx_http_llm_gateway_downgrade_undo(
@@ -332,6 +334,52 @@ ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx)
     (void) ngx_http_llm_gateway_accountd_lease(&l);
 
     ctx->lease_want = -1;
+}
+
+
+/*
+ * A tier that refuses unpriced models fails a role's request over only to
+ * a model whose price the zone knows (a failover cannot wait for
+ * accountd): the role's other models are asked about now, those the zone
+ * has no recent word on.
+ */
+
+static void
+ngx_http_llm_gateway_admit_role_prices(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, int64_t now)
+{
+    ngx_str_t                         *model;
+    ngx_uint_t                         i;
+    llm_lease_t                        l;
+    ngx_http_llm_gateway_member_t     *m;
+    ngx_http_llm_gateway_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
+
+    if (ctx->role == NULL || !ctx->tier->unpriced_refuse
+        || lmcf->journal_data == NULL)
+    {
+        return;
+    }
+
+    m = ctx->role->members.elts;
+
+    for (i = 0; i < ctx->role->members.nelts; i++) {
+        model = m[i].model.len ? &m[i].model : &ctx->role_name;
+
+        if (ngx_http_llm_gateway_budget_known(ctx, model, now)) {
+            continue;
+        }
+
+        ngx_memzero(&l, sizeof(llm_lease_t));
+
+        l.type = LLM_REC_LEASE_REQ;
+        l.tenant_id = ctx->key->tenant_id;
+        l.model_len = (uint8_t) ngx_min(model->len, LLM_RECORD_MODEL_MAX);
+        ngx_memcpy(l.model, model->data, l.model_len);
+
+        (void) ngx_http_llm_gateway_accountd_lease(&l);
+    }
 }
 
 
@@ -827,6 +875,7 @@ ngx_http_llm_gateway_admit(ngx_http_request_t *r,
 
     /* the next lease, asked for before the budget runs out */
     ngx_http_llm_gateway_admit_lease(ctx);
+    ngx_http_llm_gateway_admit_role_prices(r, ctx, now);
 
     if (brc != LLM_BUCKET_OK) {
         ngx_http_llm_gateway_admit_limited(r, ctx, brc, &adm, cost);

@@ -26,6 +26,8 @@ ngx_uint_t ngx_http_llm_gateway_budget_demand(ngx_cycle_t *cycle,
     llm_lease_t *out, ngx_uint_t max);
 ngx_uint_t ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model);
+ngx_uint_t ngx_http_llm_gateway_budget_known(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_str_t *model, int64_t now);
 ngx_uint_t ngx_http_llm_gateway_budget_unpriced(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_str_t *model);
 ngx_int_t ngx_http_llm_gateway_budget_priced(ngx_http_llm_gateway_ctx_t *ctx,

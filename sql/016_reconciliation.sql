@@ -197,6 +197,13 @@ COMMENT ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
     'is ignored, one with others goes to llm.usage_rejected and its '
     'request_id is returned.  accountd''s only way into llm.usage.';
 
+REVOKE EXECUTE ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[],
+                                            text[], text[], bigint[],
+                                            bigint[], bigint[], bigint[],
+                                            bigint[], bigint[], text[],
+                                            int[], int[], bigint[], text[],
+                                            text[], text[], text[], text[])
+    FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[],
                                            text[], bigint[], bigint[],
                                            bigint[], bigint[], bigint[],

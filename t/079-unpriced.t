@@ -116,6 +116,64 @@ is(unpriced($open, 'tokens'), 7 + 5,
    'llmgw_unpriced_total{kind="tokens"}: its 7 in and 5 out');
 is(unpriced($strict, 'requests'), 0, '  none for the tier that refused');
 
+# a role whose first backend fails: the failover's model, another one,
+# has its price known by then (asked about at admission), and is served
+my $second = "mock-priced-b-$$";
+db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                   output_per_mtok)
+           VALUES (?, '2000-01-01', 1000000, 2000000)
+           ON CONFLICT DO NOTHING}, undef, $second);
+my $failing = LLMGW::Nginx::free_port();
+my $fo = nginx(http => <<"EOF")->run();
+    %%GATEWAY%%
+    llm_gateway_tier  strict  tpm=600000;
+    llm_gateway_tier  said    tpm=600000 unpriced=refuse;
+    llm_gateway_tier  open    tpm=600000 unpriced=allow;
+
+    %%UPSTREAM%%
+    upstream failing { server 127.0.0.1:$failing; }
+
+    llm_gateway_backend  first   upstream=failing api=openai failures=0;
+    llm_gateway_backend  second  upstream=mock api=openai;
+    llm_gateway_role     fo-$$   first   model=$priced  priority=1;
+    llm_gateway_role     fo-$$   second  model=$second  priority=2;
+
+    server {
+        listen  127.0.0.1:%%PORT%%;
+
+        location = /v1/chat/completions {
+            llm_gateway       zone=llm api=openai;
+            proxy_pass        http://\$llm_upstream\$llm_upstream_uri;
+            proxy_set_header  x-mock-tokens 5;
+        }
+    }
+
+    server {
+        listen  127.0.0.1:$failing;
+
+        location / {
+            proxy_set_header  x-mock-status 500;
+            proxy_pass        http://mock;
+        }
+    }
+EOF
+
+my $fo_ask = sub {
+    return http_post($fo->url('/v1/chat/completions'),
+                     { model => "fo-$$", max_tokens => 10,
+                       messages => [ { role => 'user', content => 'hi' } ] },
+                     authorization => "Bearer $strict->{key}");
+};
+$fo_ask->();
+sleep(0.2);
+$r = $fo_ask->();
+is($r->{status}, 200, 'a role\'s failover to another priced model, on the '
+                      . 'default tier: 200') or diag($r->{content});
+is((usage_row($r->{headers}{'x-request-id'} // '') // {})->{model}, $second,
+   '  served and billed as the second backend\'s model');
+$fo->no_alerts();
+$fo->stop();
+
 # made-up model names, each answered "no price", take at most half the
 # places the zone keeps prices in (32): the priced model's stays, and with
 # accountd gone a strict tenant is still served it from what the zone knows

@@ -552,6 +552,13 @@ is(refused($dbh, 'UPDATE llm.usage SET cost_pusd = 1 WHERE tenant_id = ?',
            $r->{id}), '42501', '  UPDATE too');
 is(refused($dbh, 'DELETE FROM llm.usage_request_ids WHERE request_id = ?',
            "$tag-r1"), '42501', '  and a request id\'s row');
+# the move's table, made by another role than the owner, is no move
+$dbh->do(q{CREATE TEMP TABLE llmgw_usage_moving (x int) ON COMMIT DROP});
+is(refused($dbh, q{INSERT INTO llm.usage (request_id, tenant_id, key_id,
+                       model, api, input_tokens, output_tokens, ts)
+                   VALUES (?, ?, ?, ?, 'openai', 1, 1, now())},
+           "$tag-r1", $r->{id}, $r->{key_id}, $model), '23505',
+   '  a request_id again, "moving rows" with a table of its own: refused');
 $dbh->do(q{INSERT INTO llm.usage (request_id, tenant_id, key_id, model, api,
                input_tokens, output_tokens, ts, price_id, cost_pusd)
            VALUES (?, ?, ?, ?, 'openai', 1000000, 0, now(), NULL, 1)}, undef,
@@ -565,6 +572,28 @@ is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
 $dbh->do(qq{REVOKE ALL ON ALL TABLES IN SCHEMA llm FROM $oops});
 $dbh->do(qq{REVOKE ALL ON SCHEMA llm FROM $oops});
 $dbh->do(qq{DROP ROLE $oops});
+
+# no function of the owner's that runs as the owner is anyone's to call
+# unless granted: not a reporting role's, nor PUBLIC's
+is_deeply($dbh->selectcol_arrayref(q{
+    SELECT p.oid::regprocedure::text FROM pg_proc p
+     WHERE p.pronamespace = 'llm'::regnamespace AND p.prosecdef
+       AND (has_function_privilege('llmgw_reporting', p.oid, 'EXECUTE')
+            OR has_function_privilege('public', p.oid, 'EXECUTE'))
+     ORDER BY 1}), [],
+    'no definer function of llm is PUBLIC\'s or a reporting role\'s');
+is_deeply($dbh->selectcol_arrayref(q{
+    SELECT p.proname::text FROM pg_proc p
+     WHERE p.pronamespace = 'llm'::regnamespace AND p.prosecdef
+       AND has_function_privilege('accountd', p.oid, 'EXECUTE')
+     GROUP BY 1 ORDER BY 1}),
+    [ qw(create_usage_partition ensure_usage_partitions ingest_batch
+         return_lease take_lease take_share) ],
+    'accountd\'s: the batch, the partitions and the leases, nothing else')
+    or diag(explain($dbh->selectcol_arrayref(q{
+        SELECT p.oid::regprocedure::text FROM pg_proc p
+         WHERE p.pronamespace = 'llm'::regnamespace AND p.prosecdef
+           AND has_function_privilege('accountd', p.oid, 'EXECUTE')})));
 
 # the owner (a superuser's SET ROLE, the maintenance path) may not empty a
 # partition, nor the request ids, either
