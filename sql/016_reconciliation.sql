@@ -19,16 +19,18 @@ SET LOCAL ROLE llmgw_owner;
 -- NULL on the rows before, on those no backend served and where the
 -- upstream said nothing (or something that is no clean name: the gateway
 -- keeps only letters, digits and -_.:/@+, at most 64 bytes)
+-- The checks bind new rows (NOT VALID): the rows there are have NULL, and
+-- proving it would scan the whole ledger under this statement's lock.
 ALTER TABLE llm.usage
-    ADD COLUMN provider_key   text
-        CONSTRAINT usage_provider_key_valid
-        CHECK (octet_length(provider_key) BETWEEN 1 AND 64),
-    ADD COLUMN response_id    text
-        CONSTRAINT usage_response_id_valid
-        CHECK (octet_length(response_id) BETWEEN 1 AND 64),
-    ADD COLUMN upstream_model text
-        CONSTRAINT usage_upstream_model_valid
-        CHECK (octet_length(upstream_model) BETWEEN 1 AND 64);
+    ADD COLUMN provider_key   text,
+    ADD COLUMN response_id    text,
+    ADD COLUMN upstream_model text,
+    ADD CONSTRAINT usage_provider_key_valid
+        CHECK (octet_length(provider_key) BETWEEN 1 AND 64) NOT VALID,
+    ADD CONSTRAINT usage_response_id_valid
+        CHECK (octet_length(response_id) BETWEEN 1 AND 64) NOT VALID,
+    ADD CONSTRAINT usage_upstream_model_valid
+        CHECK (octet_length(upstream_model) BETWEEN 1 AND 64) NOT VALID;
 
 ALTER TABLE llm.usage_rejected
     ADD COLUMN provider_key   text,

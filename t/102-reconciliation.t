@@ -223,6 +223,14 @@ for my $who ('accountd') {
        && $h->state eq '42501', "as $who: refused (42501)");
 }
 
+# the columns' checks bind new rows
+my $db = db();
+ok(!eval { $db->do(q{INSERT INTO llm.usage (request_id, tenant_id, model,
+                         api, input_tokens, output_tokens, ts, response_id)
+                     VALUES (?, ?, 'm', 'openai', 1, 1, now(), ?)}, undef,
+                   "t102-long-$$", $t->{id}, 'x' x 65) }
+   && $db->state eq '23514', 'a response_id of 65 bytes: refused (23514)');
+
 # --- the directive -------------------------------------------------------------
 
 for my $c ([ 'provider_key=', 'empty' ],
