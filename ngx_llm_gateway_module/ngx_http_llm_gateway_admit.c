@@ -57,6 +57,8 @@ static void ngx_http_llm_gateway_admit_count(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx);
 static void ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r);
 static void ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx);
+static void ngx_http_llm_gateway_admit_ask(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_str_t *model, int64_t want);
 static void ngx_http_llm_gateway_admit_role_prices(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, int64_t now);
 static ngx_int_t ngx_http_llm_gateway_downgrade(ngx_http_request_t *r,
@@ -316,24 +318,39 @@ ngx_http_llm_gateway_wait_handler(ngx_http_request_t *r)
 static void
 ngx_http_llm_gateway_admit_lease(ngx_http_llm_gateway_ctx_t *ctx)
 {
-    llm_lease_t  l;
+    ngx_str_t  model;
 
     if (ctx->lease_want < 0) {
         return;
     }
+
+    model.data = (u_char *) ctx->req.model;
+    model.len = ctx->req.model_len;
+
+    ngx_http_llm_gateway_admit_ask(ctx, &model, ctx->lease_want);
+
+    ctx->lease_want = -1;
+}
+
+
+/* a lease asked of accountd: want pico-dollars, and the model's prices */
+
+static void
+ngx_http_llm_gateway_admit_ask(ngx_http_llm_gateway_ctx_t *ctx,
+    ngx_str_t *model, int64_t want)
+{
+    llm_lease_t  l;
 
     ngx_memzero(&l, sizeof(llm_lease_t));
 
     l.type = LLM_REC_LEASE_REQ;
     l.tenant_id = ctx->key->tenant_id;
     l.key_id = ctx->budget_id < 0 ? -ctx->budget_id : 0;
-    l.want = ctx->lease_want;
-    l.model_len = (uint8_t) ngx_min(ctx->req.model_len, LLM_RECORD_MODEL_MAX);
-    ngx_memcpy(l.model, ctx->req.model, l.model_len);
+    l.want = want;
+    l.model_len = (uint8_t) ngx_min(model->len, LLM_RECORD_MODEL_MAX);
+    ngx_memcpy(l.model, model->data, l.model_len);
 
     (void) ngx_http_llm_gateway_accountd_lease(&l);
-
-    ctx->lease_want = -1;
 }
 
 
@@ -348,9 +365,8 @@ static void
 ngx_http_llm_gateway_admit_role_prices(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, int64_t now)
 {
-    ngx_str_t                         *model;
+    uint32_t                           ask;
     ngx_uint_t                         i;
-    llm_lease_t                        l;
     ngx_http_llm_gateway_member_t     *m;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
 
@@ -364,21 +380,28 @@ ngx_http_llm_gateway_admit_role_prices(ngx_http_request_t *r,
 
     m = ctx->role->members.elts;
 
+    /* what to ask under the lock, asked without it */
+    ask = 0;
+
+    ngx_shmtx_lock(&ctx->zone->shpool->mutex);
+
     for (i = 0; i < ctx->role->members.nelts; i++) {
-        model = m[i].model.len ? &m[i].model : &ctx->role_name;
-
-        if (ngx_http_llm_gateway_budget_known(ctx, model, now)) {
-            continue;
+        if (!ngx_http_llm_gateway_budget_known(ctx, m[i].model.len
+                                                    ? &m[i].model
+                                                    : &ctx->role_name, now))
+        {
+            ask |= (uint32_t) 1 << i;
         }
+    }
 
-        ngx_memzero(&l, sizeof(llm_lease_t));
+    ngx_shmtx_unlock(&ctx->zone->shpool->mutex);
 
-        l.type = LLM_REC_LEASE_REQ;
-        l.tenant_id = ctx->key->tenant_id;
-        l.model_len = (uint8_t) ngx_min(model->len, LLM_RECORD_MODEL_MAX);
-        ngx_memcpy(l.model, model->data, l.model_len);
-
-        (void) ngx_http_llm_gateway_accountd_lease(&l);
+    for (i = 0; ask; i++, ask >>= 1) {
+        if (ask & 1) {
+            ngx_http_llm_gateway_admit_ask(ctx, m[i].model.len
+                                                ? &m[i].model
+                                                : &ctx->role_name, 0);
+        }
     }
 }
 

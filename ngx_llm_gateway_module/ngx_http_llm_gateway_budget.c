@@ -638,28 +638,22 @@ ngx_http_llm_gateway_budget_covers(ngx_http_llm_gateway_ctx_t *ctx,
 
 
 /*
- * Whether the zone has accountd's word on the model's price, lately: a
- * role's other models are asked about at admission, so that a failover
- * to one of them finds its price known.
+ * Under the zone's lock: whether the zone has accountd's word on the
+ * model's price, lately.  A role's other models are asked about at
+ * admission, so that a failover to one of them finds its price known.
  */
 
 ngx_uint_t
 ngx_http_llm_gateway_budget_known(ngx_http_llm_gateway_ctx_t *ctx,
     ngx_str_t *model, int64_t now)
 {
-    ngx_uint_t                     known;
     ngx_http_llm_gateway_price_t  *price;
-
-    ngx_shmtx_lock(&ctx->zone->shpool->mutex);
 
     price = ngx_http_llm_gateway_price(ctx->zone->sh, model->data,
                                        model->len, 0);
-    known = (price != NULL
-             && now - price->seen <= NGX_HTTP_LLM_GATEWAY_PRICE_FRESH);
 
-    ngx_shmtx_unlock(&ctx->zone->shpool->mutex);
-
-    return known;
+    return price != NULL
+           && now - price->seen <= NGX_HTTP_LLM_GATEWAY_PRICE_FRESH;
 }
 
 
