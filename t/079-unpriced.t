@@ -116,6 +116,41 @@ is(unpriced($open, 'tokens'), 7 + 5,
    'llmgw_unpriced_total{kind="tokens"}: its 7 in and 5 out');
 is(unpriced($strict, 'requests'), 0, '  none for the tier that refused');
 
+# a hostile client's other names for an unpriced model, on the default
+# tier: none is served free
+sub served_free {
+    my ($r) = @_;
+    return 0 if $r->{status} != 200;
+    my $row = usage_row($r->{headers}{'x-request-id'} // '') // {};
+    return !defined $row->{cost_pusd};
+}
+
+my $raw = sub {
+    my ($body) = @_;
+    return http_post($ng->url('/v1/chat/completions'), $body,
+                     authorization => "Bearer $strict->{key}",
+                     'content-type' => 'application/json');
+};
+my $msgs = '"messages":[{"role":"user","content":"hi"}],"max_tokens":5';
+for my $c ([ 'the priced name in capitals', uc $priced ],
+           [ 'a trailing space', "$priced " ],
+           [ 'a control character', "$priced\x01" ],
+           [ 'a NUL', "$priced\x00x" ],
+           [ 'the unpriced name', $free ]) {
+    my $r = ask($strict, $c->[1]);
+    ok(!served_free($r), "model: $c->[0]: not served free ($r->{status})");
+}
+for my $c ([ 'the model named twice, priced first',
+             qq({"model":"$priced","model":"$free",$msgs}) ],
+           [ 'the model named twice, unpriced first',
+             qq({"model":"$free","model":"$priced",$msgs}) ],
+           [ 'the name escaped', '{"model":"\\u006d' . substr($free, 1)
+                                 . qq(",$msgs}) ],
+           [ 'n of 4', qq({"model":"$free","n":4,$msgs}) ]) {
+    my $r = $raw->($c->[1]);
+    ok(!served_free($r), "$c->[0]: not served free ($r->{status})");
+}
+
 # a role whose first backend fails: the failover's model, another one,
 # has its price known by then (asked about at admission), and is served
 my $second = "mock-priced-b-$$";
