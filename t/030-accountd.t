@@ -271,6 +271,55 @@ like $dbh->selectrow_array(
     "$tag-r1") // '', qr/this request_id already, with other figures/,
     'the different one is in llm.usage_rejected';
 
+# the same request_id under another tenant, with the same figures: not
+# the first one's replay
+($out, $rc) = run('tenant', 'create', '--name', "$tag-other", '--tier',
+                  'pro');
+chomp(my $other_id = $out);
+$dbh->do('DELETE FROM llm.usage_rejected WHERE request_id = ?', undef,
+         "$tag-r1");
+syswrite $ca, frame(%rec, tenant_id => $other_id, key_id => 0);
+$ack = read_frame($ca);
+is $ack && $ack->{request_id}, "$tag-r1",
+    'a record of another tenant with a request_id taken is acknowledged';
+is_deeply $dbh->selectrow_arrayref(
+    'SELECT count(*), min(tenant_id) FROM llm.usage WHERE request_id = ?',
+    undef, "$tag-r1"), [ 1, $tenant_id ],
+    'not counted: the row is the first tenant\'s';
+is $dbh->selectrow_array(
+    'SELECT tenant_id FROM llm.usage_rejected WHERE request_id = ?', undef,
+    "$tag-r1"), $other_id, 'it is in llm.usage_rejected';
+
+# a batch costs in bigint up to 2e8 tokens a figure, in numeric above:
+# the same p$ as llm.cost_at() works out, NULL where it does not fit
+$dbh->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+               output_per_mtok, cached_input_per_mtok, cache_write_per_mtok)
+           VALUES ($1, '2000-01-01', 10000000000, 9999999999, 9999999998,
+                   9999999997)}, undef, "$tag-dear");
+my $now_ms = int(time() * 1000);
+my @big = ([ 'big1', 200000000, 100000000, 100000000, 200000000 ],
+           [ 'big2', 200000000, 0, 0, 200000001 ],
+           [ 'big3', 300000000, 1, 2, 3 ],
+           [ 'big4', 1, 0, 0, 1000000000 ]);
+syswrite $ca, join('', map {
+    my ($id, $in, $cached, $cw, $outp) = @$_;
+    frame(%rec, request_id => "$tag-$id", model => "$tag-dear",
+          input => $in, cached => $cached, cache_write => $cw,
+          output => $outp, reasoning => 0, ts_ms => $now_ms)
+} @big);
+read_frame($ca) for @big;
+is_deeply $dbh->selectall_arrayref(q{
+    SELECT u.request_id, u.cost_pusd::text,
+           llm.cost_at(u.price_id, u.input_tokens, u.cached_input_tokens,
+                       u.cache_write_tokens, u.output_tokens)::text
+      FROM llm.usage u WHERE u.model = $1 ORDER BY 1}, undef, "$tag-dear"),
+    [
+      [ "$tag-big1", '3999999999300000000', '3999999999300000000' ],
+      [ "$tag-big2", '4000000009799999999', '4000000009799999999' ],
+      [ "$tag-big3", '3000000029999999989', '3000000029999999989' ],
+      [ "$tag-big4", undef, undef ], ],
+    'costs at the edges of bigint: those llm.cost_at() gives';
+
 # two frames in one write, and one frame in two writes
 
 syswrite $ca, frame(%rec, request_id => "$tag-r2", api => 1, finish => '')

@@ -45,14 +45,17 @@ is($dbh->selectrow_array(q{SELECT count(*) FROM public.llmgw_migrations
 is_deeply($dbh->selectrow_arrayref(q{
     SELECT c.relkind::text, pg_get_partkeydef(c.oid),
            p.partdefid::regclass::text,
-           pg_get_constraintdef(k.oid)
+           (SELECT count(*) FROM pg_constraint k
+             WHERE k.conrelid = c.oid AND k.contype IN ('p', 'u', 'f')),
+           (SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
+             WHERE k.conrelid = 'llm.usage_request_ids'::regclass
+               AND k.contype = 'p')
       FROM pg_class c
       JOIN pg_partitioned_table p ON p.partrelid = c.oid
-      JOIN pg_constraint k ON k.conrelid = c.oid AND k.conname = 'usage_pkey'
      WHERE c.oid = 'llm.usage'::regclass}),
-    [ 'p', 'RANGE (ts)', 'llm.usage_default', 'PRIMARY KEY (request_id, ts)' ],
+    [ 'p', 'RANGE (ts)', 'llm.usage_default', 0, 'PRIMARY KEY (request_id)' ],
     'llm.usage is partitioned by range of ts, has a default partition, '
-    . 'and its primary key is (request_id, ts)');
+    . 'no key of its own: llm.usage_request_ids has each request_id once');
 
 is($dbh->selectrow_array(q{
     SELECT count(*) FROM generate_series(0, 3) AS i
@@ -147,8 +150,7 @@ my $insert = q{
         reasoning_tokens, reserved_tokens, finish_reason, status, flags, ts,
         received_at)
     VALUES (?, ?, NULL, ?, 'openai', ?, ?, ?, ?, ?, 100000000, 'stop', 200, ?,
-            (? || '+00')::timestamptz, (? || '+00')::timestamptz)
-    ON CONFLICT (request_id, ts) DO NOTHING};
+            (? || '+00')::timestamptz, (? || '+00')::timestamptz)};
 
 sub insert_row {
     my ($r) = @_;
@@ -237,8 +239,10 @@ is_deeply($dbh->selectrow_arrayref("$recompute u.tenant_id IN (?, ?, ?)",
           'SQL check: the cost of every row is the price table applied to '
           . 'its tokens (rows, wrong, unpriced)');
 
-# a replay: the same request_id and ts
-is(insert_row($rows[1]) + 0, 0, 'a replayed insert writes nothing');
+# a replay: the same request_id and ts, written by hand (accountd's batch
+# ignores it, t/030): refused by llm.usage_request_ids
+ok(!eval { insert_row($rows[1]) } && $dbh->state eq '23505',
+   'a replayed insert is refused (23505)');
 is($dbh->selectrow_array('SELECT count(*) FROM llm.usage WHERE request_id = ?',
                          undef, "$tag-a2"), 1, 'the row is there once');
 
@@ -734,6 +738,42 @@ is_deeply($new->selectrow_arrayref(q{
     SELECT backend, provider_key, response_id, upstream_model
       FROM llm.usage WHERE request_id = 'r8'}), [ 'gpt-a', undef, undef, undef ],
    '  its row, the backend and nothing of the upstream\'s');
+is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
+          '  and every cost is still proved');
+
+# 018: the keys of llm.usage go, their checks stay; the same rows
+@before = $new->selectrow_array($fingerprint);
+is(migrate('018_ingest_path'), '', '018 applies to it');
+is_deeply([ $new->selectrow_array($fingerprint) ], \@before,
+          '018: every row as it was');
+my @batch = (q{SELECT * FROM llm.ingest_batch(ARRAY[$1], ARRAY[1::bigint],
+        ARRAY[NULL::bigint], ARRAY['m-a'], ARRAY['openai'], ARRAY[$2::bigint],
+        ARRAY[2::bigint], ARRAY[0::bigint], ARRAY[0::bigint],
+        ARRAY[0::bigint], ARRAY[10::bigint], ARRAY['stop'], ARRAY[200],
+        ARRAY[0], ARRAY[$3::bigint], ARRAY['openai'], ARRAY['gpt-a'],
+        ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text])});
+my $r8_ms = $new->selectrow_array(q{
+    SELECT (extract(epoch FROM ts) * 1000)::bigint FROM llm.usage
+     WHERE request_id = 'r8'});
+is_deeply($new->selectall_arrayref($batch[0], undef, 'r9', 3,
+                                   $r8_ms + 1), [],
+          '  accountd writes a new record');
+is_deeply($new->selectall_arrayref($batch[0], undef, 'r8', 3, $r8_ms), [],
+          '  ignores a replay of an older row');
+is_deeply($new->selectall_arrayref($batch[0], undef, 'r8', 4, $r8_ms),
+          [ [ 'r8' ] ], '  refuses one with other figures');
+is_deeply($new->selectall_arrayref($batch[0], undef, 'r1', 1,
+                                   $r8_ms + 2), [ [ 'r1' ] ],
+          '  and a request_id of another month, of the rows before');
+is_deeply($new->selectrow_arrayref(q{
+    SELECT count(*), count(DISTINCT request_id) FROM llm.usage
+     WHERE request_id IN ('r1', 'r8', 'r9')}), [ 3, 3 ],
+   '  each there once');
+is_deeply($new->selectrow_arrayref(q{
+    SELECT u.request_id FROM llm.usage_request_ids i
+      JOIN llm.usage u ON u.ts = i.ts AND u.request_id = i.request_id
+     WHERE i.request_id = 'r9'}), [ 'r9' ],
+   '  a request\'s row found by its id and ts');
 is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
           '  and every cost is still proved');
 $new->disconnect();

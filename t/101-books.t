@@ -569,6 +569,20 @@ is($dbh->selectrow_array('SELECT cost_pusd FROM llm.usage'
    Math::BigInt->new($p2{in})->bmul(1_000_000)->bstr,
    '  llmgw.cost_computed on: the row costs what the database says, not '
    . 'the 1 p$ it supplied');
+
+# the owner's own insert with its cost computed keeps its price_id, which
+# must be a price's, as a foreign key would have it (checked a statement)
+$dbh->begin_work();
+$dbh->do(q{SET LOCAL ROLE llmgw_owner});
+$dbh->do(q{SET LOCAL llmgw.cost_computed = 'on'});
+is(refused($dbh, q{INSERT INTO llm.usage (request_id, tenant_id, key_id,
+                       model, api, input_tokens, output_tokens, ts,
+                       price_id, cost_pusd)
+                   VALUES (?, ?, ?, ?, 'openai', 1, 1, now(),
+                           (SELECT max(price_id) + 1 FROM llm.prices), 1)},
+           "$tag-noprice", $r->{id}, $r->{key_id}, $model), '23503',
+   'the owner\'s row with a price_id of no price: refused (23503)');
+$dbh->rollback();
 $dbh->do(qq{REVOKE ALL ON ALL TABLES IN SCHEMA llm FROM $oops});
 $dbh->do(qq{REVOKE ALL ON SCHEMA llm FROM $oops});
 $dbh->do(qq{DROP ROLE $oops});
