@@ -25,7 +25,16 @@ our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
 # nginx is still stopped (LLMGW::Nginx's DESTROY) on the way out.
 sub bench_stack {
     $SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-    return stack();
+    my $s = stack();
+    # the benchmarks' model has a price, as a model in production has: a
+    # tier serves no unpriced model, and every row gets its cost (µ$ per
+    # million tokens, those of the demo's mock-gpt-4o-mini; BENCH_PRICED=0:
+    # none, for a tier that allows unpriced models)
+    db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                       output_per_mtok, cached_input_per_mtok)
+               VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000)
+               ON CONFLICT DO NOTHING}) if $ENV{BENCH_PRICED} // 1;
+    return $s;
 }
 
 # build/bench/NAME, the C client of `make bench-NAME`
