@@ -89,7 +89,6 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
 {
     ngx_int_t                          rc;
     ngx_str_t                          id;
-    ngx_http_variable_value_t         *vv;
     ngx_http_llm_gateway_ctx_t        *ctx;
     ngx_http_llm_gateway_loc_conf_t   *llcf;
     ngx_http_llm_gateway_main_conf_t  *lmcf;
@@ -114,13 +113,12 @@ ngx_http_llm_gateway_admit_handler(ngx_http_request_t *r)
 
         lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_gateway_module);
 
-        vv = ngx_http_get_indexed_variable(r, lmcf->request_id_index);
-        if (vv == NULL || vv->not_found) {
+        if (ngx_http_llm_gateway_ctx_request_id(r, ctx,
+                                                 lmcf->request_id_index)
+            != NGX_OK)
+        {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-
-        ctx->request_id.data = vv->data;
-        ctx->request_id.len = vv->len;
 
         /* the endpoint's error format, kept past an internal redirect */
         (void) ngx_http_llm_gateway_reply_dialect(r, ctx);

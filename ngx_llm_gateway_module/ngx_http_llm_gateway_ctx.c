@@ -3,12 +3,21 @@
  * The request's context: made at admission, found again after an internal
  * redirect, and settled by its pool's cleanup whatever happens to the
  * request.  The settling is the settle gate's: it sets the handler at init,
- * as a filter sets the next one.
+ * as a filter sets the next one.  The request's id is nginx's $request_id,
+ * drawn here from a worker's store of random bytes when nothing read it
+ * before.
  */
 
 
+#include <openssl/rand.h>
+
 #include "ngx_http_llm_gateway_module.h"
 #include "ngx_http_llm_gateway_ctx.h"
+
+
+/* 16 bytes a request id, as nginx's; 256 ids a draw from OpenSSL */
+#define NGX_HTTP_LLM_GATEWAY_ID_BYTES   16
+#define NGX_HTTP_LLM_GATEWAY_ID_STORE   4096
 
 
 static void ngx_http_llm_gateway_ctx_cleanup(void *data);
@@ -77,6 +86,63 @@ ngx_http_llm_gateway_ctx_get(ngx_http_request_t *r)
     }
 
     return NULL;
+}
+
+
+/*
+ * The request's id: $request_id if something evaluated it already (a map,
+ * a log format read early), else 16 random bytes in hex, as nginx makes
+ * it, stored as its value so that the logs, the upstream's header and the
+ * ledger name the request alike.  nginx draws its 16 bytes with a call to
+ * RAND_bytes() each, which takes OpenSSL's locks and looks its generator
+ * up every time (a few % of the worker); here one call fills a store a
+ * worker has of its own (static: filled after the fork, never shared).
+ */
+
+ngx_int_t
+ngx_http_llm_gateway_ctx_request_id(ngx_http_request_t *r,
+    ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t index)
+{
+    u_char                     *p;
+    ngx_http_variable_value_t  *vv;
+
+    static u_char   store[NGX_HTTP_LLM_GATEWAY_ID_STORE];
+    static size_t   used = NGX_HTTP_LLM_GATEWAY_ID_STORE;
+
+    vv = &r->variables[index];
+
+    if (!vv->valid || vv->not_found) {
+        if (used == NGX_HTTP_LLM_GATEWAY_ID_STORE) {
+            if (RAND_bytes(store, NGX_HTTP_LLM_GATEWAY_ID_STORE) != 1) {
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "llm gateway: RAND_bytes() failed");
+                return NGX_ERROR;
+            }
+
+            used = 0;
+        }
+
+        p = ngx_pnalloc(r->pool, 2 * NGX_HTTP_LLM_GATEWAY_ID_BYTES);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_hex_dump(p, store + used, NGX_HTTP_LLM_GATEWAY_ID_BYTES);
+        /* an id once: its bytes go */
+        ngx_memzero(store + used, NGX_HTTP_LLM_GATEWAY_ID_BYTES);
+        used += NGX_HTTP_LLM_GATEWAY_ID_BYTES;
+
+        vv->len = 2 * NGX_HTTP_LLM_GATEWAY_ID_BYTES;
+        vv->data = p;
+        vv->valid = 1;
+        vv->no_cacheable = 0;
+        vv->not_found = 0;
+    }
+
+    ctx->request_id.data = vv->data;
+    ctx->request_id.len = vv->len;
+
+    return NGX_OK;
 }
 
 

@@ -101,6 +101,23 @@ sleep(0.1) while time() < $grace_end + 1.5;
 everywhere(by_worker($early->{key}), 401, 'and stops when the grace ends');
 everywhere(by_worker($new), 200, 'while the new key goes on');
 
+# the request ids of both workers: each worker draws its own, none twice,
+# and each is its row's in the ledger
+my (%ids, %workers);
+for (1 .. 200) {
+    my $r = http_post($ng->url('/v1/chat/completions'),
+                      { model => 'm', max_tokens => 5,
+                        messages => [ { role => 'user', content => 'x' } ] },
+                      authorization => "Bearer $new", 'x-mock-tokens' => 1);
+    $ids{ $r->{headers}{'x-request-id'} // '' }++;
+    $workers{ $r->{headers}{'x-worker'} // '?' }++;
+}
+is(scalar(keys %workers), 2, 'both workers served the ids\' requests');
+is(scalar(grep { /^[0-9a-f]{32}\z/ && $ids{$_} == 1 } keys %ids), 200,
+   '200 request ids, 32 hex digits each, none twice');
+is(scalar(grep { @{ usage_rows($_, 10) } == 1 } keys %ids), 200,
+   'each the id of one row of the ledger');
+
 $ng->no_alerts();
 
 done_testing();
