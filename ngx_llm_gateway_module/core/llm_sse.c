@@ -43,42 +43,55 @@ enum {
 /*
  * The members whose string values are generated text, per API: what a
  * delta event carries, and where a whole JSON response has it.  With
- * their lengths: every member name of every event is looked up, and the
- * length alone turns most away.
+ * their lengths, and a bit for each length and each first byte (its low
+ * six bits) in the list: every member name of every event is looked up,
+ * and these alone turn most away.  Each list is written once, as a macro
+ * of its names.
  */
 typedef struct {
     const char  *name;
     size_t       len;
 } llm_sse_name_t;
 
-#define llm_sse_name(s)  { s, sizeof(s) - 1 }
-#define llm_sse_null_name  { NULL, 0 }
+typedef struct {
+    uint64_t          lens;
+    uint64_t          firsts;
+    llm_sse_name_t    name[6];
+} llm_sse_names_t;
 
-static const llm_sse_name_t  llm_sse_openai_text[] = {
-    llm_sse_name("content"), llm_sse_name("reasoning_content"),
-    llm_sse_name("reasoning"), llm_sse_name("refusal"),
-    llm_sse_name("arguments"), llm_sse_null_name
-};
+#define llm_sse_len(s)       (1ULL << (sizeof(s) - 1)) |
+#define llm_sse_first(s)     (1ULL << (s[0] & 63)) |
+#define llm_sse_name(s)      { s, sizeof(s) - 1 },
+#define llm_sse_names(list)  { list(llm_sse_len) 0, list(llm_sse_first) 0,   \
+                               { list(llm_sse_name) { NULL, 0 } } }
+
+#define LLM_SSE_OPENAI_TEXT(name)                                             \
+    name("content") name("reasoning_content") name("reasoning")              \
+    name("refusal") name("arguments")
 
 /* an OpenAI event with one of these not null may carry the usage */
-static const llm_sse_name_t  llm_sse_openai_wanted[] = {
-    llm_sse_name("usage"), llm_sse_name("finish_reason"),
-    llm_sse_name("error"), llm_sse_null_name
-};
+#define LLM_SSE_OPENAI_WANTED(name)                                           \
+    name("usage") name("finish_reason") name("error")
 
-static const llm_sse_name_t  llm_sse_anthropic_text[] = {
-    llm_sse_name("text"), llm_sse_name("thinking"),
-    llm_sse_name("partial_json"), llm_sse_null_name
-};
+#define LLM_SSE_ANTHROPIC_TEXT(name)                                          \
+    name("text") name("thinking") name("partial_json")
 
-static const llm_sse_name_t  llm_sse_responses_delta[] = {
-    llm_sse_name("delta"), llm_sse_null_name
-};
+#define LLM_SSE_RESPONSES_DELTA(name)                                         \
+    name("delta")
 
-static const llm_sse_name_t  llm_sse_responses_text[] = {
-    llm_sse_name("text"), llm_sse_name("arguments"),
-    llm_sse_name("refusal"), llm_sse_null_name
-};
+#define LLM_SSE_RESPONSES_TEXT(name)                                          \
+    name("text") name("arguments") name("refusal")
+
+static const llm_sse_names_t  llm_sse_openai_text =
+    llm_sse_names(LLM_SSE_OPENAI_TEXT);
+static const llm_sse_names_t  llm_sse_openai_wanted =
+    llm_sse_names(LLM_SSE_OPENAI_WANTED);
+static const llm_sse_names_t  llm_sse_anthropic_text =
+    llm_sse_names(LLM_SSE_ANTHROPIC_TEXT);
+static const llm_sse_names_t  llm_sse_responses_delta =
+    llm_sse_names(LLM_SSE_RESPONSES_DELTA);
+static const llm_sse_names_t  llm_sse_responses_text =
+    llm_sse_names(LLM_SSE_RESPONSES_TEXT);
 
 
 static void llm_sse_line_end(llm_sse_t *p);
@@ -108,10 +121,10 @@ static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
 static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const llm_sse_name_t *keys, const llm_sse_name_t *wanted);
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted);
 static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
-    const llm_sse_name_t *keys, uint64_t *bytes);
-static int llm_sse_is_key(const llm_sse_name_t *keys, const char *s,
+    const llm_sse_names_t *keys, uint64_t *bytes);
+static inline int llm_sse_is_key(const llm_sse_names_t *keys, const char *s,
     size_t n);
 static const char *llm_sse_string(const char *s, const char *end,
     uint64_t *bytes);
@@ -499,11 +512,11 @@ int
 llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
-    uint64_t               bytes, tokens[4];
-    unsigned               usage_only;
-    cJSON                 *root;
-    const cJSON           *item;
-    const llm_sse_name_t  *keys;
+    uint64_t                bytes, tokens[4];
+    unsigned                usage_only;
+    cJSON                  *root;
+    const cJSON            *item;
+    const llm_sse_names_t  *keys;
 
     memset(u, 0, sizeof(llm_usage_t));
 
@@ -526,12 +539,12 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
 
     case LLM_API_OPENAI:
         llm_sse_openai_json(root, u, &usage_only);
-        keys = llm_sse_openai_text;
+        keys = &llm_sse_openai_text;
         break;
 
     case LLM_API_RESPONSES:
         llm_sse_responses_json(root, u);
-        keys = llm_sse_responses_text;
+        keys = &llm_sse_responses_text;
         break;
 
     case LLM_API_EMBEDDINGS:
@@ -567,7 +580,7 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
         llm_sse_finish_reason(item, u);
 
-        keys = llm_sse_anthropic_text;
+        keys = &llm_sse_anthropic_text;
         break;
 
     default:
@@ -884,8 +897,8 @@ llm_sse_openai(llm_sse_t *p)
 
     /* most events are content deltas: they are not worth a parse */
 
-    if (!llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text,
-                       llm_sse_openai_wanted)
+    if (!llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_openai_text,
+                       &llm_sse_openai_wanted)
         && !llm_sse_escaped_ascii(p->buf, p->len))
     {
         return;
@@ -936,7 +949,7 @@ llm_sse_anthropic(llm_sse_t *p)
     case llm_sse_other:
 
         if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
-            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+            llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
                           NULL);
             return;
         }
@@ -1011,7 +1024,7 @@ llm_sse_anthropic(llm_sse_t *p)
 
     default:
         /* its "type" says message_ but is not one of ours */
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+        llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
                           NULL);
         break;
     }
@@ -1050,7 +1063,7 @@ llm_sse_responses(llm_sse_t *p)
         return;
 
     default:
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta,
+        llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_responses_delta,
                       NULL);
         return;
     }
@@ -1615,7 +1628,7 @@ llm_sse_data_type(const char *s, size_t n)
 
 static int
 llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const llm_sse_name_t *keys, const llm_sse_name_t *wanted)
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
 {
     int          found;
     size_t       kn;
@@ -1694,7 +1707,7 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n,
 
 static void
 llm_sse_count_json(llm_usage_t *u, const cJSON *item,
-    const llm_sse_name_t *keys, uint64_t *bytes)
+    const llm_sse_names_t *keys, uint64_t *bytes)
 {
     const char   *s;
     const cJSON  *child;
@@ -1722,11 +1735,23 @@ llm_sse_count_json(llm_usage_t *u, const cJSON *item,
 
 /* s, n: a member name as sent, up to its closing quote (escapes kept) */
 
-static int
-llm_sse_is_key(const llm_sse_name_t *keys, const char *s, size_t n)
+static inline int
+llm_sse_is_key(const llm_sse_names_t *keys, const char *s, size_t n)
 {
-    for ( /* void */ ; keys->name; keys++) {
-        if (keys->len == n && memcmp(keys->name, s, n) == 0) {
+    const llm_sse_name_t  *k;
+
+    if (n >= 64 || !(keys->lens >> n & 1)
+        || !(keys->firsts >> (s[0] & 63) & 1))
+    {
+        return 0;
+    }
+
+    for (k = keys->name; k->name; k++) {
+
+        /* most names of the same length differ at either end */
+        if (k->len == n && k->name[0] == s[0] && k->name[n - 1] == s[n - 1]
+            && memcmp(k->name, s, n) == 0)
+        {
             return 1;
         }
     }
