@@ -9,6 +9,10 @@
 
 #include <cJSON.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "llm_sse.h"
 
 
@@ -21,6 +25,9 @@
 #define LLM_SSE_NOWHERE           ((size_t) -1)
 
 #define llm_sse_max(a, b)         ((a) > (b) ? (a) : (b))
+
+/* the bytes llm_sse_block() classifies at once */
+#define LLM_SSE_BLOCK             64
 
 
 enum {
@@ -38,6 +45,13 @@ enum {
     llm_sse_cache_read,
     llm_sse_output
 };
+
+
+/* llm_sse_count_walk()'s place: the block at base, its bits not yet read */
+typedef struct {
+    size_t      base;
+    uint64_t    mask;
+} llm_sse_scan_t;
 
 
 /*
@@ -121,13 +135,33 @@ static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
 static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *escaped);
+static int llm_sse_count_plain(llm_usage_t *u, const char *s, size_t n,
     const llm_sse_names_t *keys, const llm_sse_names_t *wanted);
+static int llm_sse_count_walk(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted);
+static inline unsigned llm_sse_member(const char *s, size_t n, size_t open,
+    size_t len, const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *found);
+static inline size_t llm_sse_hit(llm_sse_scan_t *sc, const char *s,
+    size_t n);
+static inline void llm_sse_skip(llm_sse_scan_t *sc, const char *s, size_t n,
+    size_t i);
+static uint64_t llm_sse_block(const char *s, size_t n, size_t base, char c,
+    char d);
+static inline uint64_t llm_sse_classify(const char *p, char c, char d);
+#if defined(__SSE2__)
+static inline uint64_t llm_sse_classify16(const char *p, __m128i vc,
+    __m128i vd);
+#endif
 static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
     const llm_sse_names_t *keys, uint64_t *bytes);
 static inline int llm_sse_is_key(const llm_sse_names_t *keys, const char *s,
     size_t n);
 static const char *llm_sse_string(const char *s, const char *end,
     uint64_t *bytes);
+static unsigned llm_sse_utf8_len(const char *hex);
 static const char *llm_sse_key(const char *s, const char *end,
     const char *key, size_t n);
 static const char *llm_sse_ws(const char *s, const char *end);
@@ -882,7 +916,7 @@ llm_sse_openai(llm_sse_t *p)
 {
     cJSON     *root;
     uint64_t   events;
-    unsigned   usage_only;
+    unsigned   usage_only, escaped;
 
     if (llm_sse_kind(p->event, p->event_len) == llm_sse_error) {
         p->usage.error = 1;
@@ -898,8 +932,8 @@ llm_sse_openai(llm_sse_t *p)
     /* most events are content deltas: they are not worth a parse */
 
     if (!llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_openai_text,
-                       &llm_sse_openai_wanted)
-        && !llm_sse_escaped_ascii(p->buf, p->len))
+                       &llm_sse_openai_wanted, &escaped)
+        && !(escaped && llm_sse_escaped_ascii(p->buf, p->len)))
     {
         return;
     }
@@ -950,7 +984,7 @@ llm_sse_anthropic(llm_sse_t *p)
 
         if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
             llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
-                          NULL);
+                          NULL, NULL);
             return;
         }
 
@@ -1025,7 +1059,7 @@ llm_sse_anthropic(llm_sse_t *p)
     default:
         /* its "type" says message_ but is not one of ours */
         llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
-                          NULL);
+                      NULL, NULL);
         break;
     }
 
@@ -1064,7 +1098,7 @@ llm_sse_responses(llm_sse_t *p)
 
     default:
         llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_responses_delta,
-                      NULL);
+                      NULL, NULL);
         return;
     }
 
@@ -1623,76 +1657,193 @@ llm_sse_data_type(const char *s, size_t n)
  * members named in keys, wherever they are.  Every string is skipped
  * whole, so text inside one never looks like a member.  Returns whether a
  * member named in wanted (if any) has a value other than null: such an
- * event is worth a parse, which decides.
+ * event is worth a parse, which decides.  *escaped (if given): whether
+ * the data has a backslash at all.
+ *
+ * Only quotes and backslashes change what the scan reads, and the bits of
+ * llm_sse_block() say where they are: most events have no backslash, and
+ * then a string is two quotes in a row (llm_sse_count_plain()); the
+ * others are walked from one such byte to the next (llm_sse_count_walk()).
+ * Both read exactly as a walk byte by byte would.
  */
 
 static int
 llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *escaped)
 {
-    int          found;
-    size_t       kn;
-    uint64_t     bytes, total;
-    const char  *q, *k, *v, *end;
+    unsigned  backslash;
 
     /* an event with an empty data field has no buffer yet */
+    backslash = (n != 0 && memchr(s, '\\', n) != NULL);
+
+    if (escaped) {
+        *escaped = backslash;
+    }
+
     if (n == 0) {
         return 0;
     }
 
+    if (backslash) {
+        return llm_sse_count_walk(u, s, n, keys, wanted);
+    }
+
+    return llm_sse_count_plain(u, s, n, keys, wanted);
+}
+
+
+/* no backslash: the first quote opens a string, the next closes it */
+
+static int
+llm_sse_count_plain(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
+{
+    size_t     base, open, len;
+    uint64_t   q, total, lens;
+    unsigned   text, found;
+
     found = 0;
     total = 0;
-    end = s + n;
-    q = s;
+    text = 0;
+    lens = keys->lens | (wanted ? wanted->lens : 0);
 
-    while (q < end) {
+    base = 0;
+    q = llm_sse_block(s, n, 0, '"', '"');
 
-        /* the next string is a few bytes away: no memchr() */
-        while (q < end && *q != '"') {
-            q++;
+    for ( ;; ) {
+
+        while (q == 0) {
+            base += LLM_SSE_BLOCK;
+
+            if (base >= n) {
+                goto done;
+            }
+
+            q = llm_sse_block(s, n, base, '"', '"');
         }
 
-        if (q == end) {
+        open = base + __builtin_ctzll(q) + 1;
+        q &= q - 1;
+
+        while (q == 0) {
+            base += LLM_SSE_BLOCK;
+
+            if (base >= n) {
+                /* a text cut short counts as far as it goes */
+                total += text ? n - open : 0;
+                goto done;
+            }
+
+            q = llm_sse_block(s, n, base, '"', '"');
+        }
+
+        len = base + __builtin_ctzll(q) - open;
+        q &= q - 1;
+
+        if (text) {
+            /* a value: the scan goes on after it, as after any string */
+            total += len;
+            text = 0;
+            continue;
+        }
+
+        /* a name of no length looked for, member or not, changes nothing */
+        if (len < 64 && (lens >> len & 1)) {
+            text = llm_sse_member(s, n, open, len, keys, wanted, &found);
+        }
+    }
+
+done:
+
+    if (total) {
+        u->delta_events++;
+        u->delta_bytes += total;
+    }
+
+    return found;
+}
+
+
+/*
+ * The walk: a backslash outside a string is text; inside one it takes
+ * the next byte with it, or the next five after a 'u' if there are five.
+ */
+
+static int
+llm_sse_count_walk(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
+{
+    size_t           j, open, seg;
+    uint64_t         bytes, total, lens;
+    unsigned         text, found;
+    llm_sse_scan_t   sc;
+
+    found = 0;
+    total = 0;
+    text = 0;
+    lens = keys->lens | (wanted ? wanted->lens : 0);
+
+    sc.base = 0;
+    sc.mask = llm_sse_block(s, n, 0, '"', '\\');
+
+    for ( ;; ) {
+
+        /* the next string's opening quote: a backslash before is text */
+        do {
+            j = llm_sse_hit(&sc, s, n);
+        } while (j < n && s[j] != '"');
+
+        if (j == n) {
             break;
         }
 
-        k = q + 1;
-        q = llm_sse_string(k, end, &bytes);
+        open = j + 1;
+        seg = open;
+        bytes = 0;
 
-        if (q == end) {
+        /* its closing quote, past the escapes */
+        for ( ;; ) {
+            j = llm_sse_hit(&sc, s, n);
+
+            if (j == n || s[j] == '"') {
+                break;
+            }
+
+            if (n - j < 2) {
+                /* the string runs to the end, the backslash uncounted */
+                bytes += j - seg;
+                seg = n;
+                j = n;
+                break;
+            }
+
+            if (s[j + 1] != 'u' || n - j < 6) {
+                bytes += j - seg + 1;
+                seg = j + 2;
+
+            } else {
+                bytes += j - seg + (text ? llm_sse_utf8_len(s + j + 2) : 0);
+                seg = j + 6;
+            }
+
+            /* what the escape took is no quote or backslash */
+            llm_sse_skip(&sc, s, n, seg);
+        }
+
+        if (text) {
+            /* a text cut short counts as far as it goes */
+            total += bytes + (j - seg);
+            text = 0;
+            continue;
+        }
+
+        if (j == n) {
             break;
         }
 
-        kn = q - k;
-        v = llm_sse_ws(++q, end);
-
-        /* a value, not a member name */
-        if (v == end || *v != ':') {
-            continue;
-        }
-
-        q = v + 1;
-        v = llm_sse_ws(q, end);
-
-        if (wanted && !found && v < end && *v != 'n'
-            && llm_sse_is_key(wanted, k, kn))
-        {
-            found = 1;
-        }
-
-        if (!llm_sse_is_key(keys, k, kn)) {
-            continue;
-        }
-
-        if (v == end || *v != '"') {
-            continue;
-        }
-
-        q = llm_sse_string(v + 1, end, &bytes);
-        total += bytes;
-
-        if (q < end) {
-            q++;
+        if (j - open < 64 && (lens >> (j - open) & 1)) {
+            text = llm_sse_member(s, n, open, j - open, keys, wanted, &found);
         }
     }
 
@@ -1703,6 +1854,156 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n,
 
     return found;
 }
+
+
+/*
+ * The string at open, len bytes, closed: if it is a member's name, sets
+ * *found if wanted names it and its value is not null; returns whether
+ * keys names it and its value is a string, the text the next string is.
+ */
+
+static inline unsigned
+llm_sse_member(const char *s, size_t n, size_t open, size_t len,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *found)
+{
+    size_t  v;
+
+    v = open + len + 1;
+
+    if (v < n && (unsigned char) s[v] <= ' ') {
+        v = llm_sse_ws(s + v, s + n) - s;
+    }
+
+    /* a value, not a member name */
+    if (v == n || s[v] != ':') {
+        return 0;
+    }
+
+    v = llm_sse_ws(s + v + 1, s + n) - s;
+
+    if (wanted && !*found && v < n && s[v] != 'n'
+        && llm_sse_is_key(wanted, s + open, len))
+    {
+        *found = 1;
+    }
+
+    /* the next string opens at v */
+    return v < n && s[v] == '"' && llm_sse_is_key(keys, s + open, len);
+}
+
+
+/* where the next quote or backslash is, or n */
+
+static inline size_t
+llm_sse_hit(llm_sse_scan_t *sc, const char *s, size_t n)
+{
+    size_t  j;
+
+    while (sc->mask == 0) {
+        sc->base += LLM_SSE_BLOCK;
+
+        if (sc->base >= n) {
+            return n;
+        }
+
+        sc->mask = llm_sse_block(s, n, sc->base, '"', '\\');
+    }
+
+    j = sc->base + __builtin_ctzll(sc->mask);
+    sc->mask &= sc->mask - 1;
+
+    return j;
+}
+
+
+/* the bits before i are dropped: bytes an escape took */
+
+static inline void
+llm_sse_skip(llm_sse_scan_t *sc, const char *s, size_t n, size_t i)
+{
+    if (i - sc->base >= LLM_SSE_BLOCK) {
+        sc->base += LLM_SSE_BLOCK;
+
+        sc->mask = (sc->base < n) ? llm_sse_block(s, n, sc->base, '"', '\\')
+                                  : 0;
+    }
+
+    sc->mask &= ~0ULL << (i - sc->base);
+}
+
+
+/*
+ * A bit for each byte of the block of data at base that is c or d: its 64
+ * bytes, or those up to the end.  Only the data's bytes are read.
+ */
+
+static uint64_t
+llm_sse_block(const char *s, size_t n, size_t base, char c, char d)
+{
+    char  last[LLM_SSE_BLOCK];
+
+    if (n - base >= LLM_SSE_BLOCK) {
+        return llm_sse_classify(s + base, c, d);
+    }
+
+    if (n >= LLM_SSE_BLOCK) {
+        /* the last 64 bytes, those before the block shifted out */
+        return llm_sse_classify(s + n - LLM_SSE_BLOCK, c, d)
+               >> (LLM_SSE_BLOCK - (n - base));
+    }
+
+    /* shorter than a block: a copy, padded with what is neither */
+    memcpy(last, s, n);
+    memset(last + n, 0, LLM_SSE_BLOCK - n);
+
+    return llm_sse_classify(last, c, d);
+}
+
+
+static inline uint64_t
+llm_sse_classify(const char *p, char c, char d)
+{
+#if defined(__SSE2__)
+    __m128i   vc, vd;
+
+    vc = _mm_set1_epi8(c);
+    vd = _mm_set1_epi8(d);
+
+    return llm_sse_classify16(p, vc, vd)
+           | llm_sse_classify16(p + 16, vc, vd) << 16
+           | llm_sse_classify16(p + 32, vc, vd) << 32
+           | llm_sse_classify16(p + 48, vc, vd) << 48;
+
+#else
+    unsigned  k;
+    uint64_t  m;
+
+    m = 0;
+
+    for (k = 0; k < LLM_SSE_BLOCK; k++) {
+        m |= (uint64_t) (p[k] == c || p[k] == d) << k;
+    }
+
+    return m;
+#endif
+}
+
+
+#if defined(__SSE2__)
+
+static inline uint64_t
+llm_sse_classify16(const char *p, __m128i vc, __m128i vd)
+{
+    __m128i  v;
+
+    v = _mm_loadu_si128((const __m128i *) p);
+    v = _mm_or_si128(_mm_cmpeq_epi8(v, vc), _mm_cmpeq_epi8(v, vd));
+
+    return (unsigned) _mm_movemask_epi8(v);
+}
+
+#endif
 
 
 static void
@@ -1770,7 +2071,6 @@ llm_sse_is_key(const llm_sse_names_t *keys, const char *s, size_t n)
 static const char *
 llm_sse_string(const char *s, const char *end, uint64_t *bytes)
 {
-    unsigned     cp, i, c;
     uint64_t     n;
     const char  *q;
 
@@ -1809,25 +2109,38 @@ llm_sse_string(const char *s, const char *end, uint64_t *bytes)
             continue;
         }
 
-        cp = 0;
-
-        for (i = 2; i < 6; i++) {
-            c = (unsigned char) s[i];
-            c = (c >= '0' && c <= '9') ? c - '0'
-                : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a'
-                                                             + 10
-                : 0;
-            cp = cp * 16 + c;
-        }
-
-        n += (cp < 0x80) ? 1
-             : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
+        n += llm_sse_utf8_len(s + 2);
         s += 6;
     }
 
     *bytes = n;
 
     return s;
+}
+
+
+/*
+ * The UTF-8 bytes of the code point of a \uXXXX (a surrogate two, so that
+ * a pair is four); a digit that is not hex reads as 0.
+ */
+
+static unsigned
+llm_sse_utf8_len(const char *hex)
+{
+    unsigned  cp, i, c;
+
+    cp = 0;
+
+    for (i = 0; i < 4; i++) {
+        c = (unsigned char) hex[i];
+        c = (c >= '0' && c <= '9') ? c - '0'
+            : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10
+            : 0;
+        cp = cp * 16 + c;
+    }
+
+    return (cp < 0x80) ? 1
+           : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
 }
 
 
