@@ -1522,8 +1522,9 @@ llm_sse_kind(const char *s, size_t n)
 static int
 llm_sse_anthropic_wanted(const char *s, size_t n)
 {
-    size_t       left;
-    const char  *q, *v, *end;
+    size_t       base, j, left;
+    uint64_t     q;
+    const char  *v;
 
     if (n == 0) {
         return 0;
@@ -1533,31 +1534,30 @@ llm_sse_anthropic_wanted(const char *s, size_t n)
         return 1;
     }
 
-    end = s + n;
+    /* every quote but a last byte, in or out of a string */
 
-    for (q = s; q + 1 < end; q++) {
+    for (base = 0; base < n; base += LLM_SSE_BLOCK) {
 
-        q = memchr(q, '"', end - q - 1);
-        if (q == NULL) {
-            break;
-        }
+        for (q = llm_sse_block(s, n, base, '"', '"'); q; q &= q - 1) {
+            j = base + __builtin_ctzll(q);
 
-        if (q[1] != 't') {
-            continue;
-        }
+            if (j + 1 >= n || s[j + 1] != 't') {
+                continue;
+            }
 
-        v = llm_sse_key(q + 1, end, "type", 4);
+            v = llm_sse_key(s + j + 1, s + n, "type", 4);
 
-        if (v == NULL) {
-            continue;
-        }
+            if (v == NULL) {
+                continue;
+            }
 
-        left = end - v;
+            left = s + n - v;
 
-        if ((left >= 9 && memcmp(v, "\"message_", 9) == 0)
-            || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
-        {
-            return 1;
+            if ((left >= 9 && memcmp(v, "\"message_", 9) == 0)
+                || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
+            {
+                return 1;
+            }
         }
     }
 
