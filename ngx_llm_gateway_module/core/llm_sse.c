@@ -109,6 +109,8 @@ static const llm_sse_names_t  llm_sse_responses_text =
 
 
 static void llm_sse_line_end(llm_sse_t *p);
+static size_t llm_sse_known_field(llm_sse_t *p, const char *pos,
+    const char *end);
 static void llm_sse_field(llm_sse_t *p);
 static void llm_sse_value(llm_sse_t *p, const char *s, size_t n);
 static void llm_sse_append(llm_sse_t *p, const char *s, size_t n);
@@ -183,6 +185,7 @@ size_t
 llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
 {
     char         ch;
+    size_t       n;
     const char  *pos, *end, *q, *cr;
 
     p->dispatched = 0;
@@ -233,6 +236,13 @@ llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
                 p->field = LLM_SSE_IGNORE;
                 p->state = sw_value;
                 pos++;
+                break;
+            }
+
+            if ((ch == 'd' || ch == 'e')
+                && (n = llm_sse_known_field(p, pos, end)) != 0)
+            {
+                pos += n;
                 break;
             }
 
@@ -763,6 +773,42 @@ llm_sse_line_end(llm_sse_t *p)
 
     p->state = sw_line_start;
     p->started = 1;
+}
+
+
+/*
+ * Most lines are data or event: such a name, when the buffer holds it
+ * whole, is taken at once, not byte by byte, with its colon and the space
+ * after it.  Returns the bytes taken, 0 for another name.
+ */
+
+static size_t
+llm_sse_known_field(llm_sse_t *p, const char *pos, const char *end)
+{
+    size_t  n;
+
+    if (end - pos >= 5 && memcmp(pos, "data:", 5) == 0) {
+        n = 4;
+
+    } else if (end - pos >= 6 && memcmp(pos, "event:", 6) == 0) {
+        n = 5;
+
+    } else {
+        return 0;
+    }
+
+    memcpy(p->field_name, pos, n);
+    p->field_len = n;
+    llm_sse_field(p);
+
+    if (pos + n + 1 < end && pos[n + 1] == ' ') {
+        p->state = sw_value;
+        return n + 2;
+    }
+
+    p->state = sw_space;
+
+    return n + 1;
 }
 
 
