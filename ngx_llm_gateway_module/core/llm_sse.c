@@ -9,6 +9,10 @@
 
 #include <cJSON.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "llm_sse.h"
 
 
@@ -21,6 +25,9 @@
 #define LLM_SSE_NOWHERE           ((size_t) -1)
 
 #define llm_sse_max(a, b)         ((a) > (b) ? (a) : (b))
+
+/* the bytes llm_sse_block() classifies at once */
+#define LLM_SSE_BLOCK             64
 
 
 enum {
@@ -40,48 +47,70 @@ enum {
 };
 
 
+/* llm_sse_count_walk()'s place: the block at base, its bits not yet read */
+typedef struct {
+    size_t      base;
+    uint64_t    mask;
+} llm_sse_scan_t;
+
+
 /*
  * The members whose string values are generated text, per API: what a
  * delta event carries, and where a whole JSON response has it.  With
- * their lengths: every member name of every event is looked up, and the
- * length alone turns most away.
+ * their lengths, and a bit for each length and each first byte (its low
+ * six bits) in the list: every member name of every event is looked up,
+ * and these alone turn most away.  Each list is written once, as a macro
+ * of its names.
  */
 typedef struct {
     const char  *name;
     size_t       len;
 } llm_sse_name_t;
 
-#define llm_sse_name(s)  { s, sizeof(s) - 1 }
-#define llm_sse_null_name  { NULL, 0 }
+typedef struct {
+    uint64_t          lens;
+    uint64_t          firsts;
+    llm_sse_name_t    name[6];
+} llm_sse_names_t;
 
-static const llm_sse_name_t  llm_sse_openai_text[] = {
-    llm_sse_name("content"), llm_sse_name("reasoning_content"),
-    llm_sse_name("reasoning"), llm_sse_name("refusal"),
-    llm_sse_name("arguments"), llm_sse_null_name
-};
+#define llm_sse_len(s)       (1ULL << (sizeof(s) - 1)) |
+#define llm_sse_first(s)     (1ULL << (s[0] & 63)) |
+#define llm_sse_name(s)      { s, sizeof(s) - 1 },
+#define llm_sse_names(list)  { list(llm_sse_len) 0, list(llm_sse_first) 0,   \
+                               { list(llm_sse_name) { NULL, 0 } } }
+
+#define LLM_SSE_OPENAI_TEXT(name)                                             \
+    name("content") name("reasoning_content") name("reasoning")              \
+    name("refusal") name("arguments")
 
 /* an OpenAI event with one of these not null may carry the usage */
-static const llm_sse_name_t  llm_sse_openai_wanted[] = {
-    llm_sse_name("usage"), llm_sse_name("finish_reason"),
-    llm_sse_name("error"), llm_sse_null_name
-};
+#define LLM_SSE_OPENAI_WANTED(name)                                           \
+    name("usage") name("finish_reason") name("error")
 
-static const llm_sse_name_t  llm_sse_anthropic_text[] = {
-    llm_sse_name("text"), llm_sse_name("thinking"),
-    llm_sse_name("partial_json"), llm_sse_null_name
-};
+#define LLM_SSE_ANTHROPIC_TEXT(name)                                          \
+    name("text") name("thinking") name("partial_json")
 
-static const llm_sse_name_t  llm_sse_responses_delta[] = {
-    llm_sse_name("delta"), llm_sse_null_name
-};
+#define LLM_SSE_RESPONSES_DELTA(name)                                         \
+    name("delta")
 
-static const llm_sse_name_t  llm_sse_responses_text[] = {
-    llm_sse_name("text"), llm_sse_name("arguments"),
-    llm_sse_name("refusal"), llm_sse_null_name
-};
+#define LLM_SSE_RESPONSES_TEXT(name)                                          \
+    name("text") name("arguments") name("refusal")
+
+static const llm_sse_names_t  llm_sse_openai_text =
+    llm_sse_names(LLM_SSE_OPENAI_TEXT);
+static const llm_sse_names_t  llm_sse_openai_wanted =
+    llm_sse_names(LLM_SSE_OPENAI_WANTED);
+static const llm_sse_names_t  llm_sse_anthropic_text =
+    llm_sse_names(LLM_SSE_ANTHROPIC_TEXT);
+static const llm_sse_names_t  llm_sse_responses_delta =
+    llm_sse_names(LLM_SSE_RESPONSES_DELTA);
+static const llm_sse_names_t  llm_sse_responses_text =
+    llm_sse_names(LLM_SSE_RESPONSES_TEXT);
 
 
 static void llm_sse_line_end(llm_sse_t *p);
+static size_t llm_sse_known_field(llm_sse_t *p, const char *pos,
+    const char *end);
 static void llm_sse_field(llm_sse_t *p);
 static void llm_sse_value(llm_sse_t *p, const char *s, size_t n);
 static void llm_sse_append(llm_sse_t *p, const char *s, size_t n);
@@ -108,13 +137,33 @@ static int llm_sse_anthropic_wanted(const char *s, size_t n);
 static int llm_sse_escaped_ascii(const char *s, size_t n);
 static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
 static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const llm_sse_name_t *keys, const llm_sse_name_t *wanted);
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *escaped);
+static int llm_sse_count_plain(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted);
+static int llm_sse_count_walk(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted);
+static inline unsigned llm_sse_member(const char *s, size_t n, size_t open,
+    size_t len, const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *found);
+static inline size_t llm_sse_hit(llm_sse_scan_t *sc, const char *s,
+    size_t n);
+static inline void llm_sse_skip(llm_sse_scan_t *sc, const char *s, size_t n,
+    size_t i);
+static uint64_t llm_sse_block(const char *s, size_t n, size_t base, char c,
+    char d);
+static inline uint64_t llm_sse_classify(const char *p, char c, char d);
+#if defined(__SSE2__)
+static inline uint64_t llm_sse_classify16(const char *p, __m128i vc,
+    __m128i vd);
+#endif
 static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
-    const llm_sse_name_t *keys, uint64_t *bytes);
-static int llm_sse_is_key(const llm_sse_name_t *keys, const char *s,
+    const llm_sse_names_t *keys, uint64_t *bytes);
+static inline int llm_sse_is_key(const llm_sse_names_t *keys, const char *s,
     size_t n);
 static const char *llm_sse_string(const char *s, const char *end,
     uint64_t *bytes);
+static unsigned llm_sse_utf8_len(const char *hex);
 static const char *llm_sse_key(const char *s, const char *end,
     const char *key, size_t n);
 static const char *llm_sse_ws(const char *s, const char *end);
@@ -136,6 +185,7 @@ size_t
 llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
 {
     char         ch;
+    size_t       n;
     const char  *pos, *end, *q, *cr;
 
     p->dispatched = 0;
@@ -186,6 +236,13 @@ llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
                 p->field = LLM_SSE_IGNORE;
                 p->state = sw_value;
                 pos++;
+                break;
+            }
+
+            if ((ch == 'd' || ch == 'e')
+                && (n = llm_sse_known_field(p, pos, end)) != 0)
+            {
+                pos += n;
                 break;
             }
 
@@ -499,11 +556,11 @@ int
 llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
-    uint64_t               bytes, tokens[4];
-    unsigned               usage_only;
-    cJSON                 *root;
-    const cJSON           *item;
-    const llm_sse_name_t  *keys;
+    uint64_t                bytes, tokens[4];
+    unsigned                usage_only;
+    cJSON                  *root;
+    const cJSON            *item;
+    const llm_sse_names_t  *keys;
 
     memset(u, 0, sizeof(llm_usage_t));
 
@@ -526,12 +583,12 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
 
     case LLM_API_OPENAI:
         llm_sse_openai_json(root, u, &usage_only);
-        keys = llm_sse_openai_text;
+        keys = &llm_sse_openai_text;
         break;
 
     case LLM_API_RESPONSES:
         llm_sse_responses_json(root, u);
-        keys = llm_sse_responses_text;
+        keys = &llm_sse_responses_text;
         break;
 
     case LLM_API_EMBEDDINGS:
@@ -567,7 +624,7 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
         llm_sse_finish_reason(item, u);
 
-        keys = llm_sse_anthropic_text;
+        keys = &llm_sse_anthropic_text;
         break;
 
     default:
@@ -716,6 +773,42 @@ llm_sse_line_end(llm_sse_t *p)
 
     p->state = sw_line_start;
     p->started = 1;
+}
+
+
+/*
+ * Most lines are data or event: such a name, when the buffer holds it
+ * whole, is taken at once, not byte by byte, with its colon and the space
+ * after it.  Returns the bytes taken, 0 for another name.
+ */
+
+static size_t
+llm_sse_known_field(llm_sse_t *p, const char *pos, const char *end)
+{
+    size_t  n;
+
+    if (end - pos >= 5 && memcmp(pos, "data:", 5) == 0) {
+        n = 4;
+
+    } else if (end - pos >= 6 && memcmp(pos, "event:", 6) == 0) {
+        n = 5;
+
+    } else {
+        return 0;
+    }
+
+    memcpy(p->field_name, pos, n);
+    p->field_len = n;
+    llm_sse_field(p);
+
+    if (pos + n + 1 < end && pos[n + 1] == ' ') {
+        p->state = sw_value;
+        return n + 2;
+    }
+
+    p->state = sw_space;
+
+    return n + 1;
 }
 
 
@@ -869,7 +962,7 @@ llm_sse_openai(llm_sse_t *p)
 {
     cJSON     *root;
     uint64_t   events;
-    unsigned   usage_only;
+    unsigned   usage_only, escaped;
 
     if (llm_sse_kind(p->event, p->event_len) == llm_sse_error) {
         p->usage.error = 1;
@@ -884,9 +977,9 @@ llm_sse_openai(llm_sse_t *p)
 
     /* most events are content deltas: they are not worth a parse */
 
-    if (!llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text,
-                       llm_sse_openai_wanted)
-        && !llm_sse_escaped_ascii(p->buf, p->len))
+    if (!llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_openai_text,
+                       &llm_sse_openai_wanted, &escaped)
+        && !(escaped && llm_sse_escaped_ascii(p->buf, p->len)))
     {
         return;
     }
@@ -936,8 +1029,8 @@ llm_sse_anthropic(llm_sse_t *p)
     case llm_sse_other:
 
         if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
-            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
-                          NULL);
+            llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
+                          NULL, NULL);
             return;
         }
 
@@ -1011,8 +1104,8 @@ llm_sse_anthropic(llm_sse_t *p)
 
     default:
         /* its "type" says message_ but is not one of ours */
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
-                          NULL);
+        llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_anthropic_text,
+                      NULL, NULL);
         break;
     }
 
@@ -1050,8 +1143,8 @@ llm_sse_responses(llm_sse_t *p)
         return;
 
     default:
-        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta,
-                      NULL);
+        llm_sse_count(&p->usage, p->buf, p->len, &llm_sse_responses_delta,
+                      NULL, NULL);
         return;
     }
 
@@ -1475,8 +1568,9 @@ llm_sse_kind(const char *s, size_t n)
 static int
 llm_sse_anthropic_wanted(const char *s, size_t n)
 {
-    size_t       left;
-    const char  *q, *v, *end;
+    size_t       base, j, left;
+    uint64_t     q;
+    const char  *v;
 
     if (n == 0) {
         return 0;
@@ -1486,31 +1580,30 @@ llm_sse_anthropic_wanted(const char *s, size_t n)
         return 1;
     }
 
-    end = s + n;
+    /* every quote but a last byte, in or out of a string */
 
-    for (q = s; q + 1 < end; q++) {
+    for (base = 0; base < n; base += LLM_SSE_BLOCK) {
 
-        q = memchr(q, '"', end - q - 1);
-        if (q == NULL) {
-            break;
-        }
+        for (q = llm_sse_block(s, n, base, '"', '"'); q; q &= q - 1) {
+            j = base + __builtin_ctzll(q);
 
-        if (q[1] != 't') {
-            continue;
-        }
+            if (j + 1 >= n || s[j + 1] != 't') {
+                continue;
+            }
 
-        v = llm_sse_key(q + 1, end, "type", 4);
+            v = llm_sse_key(s + j + 1, s + n, "type", 4);
 
-        if (v == NULL) {
-            continue;
-        }
+            if (v == NULL) {
+                continue;
+            }
 
-        left = end - v;
+            left = s + n - v;
 
-        if ((left >= 9 && memcmp(v, "\"message_", 9) == 0)
-            || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
-        {
-            return 1;
+            if ((left >= 9 && memcmp(v, "\"message_", 9) == 0)
+                || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
+            {
+                return 1;
+            }
         }
     }
 
@@ -1610,76 +1703,193 @@ llm_sse_data_type(const char *s, size_t n)
  * members named in keys, wherever they are.  Every string is skipped
  * whole, so text inside one never looks like a member.  Returns whether a
  * member named in wanted (if any) has a value other than null: such an
- * event is worth a parse, which decides.
+ * event is worth a parse, which decides.  *escaped (if given): whether
+ * the data has a backslash at all.
+ *
+ * Only quotes and backslashes change what the scan reads, and the bits of
+ * llm_sse_block() say where they are: most events have no backslash, and
+ * then a string is two quotes in a row (llm_sse_count_plain()); the
+ * others are walked from one such byte to the next (llm_sse_count_walk()).
+ * Both read exactly as a walk byte by byte would.
  */
 
 static int
 llm_sse_count(llm_usage_t *u, const char *s, size_t n,
-    const llm_sse_name_t *keys, const llm_sse_name_t *wanted)
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *escaped)
 {
-    int          found;
-    size_t       kn;
-    uint64_t     bytes, total;
-    const char  *q, *k, *v, *end;
+    unsigned  backslash;
 
     /* an event with an empty data field has no buffer yet */
+    backslash = (n != 0 && memchr(s, '\\', n) != NULL);
+
+    if (escaped) {
+        *escaped = backslash;
+    }
+
     if (n == 0) {
         return 0;
     }
 
+    if (backslash) {
+        return llm_sse_count_walk(u, s, n, keys, wanted);
+    }
+
+    return llm_sse_count_plain(u, s, n, keys, wanted);
+}
+
+
+/* no backslash: the first quote opens a string, the next closes it */
+
+static int
+llm_sse_count_plain(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
+{
+    size_t     base, open, len;
+    uint64_t   q, total, lens;
+    unsigned   text, found;
+
     found = 0;
     total = 0;
-    end = s + n;
-    q = s;
+    text = 0;
+    lens = keys->lens | (wanted ? wanted->lens : 0);
 
-    while (q < end) {
+    base = 0;
+    q = llm_sse_block(s, n, 0, '"', '"');
 
-        /* the next string is a few bytes away: no memchr() */
-        while (q < end && *q != '"') {
-            q++;
+    for ( ;; ) {
+
+        while (q == 0) {
+            base += LLM_SSE_BLOCK;
+
+            if (base >= n) {
+                goto done;
+            }
+
+            q = llm_sse_block(s, n, base, '"', '"');
         }
 
-        if (q == end) {
+        open = base + __builtin_ctzll(q) + 1;
+        q &= q - 1;
+
+        while (q == 0) {
+            base += LLM_SSE_BLOCK;
+
+            if (base >= n) {
+                /* a text cut short counts as far as it goes */
+                total += text ? n - open : 0;
+                goto done;
+            }
+
+            q = llm_sse_block(s, n, base, '"', '"');
+        }
+
+        len = base + __builtin_ctzll(q) - open;
+        q &= q - 1;
+
+        if (text) {
+            /* a value: the scan goes on after it, as after any string */
+            total += len;
+            text = 0;
+            continue;
+        }
+
+        /* a name of no length looked for, member or not, changes nothing */
+        if (len < 64 && (lens >> len & 1)) {
+            text = llm_sse_member(s, n, open, len, keys, wanted, &found);
+        }
+    }
+
+done:
+
+    if (total) {
+        u->delta_events++;
+        u->delta_bytes += total;
+    }
+
+    return found;
+}
+
+
+/*
+ * The walk: a backslash outside a string is text; inside one it takes
+ * the next byte with it, or the next five after a 'u' if there are five.
+ */
+
+static int
+llm_sse_count_walk(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted)
+{
+    size_t           j, open, seg;
+    uint64_t         bytes, total, lens;
+    unsigned         text, found;
+    llm_sse_scan_t   sc;
+
+    found = 0;
+    total = 0;
+    text = 0;
+    lens = keys->lens | (wanted ? wanted->lens : 0);
+
+    sc.base = 0;
+    sc.mask = llm_sse_block(s, n, 0, '"', '\\');
+
+    for ( ;; ) {
+
+        /* the next string's opening quote: a backslash before is text */
+        do {
+            j = llm_sse_hit(&sc, s, n);
+        } while (j < n && s[j] != '"');
+
+        if (j == n) {
             break;
         }
 
-        k = q + 1;
-        q = llm_sse_string(k, end, &bytes);
+        open = j + 1;
+        seg = open;
+        bytes = 0;
 
-        if (q == end) {
+        /* its closing quote, past the escapes */
+        for ( ;; ) {
+            j = llm_sse_hit(&sc, s, n);
+
+            if (j == n || s[j] == '"') {
+                break;
+            }
+
+            if (n - j < 2) {
+                /* the string runs to the end, the backslash uncounted */
+                bytes += j - seg;
+                seg = n;
+                j = n;
+                break;
+            }
+
+            if (s[j + 1] != 'u' || n - j < 6) {
+                bytes += j - seg + 1;
+                seg = j + 2;
+
+            } else {
+                bytes += j - seg + (text ? llm_sse_utf8_len(s + j + 2) : 0);
+                seg = j + 6;
+            }
+
+            /* what the escape took is no quote or backslash */
+            llm_sse_skip(&sc, s, n, seg);
+        }
+
+        if (text) {
+            /* a text cut short counts as far as it goes */
+            total += bytes + (j - seg);
+            text = 0;
+            continue;
+        }
+
+        if (j == n) {
             break;
         }
 
-        kn = q - k;
-        v = llm_sse_ws(++q, end);
-
-        /* a value, not a member name */
-        if (v == end || *v != ':') {
-            continue;
-        }
-
-        q = v + 1;
-        v = llm_sse_ws(q, end);
-
-        if (wanted && !found && v < end && *v != 'n'
-            && llm_sse_is_key(wanted, k, kn))
-        {
-            found = 1;
-        }
-
-        if (!llm_sse_is_key(keys, k, kn)) {
-            continue;
-        }
-
-        if (v == end || *v != '"') {
-            continue;
-        }
-
-        q = llm_sse_string(v + 1, end, &bytes);
-        total += bytes;
-
-        if (q < end) {
-            q++;
+        if (j - open < 64 && (lens >> (j - open) & 1)) {
+            text = llm_sse_member(s, n, open, j - open, keys, wanted, &found);
         }
     }
 
@@ -1692,9 +1902,159 @@ llm_sse_count(llm_usage_t *u, const char *s, size_t n,
 }
 
 
+/*
+ * The string at open, len bytes, closed: if it is a member's name, sets
+ * *found if wanted names it and its value is not null; returns whether
+ * keys names it and its value is a string, the text the next string is.
+ */
+
+static inline unsigned
+llm_sse_member(const char *s, size_t n, size_t open, size_t len,
+    const llm_sse_names_t *keys, const llm_sse_names_t *wanted,
+    unsigned *found)
+{
+    size_t  v;
+
+    v = open + len + 1;
+
+    if (v < n && (unsigned char) s[v] <= ' ') {
+        v = llm_sse_ws(s + v, s + n) - s;
+    }
+
+    /* a value, not a member name */
+    if (v == n || s[v] != ':') {
+        return 0;
+    }
+
+    v = llm_sse_ws(s + v + 1, s + n) - s;
+
+    if (wanted && !*found && v < n && s[v] != 'n'
+        && llm_sse_is_key(wanted, s + open, len))
+    {
+        *found = 1;
+    }
+
+    /* the next string opens at v */
+    return v < n && s[v] == '"' && llm_sse_is_key(keys, s + open, len);
+}
+
+
+/* where the next quote or backslash is, or n */
+
+static inline size_t
+llm_sse_hit(llm_sse_scan_t *sc, const char *s, size_t n)
+{
+    size_t  j;
+
+    while (sc->mask == 0) {
+        sc->base += LLM_SSE_BLOCK;
+
+        if (sc->base >= n) {
+            return n;
+        }
+
+        sc->mask = llm_sse_block(s, n, sc->base, '"', '\\');
+    }
+
+    j = sc->base + __builtin_ctzll(sc->mask);
+    sc->mask &= sc->mask - 1;
+
+    return j;
+}
+
+
+/* the bits before i are dropped: bytes an escape took */
+
+static inline void
+llm_sse_skip(llm_sse_scan_t *sc, const char *s, size_t n, size_t i)
+{
+    if (i - sc->base >= LLM_SSE_BLOCK) {
+        sc->base += LLM_SSE_BLOCK;
+
+        sc->mask = (sc->base < n) ? llm_sse_block(s, n, sc->base, '"', '\\')
+                                  : 0;
+    }
+
+    sc->mask &= ~0ULL << (i - sc->base);
+}
+
+
+/*
+ * A bit for each byte of the block of data at base that is c or d: its 64
+ * bytes, or those up to the end.  Only the data's bytes are read.
+ */
+
+static uint64_t
+llm_sse_block(const char *s, size_t n, size_t base, char c, char d)
+{
+    char  last[LLM_SSE_BLOCK];
+
+    if (n - base >= LLM_SSE_BLOCK) {
+        return llm_sse_classify(s + base, c, d);
+    }
+
+    if (n >= LLM_SSE_BLOCK) {
+        /* the last 64 bytes, those before the block shifted out */
+        return llm_sse_classify(s + n - LLM_SSE_BLOCK, c, d)
+               >> (LLM_SSE_BLOCK - (n - base));
+    }
+
+    /* shorter than a block: a copy, padded with what is neither */
+    memcpy(last, s, n);
+    memset(last + n, 0, LLM_SSE_BLOCK - n);
+
+    return llm_sse_classify(last, c, d);
+}
+
+
+static inline uint64_t
+llm_sse_classify(const char *p, char c, char d)
+{
+#if defined(__SSE2__)
+    __m128i   vc, vd;
+
+    vc = _mm_set1_epi8(c);
+    vd = _mm_set1_epi8(d);
+
+    return llm_sse_classify16(p, vc, vd)
+           | llm_sse_classify16(p + 16, vc, vd) << 16
+           | llm_sse_classify16(p + 32, vc, vd) << 32
+           | llm_sse_classify16(p + 48, vc, vd) << 48;
+
+#else
+    unsigned  k;
+    uint64_t  m;
+
+    m = 0;
+
+    for (k = 0; k < LLM_SSE_BLOCK; k++) {
+        m |= (uint64_t) (p[k] == c || p[k] == d) << k;
+    }
+
+    return m;
+#endif
+}
+
+
+#if defined(__SSE2__)
+
+static inline uint64_t
+llm_sse_classify16(const char *p, __m128i vc, __m128i vd)
+{
+    __m128i  v;
+
+    v = _mm_loadu_si128((const __m128i *) p);
+    v = _mm_or_si128(_mm_cmpeq_epi8(v, vc), _mm_cmpeq_epi8(v, vd));
+
+    return (unsigned) _mm_movemask_epi8(v);
+}
+
+#endif
+
+
 static void
 llm_sse_count_json(llm_usage_t *u, const cJSON *item,
-    const llm_sse_name_t *keys, uint64_t *bytes)
+    const llm_sse_names_t *keys, uint64_t *bytes)
 {
     const char   *s;
     const cJSON  *child;
@@ -1722,11 +2082,23 @@ llm_sse_count_json(llm_usage_t *u, const cJSON *item,
 
 /* s, n: a member name as sent, up to its closing quote (escapes kept) */
 
-static int
-llm_sse_is_key(const llm_sse_name_t *keys, const char *s, size_t n)
+static inline int
+llm_sse_is_key(const llm_sse_names_t *keys, const char *s, size_t n)
 {
-    for ( /* void */ ; keys->name; keys++) {
-        if (keys->len == n && memcmp(keys->name, s, n) == 0) {
+    const llm_sse_name_t  *k;
+
+    if (n >= 64 || !(keys->lens >> n & 1)
+        || !(keys->firsts >> (s[0] & 63) & 1))
+    {
+        return 0;
+    }
+
+    for (k = keys->name; k->name; k++) {
+
+        /* most names of the same length differ at either end */
+        if (k->len == n && k->name[0] == s[0] && k->name[n - 1] == s[n - 1]
+            && memcmp(k->name, s, n) == 0)
+        {
             return 1;
         }
     }
@@ -1745,7 +2117,6 @@ llm_sse_is_key(const llm_sse_name_t *keys, const char *s, size_t n)
 static const char *
 llm_sse_string(const char *s, const char *end, uint64_t *bytes)
 {
-    unsigned     cp, i, c;
     uint64_t     n;
     const char  *q;
 
@@ -1784,25 +2155,38 @@ llm_sse_string(const char *s, const char *end, uint64_t *bytes)
             continue;
         }
 
-        cp = 0;
-
-        for (i = 2; i < 6; i++) {
-            c = (unsigned char) s[i];
-            c = (c >= '0' && c <= '9') ? c - '0'
-                : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a'
-                                                             + 10
-                : 0;
-            cp = cp * 16 + c;
-        }
-
-        n += (cp < 0x80) ? 1
-             : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
+        n += llm_sse_utf8_len(s + 2);
         s += 6;
     }
 
     *bytes = n;
 
     return s;
+}
+
+
+/*
+ * The UTF-8 bytes of the code point of a \uXXXX (a surrogate two, so that
+ * a pair is four); a digit that is not hex reads as 0.
+ */
+
+static unsigned
+llm_sse_utf8_len(const char *hex)
+{
+    unsigned  cp, i, c;
+
+    cp = 0;
+
+    for (i = 0; i < 4; i++) {
+        c = (unsigned char) hex[i];
+        c = (c >= '0' && c <= '9') ? c - '0'
+            : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10
+            : 0;
+        cp = cp * 16 + c;
+    }
+
+    return (cp < 0x80) ? 1
+           : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
 }
 
 

@@ -9,7 +9,10 @@
  * embeddings list, and its last bytes as the end of one), and each is
  * settled every way.  Through the filter that cuts the usage chunk, what
  * comes out must read the same but for the usage, and, without the cut,
- * be the input.
+ * be the input.  Every feed and filter runs the oracle beside it (the
+ * parser before its scans were made faster, t/sse_ref.c), which must
+ * consume the same, hold the same state and read the same usage, to the
+ * last flag and byte, after every call.
  */
 
 
@@ -19,6 +22,9 @@
 #include <string.h>
 
 #include "llm_settle.h"
+#include "../t/sse_ref.h"
+
+#include "../t/sse_ref.c"
 
 
 #define min(a, b)  ((a) < (b) ? (a) : (b))
@@ -33,6 +39,8 @@ static void fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len,
 static void fuzz_settle(const llm_usage_t *u, const char *how);
 static void fuzz_check(const llm_usage_t *u, const char *how);
 static void fuzz_same(const llm_usage_t *a, const llm_usage_t *b,
+    const char *how);
+static void fuzz_twin(const llm_sse_t *p, const llm_sse_t *r,
     const char *how);
 static void fuzz_fail(const char *how, const char *what);
 static void fuzz_filter(size_t cap, const char *s, size_t len, size_t split,
@@ -120,22 +128,25 @@ static void
 fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len, size_t split,
     size_t step, int yield, llm_usage_t *u)
 {
-    char       *buf;
+    char       *buf, *rbuf;
     size_t      off, n, used;
-    llm_sse_t   p;
+    llm_sse_t   p, r;
 
     /* exactly cap bytes, so that the sanitizer sees an overflow */
 
     buf = malloc(cap);
-    if (buf == NULL) {
+    rbuf = malloc(cap);
+    if (buf == NULL || rbuf == NULL) {
         abort();
     }
 
     llm_sse_init(&p, api, buf, cap);
+    llm_sse_ref_init(&r, api, rbuf, cap);
 
     if (yield) {
         /* as the gateway's filter does when it may cut an event out */
         p.yield = 1;
+        r.yield = 1;
 
         for (off = 0; off < len; off += used) {
             n = (off < split) ? split - off : len - off;
@@ -145,20 +156,35 @@ fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len, size_t split,
                 fuzz_fail("event by event", "feed stopped where no event "
                           "ended");
             }
+
+            if (llm_sse_ref_feed(&r, s + off, n) != used) {
+                fuzz_fail("event by event", "the oracle consumed other "
+                          "bytes");
+            }
+
+            fuzz_twin(&p, &r, "event by event");
         }
 
     } else if (step == 0) {
         llm_sse_feed(&p, s, split);
+        llm_sse_ref_feed(&r, s, split);
+        fuzz_twin(&p, &r, "split in two");
+
         llm_sse_feed(&p, s + split, len - split);
+        llm_sse_ref_feed(&r, s + split, len - split);
 
     } else {
         for (off = 0; off < len; off += n) {
             n = (len - off < step) ? len - off : step;
             llm_sse_feed(&p, s + off, n);
+            llm_sse_ref_feed(&r, s + off, n);
+            fuzz_twin(&p, &r, "step by step");
         }
     }
 
     llm_sse_finish(&p);
+    llm_sse_ref_finish(&r);
+    fuzz_twin(&p, &r, "finish");
 
     if (p.len > p.cap) {
         fuzz_fail("feed", "the event length is beyond the buffer");
@@ -166,6 +192,7 @@ fuzz_feed(llm_api_e api, size_t cap, const char *s, size_t len, size_t split,
 
     *u = p.usage;
 
+    free(rbuf);
     free(buf);
 }
 
@@ -319,6 +346,41 @@ fuzz_same(const llm_usage_t *a, const llm_usage_t *b, const char *how)
 }
 
 
+/* the parser and the oracle after the same bytes: the same in all */
+
+static void
+fuzz_twin(const llm_sse_t *p, const llm_sse_t *r, const char *how)
+{
+    const llm_usage_t  *a = &p->usage, *b = &r->usage;
+
+    fuzz_same(a, b, how);
+
+    if (memcmp(a->finish_reason, b->finish_reason,
+               sizeof(a->finish_reason)) != 0
+        || memcmp(a->response_id, b->response_id, sizeof(a->response_id))
+           != 0
+        || memcmp(a->upstream_model, b->upstream_model,
+                  sizeof(a->upstream_model)) != 0)
+    {
+        fuzz_fail(how, "the oracle read another reason, id or model");
+    }
+
+    if (p->len != r->len || (p->len && memcmp(p->buf, r->buf, p->len) != 0)
+        || p->event_len != r->event_len
+        || memcmp(p->tokens, r->tokens, sizeof(p->tokens)) != 0
+        || p->state != r->state || p->field != r->field
+        || p->skip_event != r->skip_event || p->have_data != r->have_data
+        || p->last_cr != r->last_cr || p->started != r->started
+        || p->in_event != r->in_event || p->dispatched != r->dispatched
+        || p->usage_only != r->usage_only || p->holding != r->holding
+        || p->hold_len != r->hold_len || p->drop_lf != r->drop_lf
+        || p->stripped != r->stripped)
+    {
+        fuzz_fail(how, "the oracle is in another state");
+    }
+}
+
+
 typedef struct {
     char    *buf;
     size_t   len;
@@ -332,20 +394,24 @@ static void
 fuzz_filter(size_t cap, const char *s, size_t len, size_t split, int strip,
     const llm_usage_t *whole)
 {
-    char         *buf, hold[512];
-    llm_sse_t     p;
-    const char   *closing;
-    fuzz_sink_t   k;
+    char         *buf, *rbuf, hold[512], rhold[512];
+    llm_sse_t     p, r;
+    const char   *closing, *rclosing;
+    fuzz_sink_t   k, rk;
     llm_usage_t   again;
 
     buf = malloc(cap);
+    rbuf = malloc(cap);
     k.buf = malloc(len + 1);
-    if (buf == NULL || k.buf == NULL) {
+    rk.buf = malloc(len + 1);
+    if (buf == NULL || rbuf == NULL || k.buf == NULL || rk.buf == NULL) {
         abort();
     }
 
     k.len = 0;
     k.cap = len + 1;
+    rk.len = 0;
+    rk.cap = len + 1;
 
     llm_sse_init(&p, LLM_API_OPENAI, buf, cap);
     p.strip = strip;
@@ -357,6 +423,28 @@ fuzz_filter(size_t cap, const char *s, size_t len, size_t split, int strip,
         || llm_sse_filter_end(&p, fuzz_out, &k, &closing) != 0)
     {
         fuzz_fail("filter", "out failed");
+    }
+
+    /* the oracle's filter: the same bytes out, and the same end */
+
+    llm_sse_ref_init(&r, LLM_API_OPENAI, rbuf, cap);
+    r.strip = strip;
+    r.hold = rhold;
+    r.hold_cap = sizeof(rhold);
+
+    if (llm_sse_ref_filter(&r, s, split, fuzz_out, &rk) != 0
+        || llm_sse_ref_filter(&r, s + split, len - split, fuzz_out, &rk) != 0
+        || llm_sse_ref_filter_end(&r, fuzz_out, &rk, &rclosing) != 0)
+    {
+        fuzz_fail("filter", "the oracle's out failed");
+    }
+
+    fuzz_twin(&p, &r, "filter");
+
+    if (k.len != rk.len || memcmp(k.buf, rk.buf, k.len) != 0
+        || strcmp(closing, rclosing) != 0)
+    {
+        fuzz_fail("filter", "the oracle sent other bytes");
     }
 
     if (!strip) {
@@ -389,7 +477,9 @@ fuzz_filter(size_t cap, const char *s, size_t len, size_t split, int strip,
 
 done:
 
+    free(rk.buf);
     free(k.buf);
+    free(rbuf);
     free(buf);
 }
 

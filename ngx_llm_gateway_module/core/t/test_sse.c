@@ -851,6 +851,92 @@ static const sse_case_t  sse_cases[] = {
       { .input_tokens = 60, .output_tokens = 18, .delta_events = 2,
         .delta_bytes = 17, .finish_reason = "completed", .have_usage = 1,
         .have_input = 1, .done = 1 } },
+
+    /*
+     * The count's two ways: an event without a backslash is read as
+     * strings two quotes each, one with a backslash is walked through its
+     * escapes; both by 64-byte blocks of the data.  The offsets are the
+     * data's: OpenAI's text here starts at 33, Anthropic's at 77.
+     */
+
+    /* 100 bytes, from 33 to 133: over three blocks */
+    { "scan, a text over three blocks", OPENAI, 0,
+      "data: {'choices':[{'delta':{'content':'" X50 X50 "'}}]}\n\n",
+      { .delta_events = 1, .delta_bytes = 100 } },
+
+    /* an event shorter than a block */
+    { "scan, a short event", OPENAI, 0,
+      "data: {'content':'hi'}\n\n",
+      { .delta_events = 1, .delta_bytes = 2 } },
+
+    /*
+     * \u00e9 at 62 (over the first block's end: 2), \n at 128 (the third
+     * block's first byte: 1), \' at 130 (1): 29 + 2 + 60 + 1 + 1 + 3 = 96
+     */
+    { "scan, escapes over the blocks' edges", OPENAI, 0,
+      "data: {'choices':[{'delta':{'content':'"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\u00e9"
+      "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+      "\\n\\'ccc'}}]}\n\n",
+      { .delta_events = 1, .delta_bytes = 96 } },
+
+    /* a backslash at 63, the last byte of a block, its n at 64: 30 + 1 */
+    { "scan, an escape split by a block", OPENAI, 0,
+      "data: {'choices':[{'delta':{'content':'"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\n'}}]}\n\n",
+      { .delta_events = 1, .delta_bytes = 31 } },
+
+    /* outside a string a backslash is text: the quote after it opens one */
+    { "scan, a backslash outside a string", OPENAI, 0,
+      "data: {'a':1,\\'content':'xy'}\n\n",
+      { .delta_events = 1, .delta_bytes = 2 } },
+
+    /*
+     * \u takes the four bytes after it, a quote among them: the text runs
+     * to the end, a (1), \u'bc' as U+0BC0 (3, a non-digit read as 0), }
+     * (1)
+     */
+    { "scan, a \\u over a quote", OPENAI, 0,
+      "data: {'content':'a\\u'bc'}\n\n",
+      { .delta_events = 1, .delta_bytes = 5 } },
+
+    /* the stream ends in a text: it counts as far as it goes */
+    { "scan, a text cut short", OPENAI, 0,
+      "data: {'content':'abc",
+      { .delta_events = 1, .delta_bytes = 3 } },
+
+    /* the same with a backslash last, which counts for nothing */
+    { "scan, a text cut short after a backslash", OPENAI, 0,
+      "data: {'content':'abc\\",
+      { .delta_events = 1, .delta_bytes = 3 } },
+
+    /* and with a \u short of its four digits, a byte for \u and each */
+    { "scan, a text cut short in a \\u", OPENAI, 0,
+      "data: {'content':'ab\\u12",
+      { .delta_events = 1, .delta_bytes = 5 } },
+
+    /* a value, not a name, though a colon follows: 'x' is no member */
+    { "scan, a text value followed by a colon", OPENAI, 0,
+      "data: {'content':'content':'x'}\n\n",
+      { .delta_events = 1, .delta_bytes = 7 } },
+
+    /* an escaped name is not read by the scan but parsed: no text */
+    { "scan, an escaped name", OPENAI, 0,
+      "data: {'choices':[{'delta':{'cont\\u0065nt':'abc'}}]}\n\n",
+      { 0 } },
+
+    /* \u00e9 at 126, over the second block's end: 49 + 2 + 1 */
+    { "scan, anthropic escapes over a block's edge", ANTHROPIC, 0,
+      "event: content_block_delta\n"
+      "data: {'type':'content_block_delta','index':0,"
+      "'delta':{'type':'text_delta','text':'"
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\u00e9b'}}\n\n",
+      { .delta_events = 1, .delta_bytes = 52 } },
+
+    { "scan, a responses delta of two blocks", RESPONSES, 0,
+      "data: {'type':'response.output_text.delta','delta':'" X50 X50
+      "'}\n\n",
+      { .delta_events = 1, .delta_bytes = 100 } },
 };
 
 

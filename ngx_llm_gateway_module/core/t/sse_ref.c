@@ -1,0 +1,1892 @@
+
+/*
+ * The oracle of sse_ref.h: llm_sse.c as it was before its scans were
+ * made faster, unchanged but for the names it exports.  Included (not
+ * linked) by the file that compares the two, once.  Never edited: a
+ * change of what the parser reads is made in both, on purpose.
+ */
+
+
+#include <stdio.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "sse_ref.h"
+
+
+#define llm_sse_init              llm_sse_ref_init
+#define llm_sse_feed              llm_sse_ref_feed
+#define llm_sse_filter            llm_sse_ref_filter
+#define llm_sse_filter_end        llm_sse_ref_filter_end
+#define llm_sse_closing           llm_sse_ref_closing
+#define llm_sse_error_event       llm_sse_ref_error_event
+#define llm_sse_finish            llm_sse_ref_finish
+#define llm_sse_pending           llm_sse_ref_pending
+#define llm_sse_usage_from_json   llm_sse_ref_usage_from_json
+#define llm_sse_usage_from_tail   llm_sse_ref_usage_from_tail
+#define llm_sse_kind              llm_sse_ref_kind
+
+
+#define LLM_SSE_IGNORE            0
+#define LLM_SSE_DATA              1
+#define LLM_SSE_EVENT             2
+
+#define LLM_SSE_BOM               "\xEF\xBB\xBF"
+
+#define LLM_SSE_NOWHERE           ((size_t) -1)
+
+#define llm_sse_max(a, b)         ((a) > (b) ? (a) : (b))
+
+
+enum {
+    sw_line_start = 0,
+    sw_name,
+    sw_space,
+    sw_value
+};
+
+
+/* indexes into llm_sse_t.tokens */
+enum {
+    llm_sse_input = 0,
+    llm_sse_cache_creation,
+    llm_sse_cache_read,
+    llm_sse_output
+};
+
+
+/*
+ * The members whose string values are generated text, per API: what a
+ * delta event carries, and where a whole JSON response has it.  With
+ * their lengths: every member name of every event is looked up, and the
+ * length alone turns most away.
+ */
+typedef struct {
+    const char  *name;
+    size_t       len;
+} llm_sse_name_t;
+
+#define llm_sse_name(s)  { s, sizeof(s) - 1 }
+#define llm_sse_null_name  { NULL, 0 }
+
+static const llm_sse_name_t  llm_sse_openai_text[] = {
+    llm_sse_name("content"), llm_sse_name("reasoning_content"),
+    llm_sse_name("reasoning"), llm_sse_name("refusal"),
+    llm_sse_name("arguments"), llm_sse_null_name
+};
+
+/* an OpenAI event with one of these not null may carry the usage */
+static const llm_sse_name_t  llm_sse_openai_wanted[] = {
+    llm_sse_name("usage"), llm_sse_name("finish_reason"),
+    llm_sse_name("error"), llm_sse_null_name
+};
+
+static const llm_sse_name_t  llm_sse_anthropic_text[] = {
+    llm_sse_name("text"), llm_sse_name("thinking"),
+    llm_sse_name("partial_json"), llm_sse_null_name
+};
+
+static const llm_sse_name_t  llm_sse_responses_delta[] = {
+    llm_sse_name("delta"), llm_sse_null_name
+};
+
+static const llm_sse_name_t  llm_sse_responses_text[] = {
+    llm_sse_name("text"), llm_sse_name("arguments"),
+    llm_sse_name("refusal"), llm_sse_null_name
+};
+
+
+static void llm_sse_line_end(llm_sse_t *p);
+static void llm_sse_field(llm_sse_t *p);
+static void llm_sse_value(llm_sse_t *p, const char *s, size_t n);
+static void llm_sse_append(llm_sse_t *p, const char *s, size_t n);
+static void llm_sse_dispatch(llm_sse_t *p);
+static void llm_sse_openai(llm_sse_t *p);
+static void llm_sse_anthropic(llm_sse_t *p);
+static void llm_sse_responses(llm_sse_t *p);
+static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u,
+    unsigned *usage_only);
+static void llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u);
+static size_t llm_sse_back_blanks(const char *s, size_t len);
+static void llm_sse_responses_json(const cJSON *resp, llm_usage_t *u);
+static void llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
+    llm_usage_t *u);
+static void llm_sse_final(llm_usage_t *u, uint64_t in, uint64_t out,
+    uint64_t cached, uint64_t reasoning);
+static uint64_t llm_sse_tokens(const cJSON *obj, const char *name,
+    uint64_t dflt, llm_usage_t *u);
+static void llm_sse_finish_reason(const cJSON *item, llm_usage_t *u);
+static void llm_sse_set_reason(llm_usage_t *u, const char *s);
+static void llm_sse_ident(const cJSON *obj, llm_usage_t *u);
+static void llm_sse_ident_set(char *field, const cJSON *item);
+static int llm_sse_anthropic_wanted(const char *s, size_t n);
+static int llm_sse_escaped_ascii(const char *s, size_t n);
+static llm_sse_kind_e llm_sse_data_type(const char *s, size_t n);
+static int llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_name_t *keys, const llm_sse_name_t *wanted);
+static void llm_sse_count_json(llm_usage_t *u, const cJSON *item,
+    const llm_sse_name_t *keys, uint64_t *bytes);
+static int llm_sse_is_key(const llm_sse_name_t *keys, const char *s,
+    size_t n);
+static const char *llm_sse_string(const char *s, const char *end,
+    uint64_t *bytes);
+static const char *llm_sse_key(const char *s, const char *end,
+    const char *key, size_t n);
+static const char *llm_sse_ws(const char *s, const char *end);
+static int llm_sse_is_done(const char *s, size_t n);
+
+
+void
+llm_sse_init(llm_sse_t *p, llm_api_e api, char *buf, size_t cap)
+{
+    memset(p, 0, sizeof(llm_sse_t));
+
+    p->api = api;
+    p->buf = buf;
+    p->cap = buf ? cap : 0;
+}
+
+
+size_t
+llm_sse_feed(llm_sse_t *p, const char *data, size_t len)
+{
+    char         ch;
+    const char  *pos, *end, *q, *cr;
+
+    p->dispatched = 0;
+    p->usage_only = 0;
+
+    if (len == 0) {
+        return 0;
+    }
+
+    pos = data;
+    end = data + len;
+
+    while (pos < end) {
+        ch = *pos;
+
+        if (p->last_cr) {
+            p->last_cr = 0;
+
+            if (ch == '\n') {
+                pos++;
+                continue;
+            }
+        }
+
+        if (ch == '\r' || ch == '\n') {
+            llm_sse_line_end(p);
+            p->last_cr = (ch == '\r');
+            pos++;
+
+            if (p->yield && p->dispatched) {
+                /* the LF of a CRLF belongs to the event it ends */
+                if (p->last_cr && pos < end && *pos == '\n') {
+                    p->last_cr = 0;
+                    pos++;
+                }
+
+                break;
+            }
+
+            continue;
+        }
+
+        switch (p->state) {
+
+        case sw_line_start:
+
+            if (ch == ':') {
+                p->field = LLM_SSE_IGNORE;
+                p->state = sw_value;
+                pos++;
+                break;
+            }
+
+            p->field_len = 0;
+            p->state = sw_name;
+
+            /* fall through */
+
+        case sw_name:
+
+            if (ch == ':') {
+                llm_sse_field(p);
+                p->state = sw_space;
+                pos++;
+                break;
+            }
+
+            if (p->field_len < sizeof(p->field_name)) {
+                p->field_name[p->field_len++] = ch;
+
+            } else {
+                p->field_len = sizeof(p->field_name) + 1;
+            }
+
+            pos++;
+            break;
+
+        case sw_space:
+
+            p->state = sw_value;
+
+            if (ch == ' ') {
+                pos++;
+                break;
+            }
+
+            /* fall through */
+
+        default: /* sw_value */
+
+            /* the line's end: a data line is most of an event's bytes */
+            q = memchr(pos + 1, '\n', end - pos - 1);
+
+            if (q == NULL) {
+                q = end;
+            }
+
+            cr = memchr(pos + 1, '\r', q - pos - 1);
+
+            if (cr != NULL) {
+                q = cr;
+            }
+
+            llm_sse_value(p, pos, q - pos);
+            pos = q;
+            break;
+        }
+    }
+
+    return pos - data;
+}
+
+
+void
+llm_sse_finish(llm_sse_t *p)
+{
+    if (p->state != sw_line_start) {
+        llm_sse_line_end(p);
+    }
+
+    llm_sse_dispatch(p);
+
+    p->last_cr = 0;
+}
+
+
+int
+llm_sse_pending(const llm_sse_t *p)
+{
+    if (p->state != sw_line_start) {
+        return 1;
+    }
+
+    return p->in_event ? 2 : 0;
+}
+
+
+int
+llm_sse_filter(llm_sse_t *p, const char *data, size_t len,
+    llm_sse_out_pt out, void *ctx)
+{
+    size_t    off, used, start, ev;
+    unsigned  cut;
+
+    if (len == 0) {
+        return 0;
+    }
+
+    if (!p->strip) {
+        p->yield = 0;
+        (void) llm_sse_feed(p, data, len);
+
+        return out(ctx, data, len);
+    }
+
+    p->yield = 1;
+
+    /* given out or dropped: the bytes before start */
+    start = 0;
+    off = 0;
+
+    /* the LF of a CRLF split by the buffers belongs to what came before */
+    if (p->last_cr && data[0] == '\n') {
+        (void) llm_sse_feed(p, data, 1);
+        off = 1;
+
+        if (p->holding && p->hold_len < p->hold_cap) {
+            p->hold[p->hold_len++] = '\n';
+            start = 1;
+
+        } else if (p->holding) {
+            if (out(ctx, p->hold, p->hold_len) != 0) {
+                return -1;
+            }
+
+            p->hold_len = 0;
+            p->holding = 0;
+
+        } else if (p->drop_lf) {
+            start = 1;
+        }
+    }
+
+    p->drop_lf = 0;
+
+    /* where the current event began in data; nowhere if it did before */
+    ev = (llm_sse_pending(p) == 0 && !p->holding) ? off : LLM_SSE_NOWHERE;
+
+    while (off < len) {
+        used = llm_sse_feed(p, data + off, len - off);
+
+        if (p->holding) {
+
+            if (used <= p->hold_cap - p->hold_len) {
+                memcpy(p->hold + p->hold_len, data + off, used);
+                p->hold_len += used;
+                start = off + used;
+
+            } else {
+                /* too long for a usage chunk: it goes as it is */
+                if (out(ctx, p->hold, p->hold_len) != 0) {
+                    return -1;
+                }
+
+                p->hold_len = 0;
+                p->holding = 0;
+                start = off;
+            }
+        }
+
+        off += used;
+
+        if (!p->dispatched) {
+            continue;
+        }
+
+        if (p->usage_only) {
+            cut = 0;
+
+            if (p->holding) {
+                p->hold_len = 0;
+                p->holding = 0;
+                cut = 1;
+
+            } else if (ev != LLM_SSE_NOWHERE) {
+                if (ev > start && out(ctx, data + start, ev - start) != 0) {
+                    return -1;
+                }
+
+                start = off;
+                cut = 1;
+            }
+
+            p->stripped |= cut;
+
+            /* a CR at the very end: its LF may open the next buffer */
+            p->drop_lf = (cut && p->last_cr && off == len);
+
+        } else if (p->holding) {
+
+            if (out(ctx, p->hold, p->hold_len) != 0) {
+                return -1;
+            }
+
+            p->hold_len = 0;
+            p->holding = 0;
+        }
+
+        ev = off;
+    }
+
+    /*
+     * Once the choices have finished, the unfinished event at the end may
+     * be the usage chunk: it waits in hold for the rest of it.
+     */
+
+    if (!p->holding && ev != LLM_SSE_NOWHERE && ev < len
+        && p->usage.finish_reason[0] != '\0' && len - ev <= p->hold_cap
+        && llm_sse_pending(p))
+    {
+        if (ev > start && out(ctx, data + start, ev - start) != 0) {
+            return -1;
+        }
+
+        memcpy(p->hold, data + ev, len - ev);
+        p->hold_len = len - ev;
+        p->holding = 1;
+        start = len;
+    }
+
+    return (start < len) ? out(ctx, data + start, len - start) : 0;
+}
+
+
+int
+llm_sse_filter_end(llm_sse_t *p, llm_sse_out_pt out, void *ctx,
+    const char **closing)
+{
+    *closing = llm_sse_closing(p);
+
+    p->usage_only = 0;
+    llm_sse_finish(p);
+
+    if (!p->holding) {
+        return 0;
+    }
+
+    p->holding = 0;
+
+    if (p->usage_only) {
+        /* the usage chunk, cut short of its blank line: still ours */
+        p->stripped = 1;
+        *closing = "";
+        return 0;
+    }
+
+    return out(ctx, p->hold, p->hold_len);
+}
+
+
+const char *
+llm_sse_closing(const llm_sse_t *p)
+{
+    switch (llm_sse_pending(p)) {
+
+    case 1:
+        return "\n\n";
+
+    case 2:
+        /* after a CR an LF alone would only complete its line end */
+        return p->last_cr ? "\n\n" : "\n";
+
+    default:
+        return "";
+    }
+}
+
+
+size_t
+llm_sse_error_event(llm_api_e api, const char *message, char *buf,
+    size_t cap)
+{
+    int  n;
+
+    switch (api) {
+
+    case LLM_API_ANTHROPIC:
+        n = snprintf(buf, cap, "event: error\n"
+                     "data: {\"type\":\"error\",\"error\":"
+                     "{\"type\":\"api_error\",\"message\":\"%s\"}}\n\n",
+                     message);
+        break;
+
+    case LLM_API_RESPONSES:
+        /* the "error" member makes the SDKs raise it, as for Chat */
+        n = snprintf(buf, cap, "event: error\n"
+                     "data: {\"type\":\"error\",\"code\":\"upstream_error\","
+                     "\"message\":\"%s\",\"param\":null,"
+                     "\"error\":{\"message\":\"%s\",\"type\":\"server_error\","
+                     "\"param\":null,\"code\":\"upstream_error\"}}\n\n",
+                     message, message);
+        break;
+
+    default:
+        n = snprintf(buf, cap, "data: {\"error\":{\"message\":\"%s\","
+                     "\"type\":\"server_error\",\"param\":null,"
+                     "\"code\":\"upstream_error\"}}\n\n", message);
+        break;
+    }
+
+    return (n > 0 && (size_t) n < cap) ? (size_t) n : 0;
+}
+
+
+/*
+ * A body that parses as a JSON object is whole, so it sets done: the
+ * caller flags the others as partial.
+ */
+
+int
+llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
+    llm_usage_t *u)
+{
+    uint64_t               bytes, tokens[4];
+    unsigned               usage_only;
+    cJSON                 *root;
+    const cJSON           *item;
+    const llm_sse_name_t  *keys;
+
+    memset(u, 0, sizeof(llm_usage_t));
+
+    if (len == 0) {
+        return 0;
+    }
+
+    root = cJSON_ParseWithLength(body, len);
+    if (root == NULL) {
+        return 0;
+    }
+
+    if (!cJSON_IsObject(root)) {
+        goto done;
+    }
+
+    u->done = 1;
+
+    switch (api) {
+
+    case LLM_API_OPENAI:
+        llm_sse_openai_json(root, u, &usage_only);
+        keys = llm_sse_openai_text;
+        break;
+
+    case LLM_API_RESPONSES:
+        llm_sse_responses_json(root, u);
+        keys = llm_sse_responses_text;
+        break;
+
+    case LLM_API_EMBEDDINGS:
+        llm_sse_embeddings_json(root, u);
+
+        /* no text: the vectors are not billed as output */
+        goto done;
+
+    case LLM_API_ANTHROPIC:
+        llm_sse_ident(root, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "type");
+
+        if (cJSON_IsString(item) && strcmp(item->valuestring, "error") == 0) {
+            u->error = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "error");
+
+        if (item != NULL && !cJSON_IsNull(item)) {
+            u->error = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+        if (cJSON_IsObject(item)) {
+            memset(tokens, 0, sizeof(tokens));
+            llm_sse_anthropic_usage(item, tokens, u);
+            u->have_input = 1;
+            u->have_usage = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
+        llm_sse_finish_reason(item, u);
+
+        keys = llm_sse_anthropic_text;
+        break;
+
+    default:
+        goto done;
+    }
+
+    /* the whole text, as one delta, for when the usage is missing */
+
+    bytes = 0;
+    llm_sse_count_json(u, root, keys, &bytes);
+
+    if (bytes) {
+        u->delta_events = 1;
+        u->delta_bytes = bytes;
+    }
+
+done:
+
+    cJSON_Delete(root);
+
+    return u->have_usage;
+}
+
+
+int
+llm_sse_usage_from_tail(llm_api_e api, const char *tail, size_t len,
+    llm_usage_t *u)
+{
+    size_t        end, open, depth;
+    cJSON        *usage;
+    const cJSON  *item;
+
+    memset(u, 0, sizeof(llm_usage_t));
+
+    if (api != LLM_API_EMBEDDINGS) {
+        return 0;
+    }
+
+    /* ..."usage" : { ... } } and blanks: from the end, backwards */
+
+    end = llm_sse_back_blanks(tail, len);
+
+    if (end == 0 || tail[end - 1] != '}') {
+        return 0;
+    }
+
+    end = llm_sse_back_blanks(tail, end - 1);
+
+    if (end == 0 || tail[end - 1] != '}') {
+        return 0;
+    }
+
+    depth = 0;
+
+    for (open = end; open > 0; open--) {
+        if (tail[open - 1] == '}') {
+            depth++;
+
+        } else if (tail[open - 1] == '{' && --depth == 0) {
+            break;
+        }
+    }
+
+    if (open == 0) {
+        return 0;
+    }
+
+    open--;
+
+    len = llm_sse_back_blanks(tail, open);
+
+    if (len == 0 || tail[len - 1] != ':') {
+        return 0;
+    }
+
+    len = llm_sse_back_blanks(tail, len - 1);
+
+    if (len < sizeof("{\"usage\"") - 1
+        || memcmp(tail + len - (sizeof("\"usage\"") - 1), "\"usage\"",
+                  sizeof("\"usage\"") - 1)
+           != 0)
+    {
+        return 0;
+    }
+
+    /* a member of the list: after its comma */
+    len = llm_sse_back_blanks(tail, len - (sizeof("\"usage\"") - 1));
+
+    if (len == 0 || tail[len - 1] != ',') {
+        return 0;
+    }
+
+    usage = cJSON_ParseWithLength(tail + open, end - open);
+    if (usage == NULL) {
+        return 0;
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+
+    if (cJSON_IsObject(usage) && item != NULL && !cJSON_IsNull(item)) {
+        llm_sse_final(u, llm_sse_tokens(usage, "prompt_tokens", 0, u), 0, 0,
+                      0);
+        u->done = 1;
+    }
+
+    cJSON_Delete(usage);
+
+    return u->have_usage;
+}
+
+
+/* the length of s without the blanks at its end */
+
+static size_t
+llm_sse_back_blanks(const char *s, size_t len)
+{
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'
+                   || s[len - 1] == '\r' || s[len - 1] == '\n'))
+    {
+        len--;
+    }
+
+    return len;
+}
+
+
+static void
+llm_sse_line_end(llm_sse_t *p)
+{
+    switch (p->state) {
+
+    case sw_line_start:
+        llm_sse_dispatch(p);
+        break;
+
+    case sw_name:
+        /* a line without a colon is a field with an empty value */
+        llm_sse_field(p);
+
+        /* fall through */
+
+    default:
+        p->in_event = 1;
+        break;
+    }
+
+    p->state = sw_line_start;
+    p->started = 1;
+}
+
+
+static void
+llm_sse_field(llm_sse_t *p)
+{
+    size_t       n;
+    const char  *name;
+
+    name = p->field_name;
+    n = p->field_len;
+
+    if (!p->started
+        && n >= 3 && n <= sizeof(p->field_name)
+        && memcmp(name, LLM_SSE_BOM, 3) == 0)
+    {
+        name += 3;
+        n -= 3;
+    }
+
+    if (n == 4 && memcmp(name, "data", 4) == 0) {
+        p->field = LLM_SSE_DATA;
+
+        if (p->have_data) {
+            llm_sse_append(p, "\n", 1);
+        }
+
+        p->have_data = 1;
+
+    } else if (n == 5 && memcmp(name, "event", 5) == 0) {
+        p->field = LLM_SSE_EVENT;
+        p->event_len = 0;
+
+    } else {
+        p->field = LLM_SSE_IGNORE;
+    }
+}
+
+
+static void
+llm_sse_value(llm_sse_t *p, const char *s, size_t n)
+{
+    switch (p->field) {
+
+    case LLM_SSE_DATA:
+        llm_sse_append(p, s, n);
+        break;
+
+    case LLM_SSE_EVENT:
+
+        if (p->event_len + n <= sizeof(p->event)) {
+            memcpy(p->event + p->event_len, s, n);
+            p->event_len += n;
+
+        } else {
+            p->event_len = sizeof(p->event) + 1;
+        }
+
+        break;
+
+    default:
+        break;
+    }
+}
+
+
+static void
+llm_sse_append(llm_sse_t *p, const char *s, size_t n)
+{
+    char    *b;
+    size_t   size;
+
+    if (p->skip_event || n == 0) {
+        return;
+    }
+
+    if (n > p->cap - p->len) {
+
+        /* a Responses' last event repeats all the output: it may grow */
+        if (p->grow == NULL || p->cap == 0 || p->max < p->len
+            || n > p->max - p->len)
+        {
+            p->skip_event = 1;
+            p->usage.truncated = 1;
+            return;
+        }
+
+        for (size = p->cap * 2; size < p->len + n; size *= 2) {
+            /* void */
+        }
+
+        size = (size > p->max) ? p->max : size;
+
+        b = p->grow(p->grow_ctx, p->buf, p->len, size);
+        if (b == NULL) {
+            p->skip_event = 1;
+            p->usage.truncated = 1;
+            return;
+        }
+
+        p->buf = b;
+        p->cap = size;
+    }
+
+    memcpy(p->buf + p->len, s, n);
+    p->len += n;
+}
+
+
+static void
+llm_sse_dispatch(llm_sse_t *p)
+{
+    if (p->have_data && !p->skip_event) {
+
+        switch (p->api) {
+
+        case LLM_API_OPENAI:
+            llm_sse_openai(p);
+            break;
+
+        case LLM_API_ANTHROPIC:
+            llm_sse_anthropic(p);
+            break;
+
+        case LLM_API_RESPONSES:
+            llm_sse_responses(p);
+            break;
+
+        default:
+            break;
+        }
+    }
+
+    if (p->have_data && p->on_event) {
+        p->on_event(p->event_ctx, p->event,
+                    (p->event_len <= sizeof(p->event)) ? p->event_len : 0,
+                    p->buf ? p->buf : "", p->len, p->skip_event);
+    }
+
+    p->len = 0;
+    p->event_len = 0;
+    p->have_data = 0;
+    p->skip_event = 0;
+    p->in_event = 0;
+    p->dispatched = 1;
+}
+
+
+static void
+llm_sse_openai(llm_sse_t *p)
+{
+    cJSON     *root;
+    uint64_t   events;
+    unsigned   usage_only;
+
+    if (llm_sse_kind(p->event, p->event_len) == llm_sse_error) {
+        p->usage.error = 1;
+    }
+
+    if (llm_sse_is_done(p->buf, p->len)) {
+        p->usage.done = 1;
+        return;
+    }
+
+    events = p->usage.delta_events;
+
+    /* most events are content deltas: they are not worth a parse */
+
+    if (!llm_sse_count(&p->usage, p->buf, p->len, llm_sse_openai_text,
+                       llm_sse_openai_wanted)
+        && !llm_sse_escaped_ascii(p->buf, p->len))
+    {
+        return;
+    }
+
+    root = cJSON_ParseWithLength(p->buf, p->len);
+    if (root == NULL) {
+        return;
+    }
+
+    if (cJSON_IsObject(root)) {
+        usage_only = 0;
+        llm_sse_openai_json(root, &p->usage, &usage_only);
+
+        /* text for the client is never cut, whatever else is there */
+        p->usage_only = usage_only && p->usage.delta_events == events;
+    }
+
+    cJSON_Delete(root);
+}
+
+
+/*
+ * The event: line names the type; an event it does not name as one of
+ * ours (no event: line at all, or "message", its default) is looked for
+ * in the data's "type".
+ */
+
+static void
+llm_sse_anthropic(llm_sse_t *p)
+{
+    cJSON           *root;
+    const cJSON     *item;
+    llm_sse_kind_e   kind;
+
+    kind = llm_sse_kind(p->event, p->event_len);
+
+    switch (kind) {
+
+    case llm_sse_message_stop:
+        p->usage.done = 1;
+        return;
+
+    case llm_sse_error:
+        p->usage.error = 1;
+        return;
+
+    case llm_sse_other:
+
+        if (!llm_sse_anthropic_wanted(p->buf, p->len)) {
+            llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+                          NULL);
+            return;
+        }
+
+        break;
+
+    default:
+        break;
+    }
+
+    root = cJSON_ParseWithLength(p->buf, p->len);
+    if (root == NULL) {
+        return;
+    }
+
+    if (!cJSON_IsObject(root)) {
+        goto done;
+    }
+
+    if (kind == llm_sse_other) {
+        item = cJSON_GetObjectItemCaseSensitive(root, "type");
+
+        if (cJSON_IsString(item)) {
+            kind = llm_sse_kind(item->valuestring,
+                                strlen(item->valuestring));
+        }
+    }
+
+    switch (kind) {
+
+    case llm_sse_message_start:
+        item = cJSON_GetObjectItemCaseSensitive(root, "message");
+
+        if (cJSON_IsObject(item)) {
+            llm_sse_ident(item, &p->usage);
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(item, "usage");
+
+        if (cJSON_IsObject(item)) {
+            llm_sse_anthropic_usage(item, p->tokens, &p->usage);
+            p->usage.have_input = 1;
+        }
+
+        break;
+
+    case llm_sse_message_delta:
+        item = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+        if (cJSON_IsObject(item)) {
+            llm_sse_anthropic_usage(item, p->tokens, &p->usage);
+
+            if (p->usage.have_usage) {
+                p->usage.repeated = 1;
+            }
+
+            p->usage.have_usage = 1;
+        }
+
+        item = cJSON_GetObjectItemCaseSensitive(root, "delta");
+        item = cJSON_GetObjectItemCaseSensitive(item, "stop_reason");
+        llm_sse_finish_reason(item, &p->usage);
+        break;
+
+    case llm_sse_message_stop:
+        p->usage.done = 1;
+        break;
+
+    case llm_sse_error:
+        p->usage.error = 1;
+        break;
+
+    default:
+        /* its "type" says message_ but is not one of ours */
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_anthropic_text,
+                          NULL);
+        break;
+    }
+
+done:
+
+    cJSON_Delete(root);
+}
+
+
+/*
+ * Responses: every event names its type, in the event: line and in the
+ * data; only the last one (response.completed, .incomplete or .failed)
+ * carries the usage, and there is no [DONE].
+ */
+
+static void
+llm_sse_responses(llm_sse_t *p)
+{
+    cJSON           *root;
+    llm_sse_kind_e   kind;
+
+    kind = llm_sse_kind(p->event, p->event_len);
+
+    if (kind == llm_sse_other) {
+        kind = llm_sse_data_type(p->buf, p->len);
+    }
+
+    switch (kind) {
+
+    case llm_sse_response_end:
+        break;
+
+    case llm_sse_error:
+        p->usage.error = 1;
+        return;
+
+    default:
+        llm_sse_count(&p->usage, p->buf, p->len, llm_sse_responses_delta,
+                      NULL);
+        return;
+    }
+
+    root = cJSON_ParseWithLength(p->buf, p->len);
+    if (root == NULL) {
+        return;
+    }
+
+    if (cJSON_IsObject(root)) {
+        llm_sse_responses_json(cJSON_GetObjectItemCaseSensitive(root,
+                                                                "response"),
+                               &p->usage);
+        p->usage.done = 1;
+    }
+
+    cJSON_Delete(root);
+}
+
+
+static void
+llm_sse_openai_json(const cJSON *root, llm_usage_t *u, unsigned *usage_only)
+{
+    unsigned      error;
+    uint64_t      in, out, cached, reasoning;
+    const cJSON  *item, *usage, *choices;
+
+    llm_sse_ident(root, u);
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "error");
+    error = (item != NULL && !cJSON_IsNull(item));
+
+    if (error) {
+        u->error = 1;
+    }
+
+    choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+    if (cJSON_IsObject(usage)) {
+        in = llm_sse_tokens(usage, "prompt_tokens", 0, u);
+        out = llm_sse_tokens(usage, "completion_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage,
+                                                "prompt_tokens_details");
+        cached = llm_sse_tokens(item, "cached_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage,
+                                                "completion_tokens_details");
+        reasoning = llm_sse_tokens(item, "reasoning_tokens", 0, u);
+
+        llm_sse_final(u, in, out, cached, reasoning);
+
+        /* the chunk the gateway may cut: usage, and nothing else */
+        *usage_only = !error
+                      && (choices == NULL || cJSON_GetArraySize(choices) == 0);
+    }
+
+    if (!cJSON_IsArray(choices)) {
+        return;
+    }
+
+    item = cJSON_GetArrayItem(choices, 0);
+    item = cJSON_GetObjectItemCaseSensitive(item, "finish_reason");
+    llm_sse_finish_reason(item, u);
+}
+
+
+/*
+ * An embeddings list: the prompt is all it bills.  A usage without
+ * prompt_tokens is no usage: the estimate stands for it, flagged.
+ */
+
+static void
+llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u)
+{
+    uint64_t      in;
+    const cJSON  *item, *usage;
+
+    /* a list has a model but no id */
+    llm_sse_ident(root, u);
+
+    item = cJSON_GetObjectItemCaseSensitive(root, "error");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        u->error = 1;
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    item = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+
+    if (!cJSON_IsObject(usage) || item == NULL || cJSON_IsNull(item)) {
+        return;
+    }
+
+    in = llm_sse_tokens(usage, "prompt_tokens", 0, u);
+
+    llm_sse_final(u, in, 0, 0, 0);
+}
+
+
+/*
+ * A Responses object: its usage, and as the finish reason its status
+ * (completed, failed, cancelled) or, when incomplete, why.
+ */
+
+static void
+llm_sse_responses_json(const cJSON *resp, llm_usage_t *u)
+{
+    uint64_t      in, out, cached, reasoning;
+    const cJSON  *item, *usage;
+
+    if (!cJSON_IsObject(resp)) {
+        return;
+    }
+
+    llm_sse_ident(resp, u);
+
+    item = cJSON_GetObjectItemCaseSensitive(resp, "error");
+
+    if (item != NULL && !cJSON_IsNull(item)) {
+        u->error = 1;
+    }
+
+    usage = cJSON_GetObjectItemCaseSensitive(resp, "usage");
+
+    if (cJSON_IsObject(usage)) {
+        in = llm_sse_tokens(usage, "input_tokens", 0, u);
+        out = llm_sse_tokens(usage, "output_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage, "input_tokens_details");
+        cached = llm_sse_tokens(item, "cached_tokens", 0, u);
+
+        item = cJSON_GetObjectItemCaseSensitive(usage,
+                                                "output_tokens_details");
+        reasoning = llm_sse_tokens(item, "reasoning_tokens", 0, u);
+
+        llm_sse_final(u, in, out, cached, reasoning);
+    }
+
+    item = cJSON_GetObjectItemCaseSensitive(resp, "status");
+
+    if (cJSON_IsString(item) && strcmp(item->valuestring, "incomplete") == 0)
+    {
+        item = cJSON_GetObjectItemCaseSensitive(resp, "incomplete_details");
+        item = cJSON_GetObjectItemCaseSensitive(item, "reason");
+
+        if (!cJSON_IsString(item)) {
+            llm_sse_set_reason(u, "incomplete");
+            return;
+        }
+    }
+
+    llm_sse_finish_reason(item, u);
+}
+
+
+/*
+ * Anthropic counts the prompt in three parts: input_tokens are only those
+ * after the last cache breakpoint.  Our input_tokens is the whole prompt,
+ * as OpenAI's prompt_tokens is: input_tokens + cache_creation_input_tokens
+ * + cache_read_input_tokens; cached_input_tokens is cache_read_input_tokens
+ * and cache_write_tokens cache_creation_input_tokens.  Each figure is
+ * cumulative, so the largest seen counts.
+ */
+
+static void
+llm_sse_anthropic_usage(const cJSON *usage, uint64_t *tokens,
+    llm_usage_t *u)
+{
+    uint64_t  in;
+
+    tokens[llm_sse_input] = llm_sse_tokens(usage, "input_tokens",
+                                           tokens[llm_sse_input], u);
+    tokens[llm_sse_cache_creation] =
+        llm_sse_tokens(usage, "cache_creation_input_tokens",
+                       tokens[llm_sse_cache_creation], u);
+    tokens[llm_sse_cache_read] =
+        llm_sse_tokens(usage, "cache_read_input_tokens",
+                       tokens[llm_sse_cache_read], u);
+    tokens[llm_sse_output] = llm_sse_tokens(usage, "output_tokens",
+                                            tokens[llm_sse_output], u);
+
+    in = tokens[llm_sse_input] + tokens[llm_sse_cache_creation]
+         + tokens[llm_sse_cache_read];
+
+    if (in > LLM_USAGE_TOKENS_MAX) {
+        in = LLM_USAGE_TOKENS_MAX;
+        u->clamped = 1;
+    }
+
+    u->input_tokens = llm_sse_max(u->input_tokens, in);
+    u->cached_input_tokens = llm_sse_max(u->cached_input_tokens,
+                                         tokens[llm_sse_cache_read]);
+    u->cache_write_tokens = llm_sse_max(u->cache_write_tokens,
+                                        tokens[llm_sse_cache_creation]);
+    u->output_tokens = llm_sse_max(u->output_tokens, tokens[llm_sse_output]);
+
+    /* parts of the prompt are never more than the prompt */
+    u->cached_input_tokens = (u->cached_input_tokens > u->input_tokens)
+                             ? u->input_tokens : u->cached_input_tokens;
+    u->cache_write_tokens = (u->cache_write_tokens > u->input_tokens)
+                            ? u->input_tokens : u->cache_write_tokens;
+}
+
+
+/*
+ * The final usage of an OpenAI response.  Sent twice, it is flagged, and
+ * each figure is the larger of the two: a repeated report never lowers
+ * the bill, nor can it refund what was produced.
+ */
+
+static void
+llm_sse_final(llm_usage_t *u, uint64_t in, uint64_t out, uint64_t cached,
+    uint64_t reasoning)
+{
+    /* a cached token is a prompt token, a reasoning one an output one */
+
+    if (cached > in) {
+        cached = in;
+        u->clamped = 1;
+    }
+
+    if (reasoning > out) {
+        reasoning = out;
+        u->clamped = 1;
+    }
+
+    if (u->have_usage) {
+        u->repeated = 1;
+
+        in = llm_sse_max(in, u->input_tokens);
+        out = llm_sse_max(out, u->output_tokens);
+        cached = llm_sse_max(cached, u->cached_input_tokens);
+        reasoning = llm_sse_max(reasoning, u->reasoning_tokens);
+    }
+
+    u->input_tokens = in;
+    u->output_tokens = out;
+    u->cached_input_tokens = cached;
+    u->reasoning_tokens = reasoning;
+    u->have_input = 1;
+    u->have_usage = 1;
+}
+
+
+/*
+ * A missing or null figure is dflt.  Anything else that is not an integer
+ * in range is clamped into it, or ignored if it is not a number at all.
+ */
+
+static uint64_t
+llm_sse_tokens(const cJSON *obj, const char *name, uint64_t dflt,
+    llm_usage_t *u)
+{
+    double        d;
+    uint64_t      n;
+    const cJSON  *item;
+
+    item = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (item == NULL || cJSON_IsNull(item)) {
+        return dflt;
+    }
+
+    if (!cJSON_IsNumber(item)) {
+        u->clamped = 1;
+        u->malformed = 1;
+        return dflt;
+    }
+
+    d = item->valuedouble;
+
+    if (!(d >= 0)) {
+        u->clamped = 1;
+        u->malformed = 1;
+        return 0;
+    }
+
+    if (d > (double) LLM_USAGE_TOKENS_MAX) {
+        u->clamped = 1;
+        return LLM_USAGE_TOKENS_MAX;
+    }
+
+    n = (uint64_t) d;
+
+    if ((double) n != d) {
+        u->clamped = 1;
+    }
+
+    return n;
+}
+
+
+static void
+llm_sse_finish_reason(const cJSON *item, llm_usage_t *u)
+{
+    if (cJSON_IsString(item)) {
+        llm_sse_set_reason(u, item->valuestring);
+    }
+}
+
+
+/*
+ * The reason goes into the settle record and on to the database as text:
+ * anything but printable ASCII, which real reasons are, becomes '?'.
+ */
+
+static void
+llm_sse_set_reason(llm_usage_t *u, const char *s)
+{
+    size_t          i;
+    unsigned char   c;
+
+    for (i = 0; i < LLM_USAGE_FINISH_MAX - 1 && s[i] != '\0'; i++) {
+        c = (unsigned char) s[i];
+        u->finish_reason[i] = (c >= 0x20 && c < 0x7f) ? (char) c : '?';
+    }
+
+    u->finish_reason[i] = '\0';
+}
+
+
+/*
+ * The response's "id" and "model", the first the upstream gave of each (an
+ * OpenAI stream repeats them in every chunk): they go into the record and
+ * the ledger as text, so only what real ids and names are made of is kept.
+ */
+
+static void
+llm_sse_ident(const cJSON *obj, llm_usage_t *u)
+{
+    if (u->response_id[0] == '\0') {
+        llm_sse_ident_set(u->response_id,
+                          cJSON_GetObjectItemCaseSensitive(obj, "id"));
+    }
+
+    if (u->upstream_model[0] == '\0') {
+        llm_sse_ident_set(u->upstream_model,
+                          cJSON_GetObjectItemCaseSensitive(obj, "model"));
+    }
+}
+
+
+static void
+llm_sse_ident_set(char *field, const cJSON *item)
+{
+    size_t  n;
+
+    if (!cJSON_IsString(item)) {
+        return;
+    }
+
+    n = strlen(item->valuestring);
+
+    if (n == 0 || n > LLM_USAGE_IDENT_MAX
+        || strspn(item->valuestring, LLM_USAGE_IDENT_CHARS) != n)
+    {
+        return;
+    }
+
+    memcpy(field, item->valuestring, n + 1);
+}
+
+
+llm_sse_kind_e
+llm_sse_kind(const char *s, size_t n)
+{
+    switch (n) {
+
+    case 5:
+        if (memcmp(s, "error", 5) == 0) {
+            return llm_sse_error;
+        }
+
+        break;
+
+    case 12:
+        if (memcmp(s, "message_stop", 12) == 0) {
+            return llm_sse_message_stop;
+        }
+
+        break;
+
+    case 13:
+        if (memcmp(s, "message_start", 13) == 0) {
+            return llm_sse_message_start;
+        }
+
+        if (memcmp(s, "message_delta", 13) == 0) {
+            return llm_sse_message_delta;
+        }
+
+        break;
+
+    case 15:
+        if (memcmp(s, "response.failed", 15) == 0) {
+            return llm_sse_response_end;
+        }
+
+        break;
+
+    case 18:
+        if (memcmp(s, "response.completed", 18) == 0) {
+            return llm_sse_response_end;
+        }
+
+        break;
+
+    case 19:
+        if (memcmp(s, "response.incomplete", 19) == 0) {
+            return llm_sse_response_end;
+        }
+
+        break;
+    }
+
+    return llm_sse_other;
+}
+
+
+static int
+llm_sse_anthropic_wanted(const char *s, size_t n)
+{
+    size_t       left;
+    const char  *q, *v, *end;
+
+    if (n == 0) {
+        return 0;
+    }
+
+    if (llm_sse_escaped_ascii(s, n)) {
+        return 1;
+    }
+
+    end = s + n;
+
+    for (q = s; q + 1 < end; q++) {
+
+        q = memchr(q, '"', end - q - 1);
+        if (q == NULL) {
+            break;
+        }
+
+        if (q[1] != 't') {
+            continue;
+        }
+
+        v = llm_sse_key(q + 1, end, "type", 4);
+
+        if (v == NULL) {
+            continue;
+        }
+
+        left = end - v;
+
+        if ((left >= 9 && memcmp(v, "\"message_", 9) == 0)
+            || (left >= 7 && memcmp(v, "\"error\"", 7) == 0))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * Whether the data writes a printable ASCII character as \u0020-\u007f,
+ * which no encoder needs: a name ("typ\u0065", "usag\u0065") or a type
+ * ("message\u005fdelta") the scans above would not see, but cJSON and the
+ * client do.  Such an event is parsed, so that it is billed as read.
+ */
+
+static int
+llm_sse_escaped_ascii(const char *s, size_t n)
+{
+    const char  *q, *end;
+
+    /* an event with an empty data field has no buffer yet */
+    if (n == 0) {
+        return 0;
+    }
+
+    end = s + n;
+
+    for (q = s; (q = memchr(q, '\\', end - q)) != NULL; q += 2) {
+        if (end - q < 6) {
+            return 0;
+        }
+
+        if (q[1] == 'u' && q[2] == '0' && q[3] == '0'
+            && q[4] >= '2' && q[4] <= '7')
+        {
+            return 1;
+        }
+
+        /* past the escape's two bytes: "\\u0065" is no \u0065 */
+    }
+
+    return 0;
+}
+
+
+/* the kind named by the first "type" member of an event's data */
+
+static llm_sse_kind_e
+llm_sse_data_type(const char *s, size_t n)
+{
+    uint64_t     bytes;
+    const char  *q, *k, *v, *end;
+
+    end = s + n;
+    q = s;
+
+    while (q < end) {
+        q = memchr(q, '"', end - q);
+        if (q == NULL) {
+            break;
+        }
+
+        k = q + 1;
+        q = llm_sse_string(k, end, &bytes);
+
+        if (q == end) {
+            break;
+        }
+
+        v = llm_sse_ws(++q, end);
+
+        if (v == end || *v != ':') {
+            continue;
+        }
+
+        if (q - k != 5 || memcmp(k, "type", 4) != 0) {
+            q = v + 1;
+            continue;
+        }
+
+        v = llm_sse_ws(v + 1, end);
+
+        if (v == end || *v != '"') {
+            break;
+        }
+
+        q = llm_sse_string(v + 1, end, &bytes);
+
+        return (q == end) ? llm_sse_other : llm_sse_kind(v + 1, q - v - 1);
+    }
+
+    return llm_sse_other;
+}
+
+
+/*
+ * Counts the generated text of a delta event: the string values of the
+ * members named in keys, wherever they are.  Every string is skipped
+ * whole, so text inside one never looks like a member.  Returns whether a
+ * member named in wanted (if any) has a value other than null: such an
+ * event is worth a parse, which decides.
+ */
+
+static int
+llm_sse_count(llm_usage_t *u, const char *s, size_t n,
+    const llm_sse_name_t *keys, const llm_sse_name_t *wanted)
+{
+    int          found;
+    size_t       kn;
+    uint64_t     bytes, total;
+    const char  *q, *k, *v, *end;
+
+    /* an event with an empty data field has no buffer yet */
+    if (n == 0) {
+        return 0;
+    }
+
+    found = 0;
+    total = 0;
+    end = s + n;
+    q = s;
+
+    while (q < end) {
+
+        /* the next string is a few bytes away: no memchr() */
+        while (q < end && *q != '"') {
+            q++;
+        }
+
+        if (q == end) {
+            break;
+        }
+
+        k = q + 1;
+        q = llm_sse_string(k, end, &bytes);
+
+        if (q == end) {
+            break;
+        }
+
+        kn = q - k;
+        v = llm_sse_ws(++q, end);
+
+        /* a value, not a member name */
+        if (v == end || *v != ':') {
+            continue;
+        }
+
+        q = v + 1;
+        v = llm_sse_ws(q, end);
+
+        if (wanted && !found && v < end && *v != 'n'
+            && llm_sse_is_key(wanted, k, kn))
+        {
+            found = 1;
+        }
+
+        if (!llm_sse_is_key(keys, k, kn)) {
+            continue;
+        }
+
+        if (v == end || *v != '"') {
+            continue;
+        }
+
+        q = llm_sse_string(v + 1, end, &bytes);
+        total += bytes;
+
+        if (q < end) {
+            q++;
+        }
+    }
+
+    if (total) {
+        u->delta_events++;
+        u->delta_bytes += total;
+    }
+
+    return found;
+}
+
+
+static void
+llm_sse_count_json(llm_usage_t *u, const cJSON *item,
+    const llm_sse_name_t *keys, uint64_t *bytes)
+{
+    const char   *s;
+    const cJSON  *child;
+
+    cJSON_ArrayForEach(child, item) {
+
+        if (cJSON_IsString(child)) {
+            s = child->string;
+
+            /* decoded already: its bytes are its length */
+            if (s != NULL && llm_sse_is_key(keys, s, strlen(s))) {
+                *bytes += strlen(child->valuestring);
+            }
+
+        } else if (cJSON_IsObject(child) || cJSON_IsArray(child)) {
+
+            if (child->string == NULL || strcmp(child->string, "usage") != 0)
+            {
+                llm_sse_count_json(u, child, keys, bytes);
+            }
+        }
+    }
+}
+
+
+/* s, n: a member name as sent, up to its closing quote (escapes kept) */
+
+static int
+llm_sse_is_key(const llm_sse_name_t *keys, const char *s, size_t n)
+{
+    for ( /* void */ ; keys->name; keys++) {
+        if (keys->len == n && memcmp(keys->name, s, n) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * From just after an opening quote to its closing quote (or end).  *bytes
+ * is the string's length in UTF-8 as decoded: an escape is one byte, a
+ * \uXXXX the bytes of its code point (a surrogate two, a pair four).
+ * Decoded strings from cJSON have no escapes and count as they are.
+ */
+
+static const char *
+llm_sse_string(const char *s, const char *end, uint64_t *bytes)
+{
+    unsigned     cp, i, c;
+    uint64_t     n;
+    const char  *q;
+
+    /*
+     * Most strings are short and have no escape: their bytes are their
+     * length.  A loop, not memchr(): the call costs more than the bytes.
+     */
+    for (q = s; q < end && *q != '"' && *q != '\\'; q++) {
+        /* void */
+    }
+
+    if (q == end || *q == '"') {
+        *bytes = q - s;
+        return q;
+    }
+
+    n = q - s;
+    s = q;
+
+    while (s < end && *s != '"') {
+
+        if (*s != '\\') {
+            n++;
+            s++;
+            continue;
+        }
+
+        if (end - s < 2) {
+            s = end;
+            break;
+        }
+
+        if (s[1] != 'u' || end - s < 6) {
+            n++;
+            s += 2;
+            continue;
+        }
+
+        cp = 0;
+
+        for (i = 2; i < 6; i++) {
+            c = (unsigned char) s[i];
+            c = (c >= '0' && c <= '9') ? c - '0'
+                : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a'
+                                                             + 10
+                : 0;
+            cp = cp * 16 + c;
+        }
+
+        n += (cp < 0x80) ? 1
+             : (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) ? 2 : 3;
+        s += 6;
+    }
+
+    *bytes = n;
+
+    return s;
+}
+
+
+/*
+ * If s, just after a quote, is key", a colon and a value, returns where
+ * the value starts (end if it does not).
+ */
+
+static const char *
+llm_sse_key(const char *s, const char *end, const char *key, size_t n)
+{
+    if ((size_t) (end - s) <= n || memcmp(s, key, n) != 0 || s[n] != '"') {
+        return NULL;
+    }
+
+    s = llm_sse_ws(s + n + 1, end);
+
+    if (s == end || *s != ':') {
+        return NULL;
+    }
+
+    return llm_sse_ws(s + 1, end);
+}
+
+
+static const char *
+llm_sse_ws(const char *s, const char *end)
+{
+    while (s < end
+           && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'))
+    {
+        s++;
+    }
+
+    return s;
+}
+
+
+static int
+llm_sse_is_done(const char *s, size_t n)
+{
+    const char  *end;
+
+    if (n == 0) {
+        return 0;
+    }
+
+    end = s + n;
+    s = llm_sse_ws(s, end);
+
+    while (end > s
+           && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n'))
+    {
+        end--;
+    }
+
+    return end - s == 6 && memcmp(s, "[DONE]", 6) == 0;
+}
+
+
+#undef llm_sse_init
+#undef llm_sse_feed
+#undef llm_sse_filter
+#undef llm_sse_filter_end
+#undef llm_sse_closing
+#undef llm_sse_error_event
+#undef llm_sse_finish
+#undef llm_sse_pending
+#undef llm_sse_usage_from_json
+#undef llm_sse_usage_from_tail
+#undef llm_sse_kind
