@@ -30,12 +30,7 @@ my $n = $ENV{BENCH_RECORDS} // 200_000;
 my $t = new_tenant(tier => 'bench');
 my $log = "$s->{LLMGW_DIR}/accountd.log";
 
-# µ$ per million tokens, those of the demo's mock-gpt-4o-mini
-db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
-                                   output_per_mtok, cached_input_per_mtok)
-           VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000)
-           ON CONFLICT DO NOTHING})
-    if $ENV{BENCH_PRICED} // 1;
+bench_price() if $ENV{BENCH_PRICED} // 1;
 my $tck = clk_tck();
 
 # frames of the settle record, version 2 (core/llm_record.h)

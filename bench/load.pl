@@ -45,6 +45,7 @@ my @targets = qw(direct proxy_pass gateway);
 
 # a tier that never runs short, a price so that caps could apply
 my $t = new_tenant(tier => 'bench');
+bench_price();
 
 my $server = nginx_server(keepalive => 256, backlog => 4096,
                           plain => '/plain/v1/chat/completions',

@@ -51,8 +51,9 @@ my %o = (
 );
 
 # nginx reads the key snapshot when it starts: the tenant comes first.  Its
-# tier could never run short during the run.
+# tier could never run short during the run; the alias's model is priced.
 my $t = new_tenant(tier => 'bench');
+bench_price();
 
 my @ports = map { LLMGW::Nginx::free_port() } 1 .. 3;
 my $server = nginx_server(keepalive => 64, request_id => 1,

@@ -19,7 +19,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
                  nginx_server nginx_stop pidfile children ticks stack_pids
                  accountd_backend drained ledger_rows print_targets
-                 targets_json json_file write_json);
+                 targets_json json_file write_json bench_price);
 
 # The stack bench/with-stack started.  A signal becomes a die, so that
 # nginx is still stopped (LLMGW::Nginx's DESTROY) on the way out.
@@ -160,6 +160,19 @@ $request_id
 $locations    }
 $servers
 EOF
+}
+
+# A price for the benches' own models, as a model in production has one:
+# the tiers refuse a model without.  µ$ per million tokens, those the
+# stack gives mock-gpt-4o-mini (mock-bench, the request of bench-load) and
+# mock-claude-3-5-haiku (mock-claude-bench, bench-ttfb's alias).
+sub bench_price {
+    db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                       output_per_mtok, cached_input_per_mtok)
+               VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000),
+                      ('mock-claude-bench', '2000-01-01', 800000, 4000000,
+                       80000)
+               ON CONFLICT DO NOTHING});
 }
 
 # Stops nginx, then prints the first lines it logged at the level lowest
