@@ -2,14 +2,17 @@ package Bench;
 
 # What the benchmarks' drivers share (load.pl, streams.pl, ttfb.pl,
 # ingest.pl): the start under bench/with-stack, the nginx server they
-# compare, the CPU time of the stack's processes from /proc, accountd's
-# records into the ledger, and the end of a run: the issue's targets, the
-# JSON file, what nginx logged.  Core Perl, on top of t/lib/LLMGW.pm.
+# compare, a wrk run of bench-load's request, the CPU time of the stack's
+# processes from /proc, accountd's records into the ledger, and the end of
+# a run: the issue's targets, the JSON file, what nginx logged.  Core
+# Perl, on top of t/lib/LLMGW.pm.
 
 use strict;
 use warnings;
 
+use Cwd qw(abs_path);
 use Exporter qw(import);
+use File::Basename qw(dirname);
 use HTTP::Tiny;
 use JSON::PP;
 use LLMGW;
@@ -18,8 +21,12 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
                  nginx_server nginx_stop pidfile children ticks stack_pids
-                 accountd_backend drained ledger_rows print_targets
-                 targets_json json_file write_json bench_price);
+                 bench_price load_nginx proc_ticks wrk_load merge_runs ratio
+                 accountd_backend drained ledger_rows ledger_check
+                 print_targets targets_json build_dir json_file write_json);
+
+# the top of the checkout: bench/lib/..
+my $top = dirname(dirname(dirname(abs_path(__FILE__))));
 
 # The stack bench/with-stack started.  A signal becomes a die, so that
 # nginx is still stopped (LLMGW::Nginx's DESTROY) on the way out.
@@ -31,7 +38,7 @@ sub bench_stack {
 # build/bench/NAME, the C client of `make bench-NAME`
 sub bench_client {
     my ($name) = @_;
-    my $client = stack()->{LLMGW_BUILD} . "/bench/$name";
+    my $client = build_dir() . "/bench/$name";
     -x $client or die "$client is not built: run make bench-$name\n";
     return $client;
 }
@@ -175,6 +182,35 @@ sub bench_price {
                ON CONFLICT DO NOTHING});
 }
 
+# The nginx of bench-load, running, with its workers: (b)
+# plain proxy_pass at /plain/v1/chat/completions, (c) the gateway at
+# /v1/chat/completions and its /metrics, a tier "bench" that never runs
+# short, mock-bench priced.  A journal (buffer) that holds a whole run:
+# wrk's rate may be above what PostgreSQL commits (see bench-ingest); with
+# the default 4m the gateway would refuse with 503 once it is full, which
+# measures PostgreSQL, not the gateway.  Each run's records are committed
+# before the next (drained()), and their CPU counts for the run.
+sub load_nginx {
+    my ($workers, $journal) = @_;
+    my $s = stack();
+    bench_price();
+    my $server = nginx_server(keepalive => 256, backlog => 4096,
+                              plain => '/plain/v1/chat/completions',
+                              gateway => 1, metrics => 1);
+
+    return nginx(workers => $workers, log_level => 'warn',
+                 http => <<"EOF")->run();
+    llm_gateway_zone      zone=llm:1m;
+    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT}
+                          secret=$s->{LLMGW_KEY_SECRET};
+    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET} buffer=$journal;
+
+    llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
+
+$server
+EOF
+}
+
 # Stops nginx, then prints the first lines it logged at the level lowest
 # (warn, error) and above, if any: they are worth seeing.  who: a name for
 # the nginx, when there are several.
@@ -228,6 +264,18 @@ sub ticks {
     return $f[11] + $f[12];
 }
 
+# Clock ticks so far of each group of processes: { name => [ pids ] } in,
+# { name => ticks } out.
+sub proc_ticks {
+    my ($pids) = @_;
+    my %ticks;
+    for my $p (keys %$pids) {
+        $ticks{$p} = 0;
+        $ticks{$p} += ticks($_) for @{ $pids->{$p} };
+    }
+    return \%ticks;
+}
+
 # The processes of the stack, by name: the workers of an nginx (none
 # without one), accountd, mockllm, and PostgreSQL: the whole cluster (the
 # backends, the WAL writer, autovacuum, the checkpointer...).
@@ -244,6 +292,58 @@ sub stack_pids {
         postgres => [ $pm, children($pm) ],
     );
 }
+
+# One run of wrk, one thread, c connections for secs seconds, with
+# bench/load.lua: the request of bench-load, the same to every target.
+# env: load.lua's environment (BENCH_MODE json or sse).
+# Returns the figures load.lua wrote (requests, duration_us, errors,
+# p50_us, p90_us, p99_us, mean_us), or undef, and what wrk printed.
+sub wrk_load {
+    my ($url, $c, $secs, %env) = @_;
+    local @ENV{keys %env} = values %env;
+    my $cmd = "wrk -t1 -c$c -d${secs}s --timeout 10s"
+              . " -s $top/bench/load.lua $url 2>&1";
+    my $out = `$cmd`;
+    my ($line) = $out =~ /^BENCH (\{.*\})$/m;
+    return ($line ? decode_json($line) : undef, $out);
+}
+
+# The runs of a cell together: requests/s over all of them, the median
+# run's latencies, CPU a request of each group of processes in procs (µs,
+# from each run's cpu_ticks) and of those in all together (all), the
+# spread of requests/s (max / min - 1) as a measure of noise, and the
+# requests a commit when the runs counted commits.
+sub merge_runs {
+    my ($runs, $procs, $all) = @_;
+    my ($req, $dur, $commits, %ticks, @rps) = (0, 0, 0);
+    my $tck = clk_tck();
+
+    for my $r (@$runs) {
+        $commits += $r->{commits} // 0;
+        $req += $r->{requests};
+        $dur += $r->{duration_us};
+        $ticks{$_} += $r->{cpu_ticks}{$_} for keys %{ $r->{cpu_ticks} };
+        push(@rps, $r->{requests} / ($r->{duration_us} / 1e6));
+    }
+
+    my @by = sort { $a->{p99_us} <=> $b->{p99_us} } @$runs;
+    my $mid = $by[$#by / 2] // { p50_us => 0, p99_us => 0 };
+    @rps = sort { $a <=> $b } @rps;
+
+    my %us = (all => 0);
+    for my $p (@$procs) {
+        $us{$p} = $req ? ($ticks{$p} // 0) / $tck * 1e6 / $req : 0;
+    }
+    $us{all} += $us{$_} for @$all;
+
+    return { requests => $req, rps => $dur ? $req / ($dur / 1e6) : 0,
+             per_commit => $commits ? $req / $commits : 0,
+             p50_us => $mid->{p50_us}, p99_us => $mid->{p99_us},
+             cpu_us => \%us,
+             spread => @rps > 1 && $rps[0] ? $rps[-1] / $rps[0] - 1 : 0 };
+}
+
+sub ratio { return $_[1] ? $_[0] / $_[1] : 0 }
 
 # the PostgreSQL backend that serves accountd, or undef
 sub accountd_backend {
@@ -282,6 +382,21 @@ sub ledger_rows {
     }
 }
 
+# Accounting was really on: a tenant's llm.usage rows (up to 30 s) for the
+# requests wrk completed through the gateway, and at most cut more: those
+# its end cut short are rows too (partial), at most one a connection.
+# Prints them; returns the rows and whether they are as expected.
+sub ledger_check {
+    my ($tenant, $requests, $cut) = @_;
+    my $rows = ledger_rows($tenant, $requests, 30, 0.02);
+    my $ok = $rows >= $requests && $rows <= $requests + $cut;
+
+    printf("\nledger: %d llm.usage rows for %d gateway requests wrk "
+           . "completed and at most %d it cut%s\n", $rows, $requests, $cut,
+           $ok ? '' : ' (NOT AS EXPECTED)');
+    return ($rows, $ok);
+}
+
 # The issue's targets, [ what, target, value, met (undef: only shown) ]
 # each; fmt is that of the first three columns.
 sub print_targets {
@@ -298,10 +413,17 @@ sub targets_json {
                             : $_->[3] ? \1 : \0 } } @_ ];
 }
 
+# The build directory: the stack's under bench/with-stack, else build/
+sub build_dir {
+    return stack()->{LLMGW_BUILD}
+        if $ENV{LLMGW_TEST_DIR} && -f "$ENV{LLMGW_TEST_DIR}/stack.env";
+    return "$top/build";
+}
+
 # build/bench/NAME-TIME.json (the directory made), and the time
 sub json_file {
     my ($name) = @_;
-    my $dir = stack()->{LLMGW_BUILD} . '/bench';
+    my $dir = build_dir() . '/bench';
     my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
     mkdir($dir);
     return ("$dir/$name-$stamp.json", $stamp);
