@@ -1,8 +1,8 @@
 package Bench;
 
-# What the benchmarks' drivers share (load.pl, streams.pl, ttfb.pl,
-# ingest.pl): the start under bench/with-stack, the nginx server they
-# compare, a wrk run of bench-load's request, the CPU time of the stack's
+# What the benchmarks' drivers share (load.pl, peers.pl, streams.pl,
+# ttfb.pl, ingest.pl): the start under bench/with-stack, the nginx server
+# they compare, a wrk run of bench-load's request, the CPU time of the stack's
 # processes from /proc, accountd's records into the ledger, and the end of
 # a run: the issue's targets, the JSON file, what nginx logged.  Core
 # Perl, on top of t/lib/LLMGW.pm.
@@ -182,7 +182,7 @@ sub bench_price {
                ON CONFLICT DO NOTHING});
 }
 
-# The nginx of bench-load, running, with its workers: (b)
+# The nginx of bench-load and bench-peers, running, with its workers: (b)
 # plain proxy_pass at /plain/v1/chat/completions, (c) the gateway at
 # /v1/chat/completions and its /metrics, a tier "bench" that never runs
 # short, mock-bench priced.  A journal (buffer) that holds a whole run:
@@ -295,7 +295,7 @@ sub stack_pids {
 
 # One run of wrk, one thread, c connections for secs seconds, with
 # bench/load.lua: the request of bench-load, the same to every target.
-# env: load.lua's environment (BENCH_MODE json or sse).
+# env: load.lua's environment (BENCH_MODE json or sse, BENCH_HEADERS).
 # Returns the figures load.lua wrote (requests, duration_us, errors,
 # p50_us, p90_us, p99_us, mean_us), or undef, and what wrk printed.
 sub wrk_load {
