@@ -570,8 +570,10 @@ $(DEB_DIR)/stamp: $(DEB_INPUTS)
 .PHONY: bench bench-ttfb bench-load bench-micro bench-ingest bench-streams \
         bench-peers
 
+# all of them, then the table of their latest figures in bench/README.md
 bench: bench-micro bench-ingest bench-load bench-ttfb bench-streams \
        bench-peers
+	perl bench/results.pl
 
 # requests/s, latency and CPU a request: mockllm, nginx proxy_pass and the
 # gateway, JSON and SSE, 1, 32 and 128 connections (see bench/load.pl)
@@ -612,9 +614,10 @@ $(PORTKEY): bench/peers/package.json bench/peers/package-lock.json
 bench-ingest: build
 	bench/with-stack perl bench/ingest.pl
 
-# admission ns/op, the keyed HMAC, bytes a tenant in the zone
+# admission ns/op, the keyed HMAC, bytes a tenant in the zone (printed and
+# in build/bench/micro-<time>.json: see bench/micro.pl)
 bench-micro: $(BUILD)/bench/micro
-	$(BUILD)/bench/micro
+	perl bench/micro.pl
 
 NGX_INCS    := $(addprefix -I$(NGX_BUILD)/, src/core src/event \
                src/event/modules src/os/unix src/http src/http/modules \

@@ -1,11 +1,12 @@
 package Bench;
 
 # What the benchmarks' drivers share (load.pl, peers.pl, streams.pl,
-# ttfb.pl, ingest.pl): the start under bench/with-stack, the nginx server
-# they compare, a wrk run of bench-load's request, the CPU time of the stack's
-# processes from /proc, accountd's records into the ledger, and the end of
-# a run: the issue's targets, the JSON file, what nginx logged.  Core
-# Perl, on top of t/lib/LLMGW.pm.
+# ttfb.pl, ingest.pl, micro.pl): the start under bench/with-stack, the
+# nginx server they compare, a wrk run of bench-load's request, the CPU
+# time of the stack's processes from /proc, accountd's records into the
+# ledger, and the end of a run: the issue's targets, the JSON file (with
+# the commit it measured), what nginx logged.  Core Perl, on top of
+# t/lib/LLMGW.pm.
 
 use strict;
 use warnings;
@@ -23,7 +24,8 @@ our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
                  nginx_server nginx_stop pidfile children ticks stack_pids
                  bench_price load_nginx proc_ticks wrk_load merge_runs ratio
                  accountd_backend drained ledger_rows ledger_check
-                 print_targets targets_json build_dir json_file write_json);
+                 print_targets targets_json build_dir json_file read_json
+                 write_json git_commit);
 
 # the top of the checkout: bench/lib/..
 my $top = dirname(dirname(dirname(abs_path(__FILE__))));
@@ -420,6 +422,19 @@ sub build_dir {
     return "$top/build";
 }
 
+# The commit measured, its short hash, and "+" after it when tracked files
+# differ from it (but bench/README.md, whose results table bench/results.pl
+# rewrites); undef outside a checkout.
+sub git_commit {
+    my $head = `git -C '$top' rev-parse --short=12 HEAD 2>/dev/null`;
+    return undef if $? || !$head;
+    chomp($head);
+    my $cmd = "git -C '$top' status --porcelain --untracked-files=no"
+              . " -- . ':!bench/README.md'";
+    my $dirty = `$cmd`;
+    return $head . ($dirty ? '+' : '');
+}
+
 # build/bench/NAME-TIME.json (the directory made), and the time
 sub json_file {
     my ($name) = @_;
@@ -429,8 +444,18 @@ sub json_file {
     return ("$dir/$name-$stamp.json", $stamp);
 }
 
+sub read_json {
+    my ($file) = @_;
+    open(my $fh, '<', $file) or die "$file: $!\n";
+    my $data = decode_json(do { local $/; <$fh> });
+    close($fh);
+    return $data;
+}
+
+# The figures of a run to file, with the commit it measured
 sub write_json {
     my ($file, $data) = @_;
+    $data->{commit} //= git_commit();
     open(my $fh, '>', $file) or die "$file: $!";
     print $fh JSON::PP->new->canonical->pretty->encode($data);
     close($fh);
