@@ -567,9 +567,13 @@ $(DEB_DIR)/stamp: $(DEB_INPUTS)
 # Benchmarks: the stack of `make test` in a temporary directory, one nginx,
 # numbers printed and kept in build/bench/*.json; no timing is a failure.
 # bench/with-stack stops everything it started, even when interrupted.
-.PHONY: bench bench-ttfb bench-load bench-micro bench-ingest bench-streams
+.PHONY: bench bench-ttfb bench-load bench-micro bench-ingest bench-streams \
+        bench-peers
 
-bench: bench-micro bench-ingest bench-load bench-ttfb bench-streams
+# all of them, then the table of their latest figures in bench/README.md
+bench: bench-micro bench-ingest bench-load bench-ttfb bench-streams \
+       bench-peers
+	perl bench/results.pl
 
 # requests/s, latency and CPU a request: mockllm, nginx proxy_pass and the
 # gateway, JSON and SSE, 1, 32 and 128 connections (see bench/load.pl)
@@ -590,13 +594,30 @@ bench-streams: build $(BUILD)/bench/streams
 	    BENCH_TIMEOUT=$${BENCH_TIMEOUT:-300} \
 	    bench/with-stack perl bench/streams.pl
 
+# Portkey and its dependencies as bench/peers/package-lock.json pins them,
+# installed once (npm's clock on the file is the package's: touched)
+PORTKEY     := $(BUILD)/peers/node_modules/@portkey-ai/gateway/package.json
+
+# the gateway, nginx proxy_pass and the Portkey gateway (Node.js, pinned in
+# bench/peers), JSON and SSE at 32 connections: requests/s, latency, CPU a
+# request, gateway / Portkey (see bench/peers.pl)
+bench-peers: build $(PORTKEY)
+	BENCH_TIMEOUT=$${BENCH_TIMEOUT:-300} bench/with-stack perl bench/peers.pl
+
+$(PORTKEY): bench/peers/package.json bench/peers/package-lock.json
+	@mkdir -p $(BUILD)/peers
+	cp bench/peers/package.json bench/peers/package-lock.json $(BUILD)/peers/
+	cd $(BUILD)/peers && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 # accountd's sustained ingest rate into PostgreSQL (see bench/ingest.pl)
 bench-ingest: build
 	bench/with-stack perl bench/ingest.pl
 
-# admission ns/op, the keyed HMAC, bytes a tenant in the zone
+# admission ns/op, the keyed HMAC, bytes a tenant in the zone (printed and
+# in build/bench/micro-<time>.json: see bench/micro.pl)
 bench-micro: $(BUILD)/bench/micro
-	$(BUILD)/bench/micro
+	perl bench/micro.pl
 
 NGX_INCS    := $(addprefix -I$(NGX_BUILD)/, src/core src/event \
                src/event/modules src/os/unix src/http src/http/modules \

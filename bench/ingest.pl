@@ -8,9 +8,9 @@
 # production has, unless BENCH_PRICED=0 (then every cost is NULL).
 # Prints records/s committed, the CPU a record of accountd and of its
 # PostgreSQL backend, the records a commit (from accountd's log) and the
-# WAL a record.  Run by `make bench-ingest` through bench/with-stack.  No
-# figure is a pass or a fail; the run fails if a record is not
-# acknowledged or has no row.
+# WAL a record, and writes them to build/bench/ingest-<time>.json.  Run by
+# `make bench-ingest` through bench/with-stack.  No figure is a pass or a
+# fail; the run fails if a record is not acknowledged or has no row.
 
 use strict;
 use warnings;
@@ -30,6 +30,7 @@ my $n = $ENV{BENCH_RECORDS} // 200_000;
 my $t = new_tenant(tier => 'bench');
 my $log = "$s->{LLMGW_DIR}/accountd.log";
 
+bench_price() if $ENV{BENCH_PRICED} // 1;
 my $tck = clk_tck();
 
 # frames of the settle record, version 2 (core/llm_record.h)
@@ -98,15 +99,36 @@ my ($rows, $priced) = db()->selectrow_array(
     undef, $t->{id});
 my @batches = batches($log, $log0);
 
+my %f = (
+    records_per_s => $acked / $secs,
+    accountd_us   => $cpu{accountd} / $tck * 1e6 / ($acked || 1),
+    backend_us    => $cpu{backend} / $tck * 1e6 / ($acked || 1),
+    per_commit    => $acked / (@batches || 1),
+    wal_bytes     => $wal / ($acked || 1),
+);
+
 printf("ingest: %d records acknowledged in %.2f s: %.0f records/s "
-       . "committed\n", $acked, $secs, $acked / $secs);
+       . "committed\n", $acked, $secs, $f{records_per_s});
 printf("  CPU a record: accountd %.1f µs, its PostgreSQL backend %.1f µs\n",
-       $cpu{accountd} / $tck * 1e6 / ($acked || 1),
-       $cpu{backend} / $tck * 1e6 / ($acked || 1));
+       $f{accountd_us}, $f{backend_us});
 printf("  %.0f records a commit (%d commits, the largest %d), WAL %.0f "
-       . "bytes a record\n", $acked / (@batches || 1), scalar @batches,
-       (sort { $b <=> $a } @batches, 0)[0], $wal / ($acked || 1));
+       . "bytes a record\n", $f{per_commit}, scalar @batches,
+       (sort { $b <=> $a } @batches, 0)[0], $f{wal_bytes});
 printf("  %d rows in llm.usage, %d with a cost\n", $rows, $priced);
+
+# no target: the figures only, as the others' files have them
+my ($json, $stamp) = json_file('ingest');
+write_json($json, {
+    when => $stamp, records => $n, acknowledged => $acked, secs => $secs,
+    priced => $ENV{BENCH_PRICED} // 1, rows => $rows, rows_priced => $priced,
+    commits => scalar @batches, figures => \%f,
+    targets => targets_json(
+        [ 'records a second committed', '', $f{records_per_s}, undef ],
+        [ 'accountd CPU a record (µs)', '', $f{accountd_us}, undef ],
+        [ 'PostgreSQL backend CPU a record (µs)', '', $f{backend_us},
+          undef ],
+        [ 'records a commit', '', $f{per_commit}, undef ],
+        [ 'WAL a record (bytes)', '', $f{wal_bytes}, undef ]) });
 
 exit($acked == $n && $rows == $n ? 0 : 1);
 

@@ -27,7 +27,6 @@ use FindBin;
 use lib "$FindBin::Bin/../t/lib", "$FindBin::Bin/lib";
 
 use Bench;
-use JSON::PP;
 use LLMGW;
 
 my $s = bench_stack();
@@ -46,25 +45,7 @@ my @targets = qw(direct proxy_pass gateway);
 # a tier that never runs short, a price so that caps could apply
 my $t = new_tenant(tier => 'bench');
 
-my $server = nginx_server(keepalive => 256, backlog => 4096,
-                          plain => '/plain/v1/chat/completions',
-                          gateway => 1, metrics => 1);
-
-# A journal that holds a whole run: wrk's rate may be above what
-# PostgreSQL commits (see bench-ingest); with the default 4m the gateway
-# would refuse with 503 once it is full, which measures PostgreSQL, not the
-# gateway.  Each run's records are committed before the next (drained()),
-# and their CPU counts for the run.
-my $ng = nginx(workers => $o{workers}, log_level => 'warn',
-               http => <<"EOF")->run();
-    llm_gateway_zone      zone=llm:1m;
-    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
-    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET} buffer=$o{journal};
-
-    llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
-
-$server
-EOF
+my $ng = load_nginx($o{workers}, $o{journal});
 
 my %url = (
     direct     => "http://127.0.0.1:$s->{LLMGW_MOCK_PORT}/v1/chat/completions",
@@ -72,7 +53,6 @@ my %url = (
     gateway    => $ng->url('/v1/chat/completions'),
 );
 
-my $tck = clk_tck();
 my ($cpus, $nginx_v) = (cpus(), nginx_version());
 
 printf("load: nginx %s, %d worker(s); wrk %s s a run, %d rounds; %d CPUs\n",
@@ -171,18 +151,10 @@ print_targets('%-55s %8s %9.3f', @targets_met);
 
 # --- the ledger: accounting was really on ------------------------------------
 
-# wrk counts the responses it read whole; those its end cut short are rows
-# too (partial), at most one a connection
-my $rows = ledger_rows($t->{id}, $gateway_requests, 30, 0.02);
 my $cut = 0;
 $cut += $_ for map { @$_ } values %gateway_cut;
-
-printf("\nledger: %d llm.usage rows for %d gateway requests wrk completed "
-       . "and at most %d it cut%s\n", $rows, $gateway_requests, $cut,
-       $rows >= $gateway_requests && $rows <= $gateway_requests + $cut
-       ? '' : ' (NOT AS EXPECTED)');
-$failed++ unless $rows >= $gateway_requests
-                 && $rows <= $gateway_requests + $cut;
+my ($rows, $ledger_ok) = ledger_check($t->{id}, $gateway_requests, $cut);
+$failed++ unless $ledger_ok;
 
 my ($json, $stamp) = json_file('load');
 write_json($json, {
@@ -199,16 +171,12 @@ exit($failed ? 1 : 0);
 sub run_wrk {
     my ($mode, $c, $target) = @_;
 
-    local $ENV{BENCH_MODE} = $mode;
-
     my $commits = commits();
     my $before = cpu();
-    my $out = `wrk -t1 -c$c -d$o{secs}s --timeout 10s -s $FindBin::Bin/load.lua $url{$target} 2>&1`;
-    my ($line) = $out =~ /^BENCH (\{.*\})$/m;
+    my ($r, $out) = wrk_load($url{$target}, $c, $o{secs}, BENCH_MODE => $mode);
 
     # the gateway's records are committed after: their CPU is its too
-    if ($line && $target eq 'gateway') {
-        my $r = decode_json($line);
+    if ($r && $target eq 'gateway') {
         $gateway_requests += $r->{requests};
         push(@{ $gateway_cut{$mode} }, $c);
         drained($ng, 0.01);
@@ -217,13 +185,11 @@ sub run_wrk {
     my $after = cpu();
     $commits = commits() - $commits;
 
-    unless ($line) {
+    unless ($r) {
         print "wrk failed ($mode, $c, $target):\n$out";
         $failed++;
         return undef;
     }
-
-    my $r = decode_json($line);
 
     if ($r->{errors} || !$r->{requests}) {
         printf("  %s %d %s: %d errors in %d requests\n", $mode, $c, $target,
@@ -254,48 +220,12 @@ sub commits {
 sub cpu {
     my %pids = stack_pids($ng);
     $pids{pg_accountd} = [ accountd_backend() // 0 ];
-
-    my %ticks;
-    for my $p (keys %pids) {
-        $ticks{$p} = 0;
-        $ticks{$p} += ticks($_) for @{ $pids{$p} };
-    }
-
-    return \%ticks;
+    return proc_ticks(\%pids);
 }
 
-# The runs of a cell together: requests/s over all of them, the median
-# run's latencies, CPU a request, and the spread of requests/s (max / min
-# - 1) as a measure of noise.
+# The runs of a cell together (Bench.pm's merge_runs): all-in is nginx,
+# accountd and PostgreSQL.
 sub merge {
-    my ($runs) = @_;
-    my ($req, $dur, %ticks) = (0, 0);
-    my @rps;
-
-    my $commits = 0;
-    for my $r (@$runs) {
-        $commits += $r->{commits} // 0;
-        $req += $r->{requests};
-        $dur += $r->{duration_us};
-        $ticks{$_} += $r->{cpu_ticks}{$_} for keys %{ $r->{cpu_ticks} };
-        push(@rps, $r->{requests} / ($r->{duration_us} / 1e6));
-    }
-
-    my @by = sort { $a->{p99_us} <=> $b->{p99_us} } @$runs;
-    my $mid = $by[$#by / 2] // { p50_us => 0, p99_us => 0 };
-    @rps = sort { $a <=> $b } @rps;
-
-    my %us;
-    for my $p (qw(nginx accountd postgres pg_accountd mockllm)) {
-        $us{$p} = $req ? ($ticks{$p} // 0) / $tck * 1e6 / $req : 0;
-    }
-    $us{all} = $us{nginx} + $us{accountd} + $us{postgres};
-
-    return { requests => $req, rps => $dur ? $req / ($dur / 1e6) : 0,
-             per_commit => $commits ? $req / $commits : 0,
-             p50_us => $mid->{p50_us}, p99_us => $mid->{p99_us},
-             cpu_us => \%us,
-             spread => @rps > 1 && $rps[0] ? $rps[-1] / $rps[0] - 1 : 0 };
+    return merge_runs($_[0], [qw(nginx accountd postgres pg_accountd mockllm)],
+                      [qw(nginx accountd postgres)]);
 }
-
-sub ratio { return $_[1] ? $_[0] / $_[1] : 0 }

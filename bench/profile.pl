@@ -34,17 +34,7 @@ my %o = (
 `perf --version 2>&1` =~ /perf version/ or die "perf is not installed\n";
 
 my $t = new_tenant(tier => 'bench');
-my $ng = nginx(workers => 1, log_level => 'warn', http => <<"EOF")->run();
-    llm_gateway_zone      zone=llm:1m;
-    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT} secret=$s->{LLMGW_KEY_SECRET};
-    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET} buffer=64m;
-
-    llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
-
-@{[ nginx_server(keepalive => 256, backlog => 4096,
-                 plain => '/plain/v1/chat/completions', gateway => 1,
-                 metrics => 1) ]}
-EOF
+my $ng = load_nginx(1, '64m');
 
 my %url = (proxy_pass => $ng->url('/plain/v1/chat/completions'),
            gateway    => $ng->url('/v1/chat/completions'));

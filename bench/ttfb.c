@@ -987,7 +987,7 @@ bench_json(FILE *f, bench_series_t *series, int nseries,
 
     fprintf(f, "  \"unit\": \"us\",\n  \"cpus\": %ld,\n"
             "  \"kernel\": \"%s\",\n  \"loadavg_start\": \"%s\",\n"
-            "  \"loadavg_end\": \"%s\",\n  \"warmup\": %d,\n  \"targets\": [",
+            "  \"loadavg_end\": \"%s\",\n  \"warmup\": %d,\n  \"endpoints\": [",
             cpus, u.release, bench_load[0], bench_load[1], bench_warmup);
 
     for (j = 0; j < bench_ntargets; j++) {

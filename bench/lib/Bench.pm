@@ -1,15 +1,19 @@
 package Bench;
 
-# What the benchmarks' drivers share (load.pl, streams.pl, ttfb.pl,
-# ingest.pl): the start under bench/with-stack, the nginx server they
-# compare, the CPU time of the stack's processes from /proc, accountd's
-# records into the ledger, and the end of a run: the issue's targets, the
-# JSON file, what nginx logged.  Core Perl, on top of t/lib/LLMGW.pm.
+# What the benchmarks' drivers share (load.pl, peers.pl, streams.pl,
+# ttfb.pl, ingest.pl, micro.pl): the start under bench/with-stack, the
+# nginx server they compare, a wrk run of bench-load's request, the CPU
+# time of the stack's processes from /proc, accountd's records into the
+# ledger, and the end of a run: the issue's targets, the JSON file (with
+# the commit it measured), what nginx logged.  Core Perl, on top of
+# t/lib/LLMGW.pm.
 
 use strict;
 use warnings;
 
+use Cwd qw(abs_path);
 use Exporter qw(import);
+use File::Basename qw(dirname);
 use HTTP::Tiny;
 use JSON::PP;
 use LLMGW;
@@ -18,29 +22,25 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(bench_stack bench_client nginx_version cpus clk_tck
                  nginx_server nginx_stop pidfile children ticks stack_pids
-                 accountd_backend drained ledger_rows print_targets
-                 targets_json json_file write_json);
+                 bench_price load_nginx proc_ticks wrk_load merge_runs ratio
+                 accountd_backend drained ledger_rows ledger_check
+                 print_targets targets_json build_dir json_file read_json
+                 write_json git_commit);
+
+# the top of the checkout: bench/lib/..
+my $top = dirname(dirname(dirname(abs_path(__FILE__))));
 
 # The stack bench/with-stack started.  A signal becomes a die, so that
 # nginx is still stopped (LLMGW::Nginx's DESTROY) on the way out.
 sub bench_stack {
     $SIG{INT} = $SIG{TERM} = $SIG{HUP} = sub { die "interrupted\n" };
-    my $s = stack();
-    # the benchmarks' model has a price, as a model in production has: a
-    # tier serves no unpriced model, and every row gets its cost (µ$ per
-    # million tokens, those of the demo's mock-gpt-4o-mini; BENCH_PRICED=0:
-    # none, for a tier that allows unpriced models)
-    db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
-                                       output_per_mtok, cached_input_per_mtok)
-               VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000)
-               ON CONFLICT DO NOTHING}) if $ENV{BENCH_PRICED} // 1;
-    return $s;
+    return stack();
 }
 
 # build/bench/NAME, the C client of `make bench-NAME`
 sub bench_client {
     my ($name) = @_;
-    my $client = stack()->{LLMGW_BUILD} . "/bench/$name";
+    my $client = build_dir() . "/bench/$name";
     -x $client or die "$client is not built: run make bench-$name\n";
     return $client;
 }
@@ -171,6 +171,48 @@ $servers
 EOF
 }
 
+# A price for the benches' own models, as a model in production has one:
+# the tiers refuse a model without.  µ$ per million tokens, those the
+# stack gives mock-gpt-4o-mini (mock-bench, the request of bench-load) and
+# mock-claude-3-5-haiku (mock-claude-bench, bench-ttfb's alias).
+sub bench_price {
+    db()->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+                                       output_per_mtok, cached_input_per_mtok)
+               VALUES ('mock-bench', '2000-01-01', 150000, 600000, 75000),
+                      ('mock-claude-bench', '2000-01-01', 800000, 4000000,
+                       80000)
+               ON CONFLICT DO NOTHING});
+}
+
+# The nginx of bench-load and bench-peers, running, with its workers: (b)
+# plain proxy_pass at /plain/v1/chat/completions, (c) the gateway at
+# /v1/chat/completions and its /metrics, a tier "bench" that never runs
+# short, mock-bench priced.  A journal (buffer) that holds a whole run:
+# wrk's rate may be above what PostgreSQL commits (see bench-ingest); with
+# the default 4m the gateway would refuse with 503 once it is full, which
+# measures PostgreSQL, not the gateway.  Each run's records are committed
+# before the next (drained()), and their CPU counts for the run.
+sub load_nginx {
+    my ($workers, $journal) = @_;
+    my $s = stack();
+    bench_price();
+    my $server = nginx_server(keepalive => 256, backlog => 4096,
+                              plain => '/plain/v1/chat/completions',
+                              gateway => 1, metrics => 1);
+
+    return nginx(workers => $workers, log_level => 'warn',
+                 http => <<"EOF")->run();
+    llm_gateway_zone      zone=llm:1m;
+    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT}
+                          secret=$s->{LLMGW_KEY_SECRET};
+    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET} buffer=$journal;
+
+    llm_gateway_tier  bench  tpm=10000000000  max_tokens=4096;
+
+$server
+EOF
+}
+
 # Stops nginx, then prints the first lines it logged at the level lowest
 # (warn, error) and above, if any: they are worth seeing.  who: a name for
 # the nginx, when there are several.
@@ -224,6 +266,18 @@ sub ticks {
     return $f[11] + $f[12];
 }
 
+# Clock ticks so far of each group of processes: { name => [ pids ] } in,
+# { name => ticks } out.
+sub proc_ticks {
+    my ($pids) = @_;
+    my %ticks;
+    for my $p (keys %$pids) {
+        $ticks{$p} = 0;
+        $ticks{$p} += ticks($_) for @{ $pids->{$p} };
+    }
+    return \%ticks;
+}
+
 # The processes of the stack, by name: the workers of an nginx (none
 # without one), accountd, mockllm, and PostgreSQL: the whole cluster (the
 # backends, the WAL writer, autovacuum, the checkpointer...).
@@ -240,6 +294,58 @@ sub stack_pids {
         postgres => [ $pm, children($pm) ],
     );
 }
+
+# One run of wrk, one thread, c connections for secs seconds, with
+# bench/load.lua: the request of bench-load, the same to every target.
+# env: load.lua's environment (BENCH_MODE json or sse, BENCH_HEADERS).
+# Returns the figures load.lua wrote (requests, duration_us, errors,
+# p50_us, p90_us, p99_us, mean_us), or undef, and what wrk printed.
+sub wrk_load {
+    my ($url, $c, $secs, %env) = @_;
+    local @ENV{keys %env} = values %env;
+    my $cmd = "wrk -t1 -c$c -d${secs}s --timeout 10s"
+              . " -s $top/bench/load.lua $url 2>&1";
+    my $out = `$cmd`;
+    my ($line) = $out =~ /^BENCH (\{.*\})$/m;
+    return ($line ? decode_json($line) : undef, $out);
+}
+
+# The runs of a cell together: requests/s over all of them, the median
+# run's latencies, CPU a request of each group of processes in procs (µs,
+# from each run's cpu_ticks) and of those in all together (all), the
+# spread of requests/s (max / min - 1) as a measure of noise, and the
+# requests a commit when the runs counted commits.
+sub merge_runs {
+    my ($runs, $procs, $all) = @_;
+    my ($req, $dur, $commits, %ticks, @rps) = (0, 0, 0);
+    my $tck = clk_tck();
+
+    for my $r (@$runs) {
+        $commits += $r->{commits} // 0;
+        $req += $r->{requests};
+        $dur += $r->{duration_us};
+        $ticks{$_} += $r->{cpu_ticks}{$_} for keys %{ $r->{cpu_ticks} };
+        push(@rps, $r->{requests} / ($r->{duration_us} / 1e6));
+    }
+
+    my @by = sort { $a->{p99_us} <=> $b->{p99_us} } @$runs;
+    my $mid = $by[$#by / 2] // { p50_us => 0, p99_us => 0 };
+    @rps = sort { $a <=> $b } @rps;
+
+    my %us = (all => 0);
+    for my $p (@$procs) {
+        $us{$p} = $req ? ($ticks{$p} // 0) / $tck * 1e6 / $req : 0;
+    }
+    $us{all} += $us{$_} for @$all;
+
+    return { requests => $req, rps => $dur ? $req / ($dur / 1e6) : 0,
+             per_commit => $commits ? $req / $commits : 0,
+             p50_us => $mid->{p50_us}, p99_us => $mid->{p99_us},
+             cpu_us => \%us,
+             spread => @rps > 1 && $rps[0] ? $rps[-1] / $rps[0] - 1 : 0 };
+}
+
+sub ratio { return $_[1] ? $_[0] / $_[1] : 0 }
 
 # the PostgreSQL backend that serves accountd, or undef
 sub accountd_backend {
@@ -278,6 +384,21 @@ sub ledger_rows {
     }
 }
 
+# Accounting was really on: a tenant's llm.usage rows (up to 30 s) for the
+# requests wrk completed through the gateway, and at most cut more: those
+# its end cut short are rows too (partial), at most one a connection.
+# Prints them; returns the rows and whether they are as expected.
+sub ledger_check {
+    my ($tenant, $requests, $cut) = @_;
+    my $rows = ledger_rows($tenant, $requests, 30, 0.02);
+    my $ok = $rows >= $requests && $rows <= $requests + $cut;
+
+    printf("\nledger: %d llm.usage rows for %d gateway requests wrk "
+           . "completed and at most %d it cut%s\n", $rows, $requests, $cut,
+           $ok ? '' : ' (NOT AS EXPECTED)');
+    return ($rows, $ok);
+}
+
 # The issue's targets, [ what, target, value, met (undef: only shown) ]
 # each; fmt is that of the first three columns.
 sub print_targets {
@@ -294,17 +415,47 @@ sub targets_json {
                             : $_->[3] ? \1 : \0 } } @_ ];
 }
 
+# The build directory: the stack's under bench/with-stack, else build/
+sub build_dir {
+    return stack()->{LLMGW_BUILD}
+        if $ENV{LLMGW_TEST_DIR} && -f "$ENV{LLMGW_TEST_DIR}/stack.env";
+    return "$top/build";
+}
+
+# The commit measured, its short hash, and "+" after it when tracked files
+# differ from it (but bench/README.md, whose results table bench/results.pl
+# rewrites); undef outside a checkout.
+sub git_commit {
+    my $head = `git -C '$top' rev-parse --short=12 HEAD 2>/dev/null`;
+    return undef if $? || !$head;
+    chomp($head);
+    my $cmd = "git -C '$top' status --porcelain --untracked-files=no"
+              . " -- . ':!bench/README.md'";
+    my $dirty = `$cmd`;
+    return $head . ($dirty ? '+' : '');
+}
+
 # build/bench/NAME-TIME.json (the directory made), and the time
 sub json_file {
     my ($name) = @_;
-    my $dir = stack()->{LLMGW_BUILD} . '/bench';
+    my $dir = build_dir() . '/bench';
     my $stamp = strftime('%Y%m%dT%H%M%SZ', gmtime());
     mkdir($dir);
     return ("$dir/$name-$stamp.json", $stamp);
 }
 
+sub read_json {
+    my ($file) = @_;
+    open(my $fh, '<', $file) or die "$file: $!\n";
+    my $data = decode_json(do { local $/; <$fh> });
+    close($fh);
+    return $data;
+}
+
+# The figures of a run to file, with the commit it measured
 sub write_json {
     my ($file, $data) = @_;
+    $data->{commit} //= git_commit();
     open(my $fh, '>', $file) or die "$file: $!";
     print $fh JSON::PP->new->canonical->pretty->encode($data);
     close($fh);
