@@ -120,9 +120,9 @@ sub ledger {
 }
 
 # The issue's targets in each series, printed and added to the file (with
-# the commit measured): a time to first byte (the first event's p50)
-# through the gateway within 5 % of proxy_pass's, and through a
-# translating backend within 10 µs of a native one.
+# the commit measured): the gateway adds at most 10 µs to the first
+# event's p50 over proxy_pass, on a new connection and kept alive, and a
+# translating backend at most 10 µs over a native one.
 sub targets {
     my ($file) = @_;
     my $r = read_json($file);
@@ -131,11 +131,12 @@ sub targets {
     for my $name (qw(fresh keepalive concurrent)) {
         my $p50 = $r->{series}{$name}{targets} or next;
         my %p = map { $_ => $p50->{$_}{first_event}{p50} } keys %$p50;
-        my $ratio = ratio($p{gateway}, $p{proxy_pass});
+        my $added = $p{gateway} - $p{proxy_pass};
         my $diff = $p{translated} - $p{native};
 
-        push(@t, [ "first event p50, gateway / proxy_pass, $name",
-                   '<= 1.05', $ratio, $ratio <= 1.05 ],
+        push(@t, [ "first event p50, gateway - proxy_pass, $name (µs)",
+                   $name eq 'concurrent' ? '' : '<= 10', $added,
+                   $name eq 'concurrent' ? undef : $added <= 10 ],
                  [ "first event p50, translated - native, $name (µs)",
                    '<= 10', $diff, $diff <= 10 ]);
     }
