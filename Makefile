@@ -568,7 +568,7 @@ $(DEB_DIR)/stamp: $(DEB_INPUTS)
 # numbers printed and kept in build/bench/*.json; no timing is a failure.
 # bench/with-stack stops everything it started, even when interrupted.
 .PHONY: bench bench-ttfb bench-load bench-micro bench-ingest bench-streams \
-        bench-peers
+        bench-peers bench-profile
 
 # all of them, then the table of their latest figures in bench/README.md
 bench: bench-micro bench-ingest bench-load bench-ttfb bench-streams \
@@ -609,6 +609,11 @@ $(PORTKEY): bench/peers/package.json bench/peers/package-lock.json
 	cp bench/peers/package.json bench/peers/package-lock.json $(BUILD)/peers/
 	cd $(BUILD)/peers && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
+
+# where nginx's worker spends its time: perf of proxy_pass and of the
+# gateway under bench-load's request (see bench/profile.pl); not in bench
+bench-profile: build
+	bench/with-stack perl bench/profile.pl
 
 # accountd's sustained ingest rate into PostgreSQL (see bench/ingest.pl)
 bench-ingest: build
