@@ -16,6 +16,7 @@ my $core = "$top/ngx_llm_gateway_module/core";
 my @targets = (
     [ 'fuzz_sse', "$core/fuzz/corpus/sse" ],
     [ 'fuzz_inspect', "$core/fuzz/corpus/inspect" ],
+    [ 'fuzz_inspect_diff', "$core/fuzz/corpus/inspect_diff" ],
     [ 'fuzz_record', "$core/fuzz/corpus/record" ],
     [ 'fuzz_key', "$core/fuzz/corpus/key" ],
     [ 'fuzz_provider', "$core/fuzz/corpus/provider" ],

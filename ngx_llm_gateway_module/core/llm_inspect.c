@@ -13,6 +13,7 @@
 #include <cJSON.h>
 
 #include "llm_inspect.h"
+#include "llm_json.h"
 
 
 /* integers above 2^53 are not exact in cJSON's double */
@@ -59,19 +60,30 @@ static const char  *llm_inspect_cased[] = {
     "max_output_tokens", "n", "stream", "tools", "system", NULL
 };
 
+/* their lengths: names of others need no strcasecmp() */
+static const size_t  llm_inspect_cased_len[] = {
+    5, 8, 5, 10, 21, 17, 1, 6, 5, 6
+};
+
 static const char  *llm_inspect_foreign_responses[] = {
     "max_tokens", "max_completion_tokens", "max_tokens_to_sample", "n",
     "messages", "system", "stop_sequences", "top_k", "functions", NULL
 };
 
 
+static int llm_inspect_full(llm_api_e api, const char *body, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req);
+static void llm_inspect_start(llm_api_e api, llm_request_t *req);
+static int llm_inspect_tree(llm_api_e api, const cJSON *root, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req, unsigned unique);
 static int llm_inspect_fail(llm_request_t *req, const char *param,
     const char *message);
-static int llm_inspect_embeddings(const cJSON *root, llm_request_t *req);
+static int llm_inspect_embeddings(const cJSON *root, llm_request_t *req,
+    unsigned unique);
 static int llm_inspect_embed_input(const cJSON *input, llm_request_t *req);
 static int64_t llm_inspect_embed_tokens(const cJSON *v);
 static int llm_inspect_members(llm_api_e api, const cJSON *root,
-    llm_request_t *req);
+    llm_request_t *req, unsigned unique);
 static void llm_inspect_copy_name(llm_request_t *req, const char *name);
 static int llm_inspect_model(const cJSON *root, llm_request_t *req);
 static int llm_inspect_options(llm_api_e api, const cJSON *root,
@@ -107,53 +119,103 @@ static unsigned llm_inspect_class(unsigned c);
 static int llm_inspect_result(llm_inspect_walk_t *w, const cJSON *v,
     const char *param);
 static int llm_inspect_is(const cJSON *v, const char *s);
+static const cJSON *llm_inspect_get(const cJSON *v, const char *name);
 static int llm_inspect_rebuild_limit(cJSON *root, const llm_request_t *req);
 
 
+/*
+ * Most bodies are parsed into blocks (llm_json.h), which also does what
+ * the scan does; what that parser leaves, cJSON parses after the scan, and
+ * its errors are the ones given.
+ */
+
 int
 llm_inspect(llm_api_e api, const char *body, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req)
+{
+    int          rc;
+    cJSON       *root;
+    llm_json_t   js;
+
+    root = llm_json_parse(&js, body, len, cf->max_depth, cf->max_string);
+
+    if (root == NULL) {
+        llm_json_free(&js);
+        return llm_inspect_full(api, body, len, cf, req);
+    }
+
+    rc = llm_inspect_tree(api, root, len, cf, req, js.unique);
+
+    llm_json_free(&js);
+
+    return rc;
+}
+
+
+static int
+llm_inspect_full(llm_api_e api, const char *body, size_t len,
     const llm_inspect_conf_t *cf, llm_request_t *req)
 {
     int           rc;
     const char   *name;
     cJSON        *root;
 
+    if (llm_inspect_scan(body, len, cf->max_depth, cf->max_string, &name)
+        != 0)
+    {
+        llm_inspect_start(api, req);
+        return llm_inspect_fail(req, NULL, name);
+    }
+
+    root = cJSON_ParseWithLength(body, len);
+    if (root == NULL) {
+        llm_inspect_start(api, req);
+        return llm_inspect_fail(req, NULL,
+                                "the request body is not valid JSON");
+    }
+
+    rc = llm_inspect_tree(api, root, len, cf, req, 0);
+
+    cJSON_Delete(root);
+
+    return rc;
+}
+
+
+static void
+llm_inspect_start(llm_api_e api, llm_request_t *req)
+{
     memset(req, 0, sizeof(llm_request_t));
     req->api = api;
     req->n = 1;
+}
+
+
+/* unique: no object of the tree names a member twice, as known already */
+
+static int
+llm_inspect_tree(llm_api_e api, const cJSON *root, size_t len,
+    const llm_inspect_conf_t *cf, llm_request_t *req, unsigned unique)
+{
+    llm_inspect_start(api, req);
 
     /* a Messages body without its output limit: it generates nothing */
     if (api == LLM_API_COUNT_TOKENS) {
         api = LLM_API_ANTHROPIC;
     }
 
-    if (llm_inspect_scan(body, len, cf->max_depth, cf->max_string, &name)
-        != 0)
-    {
-        return llm_inspect_fail(req, NULL, name);
-    }
-
-    root = cJSON_ParseWithLength(body, len);
-    if (root == NULL) {
-        return llm_inspect_fail(req, NULL,
-                                "the request body is not valid JSON");
-    }
-
-    rc = -1;
-
     if (!cJSON_IsObject(root)) {
-        llm_inspect_fail(req, NULL, "the request body must be a JSON object");
-        goto done;
+        return llm_inspect_fail(req, NULL,
+                                "the request body must be a JSON object");
     }
 
     /* in this order: the first reason to refuse is the one given */
 
     if (api == LLM_API_EMBEDDINGS) {
-        rc = llm_inspect_embeddings(root, req);
-        goto done;
+        return llm_inspect_embeddings(root, req, unique);
     }
 
-    if (llm_inspect_members(api, root, req) != 0
+    if (llm_inspect_members(api, root, req, unique) != 0
         || llm_inspect_model(root, req) != 0
         || (req->api != LLM_API_COUNT_TOKENS
             && llm_inspect_limit(api, root, cf, req) != 0)
@@ -162,29 +224,24 @@ llm_inspect(llm_api_e api, const char *body, size_t len,
         || llm_inspect_estimate(api, root, len, cf, req) != 0
         || llm_inspect_usage(api, root, req) != 0)
     {
-        goto done;
+        return -1;
     }
 
-    rc = 0;
-
-done:
-
-    cJSON_Delete(root);
-
-    return rc;
+    return 0;
 }
 
 
 /* no member twice in an object, none of another API */
 
 static int
-llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
+llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req,
+    unsigned unique)
 {
-    size_t        i;
+    size_t        i, n;
     const char   *name, **foreign;
     const cJSON  *v;
 
-    name = llm_inspect_repeated(root);
+    name = unique ? NULL : llm_inspect_repeated(root);
 
     if (name != NULL) {
         llm_inspect_copy_name(req, name);
@@ -198,7 +255,7 @@ llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
               : llm_inspect_foreign_openai;
 
     for (i = 0; foreign[i]; i++) {
-        v = cJSON_GetObjectItemCaseSensitive(root, foreign[i]);
+        v = llm_inspect_get(root, foreign[i]);
 
         if (v != NULL && !cJSON_IsNull(v)) {
             return llm_inspect_fail(req, foreign[i], "this member is not "
@@ -212,8 +269,11 @@ llm_inspect_members(llm_api_e api, const cJSON *root, llm_request_t *req)
      * would read "MAX_TOKENS" as the limit the gateway did not see.
      */
     for (v = root->child; v; v = v->next) {
+        n = strlen(v->string);
+
         for (i = 0; llm_inspect_cased[i]; i++) {
-            if (strcasecmp(v->string, llm_inspect_cased[i]) == 0
+            if (n == llm_inspect_cased_len[i]
+                && strcasecmp(v->string, llm_inspect_cased[i]) == 0
                 && strcmp(v->string, llm_inspect_cased[i]) != 0)
             {
                 llm_inspect_copy_name(req, v->string);
@@ -253,7 +313,7 @@ llm_inspect_model(const cJSON *root, llm_request_t *req)
     size_t        i;
     const cJSON  *model;
 
-    model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    model = llm_inspect_get(root, "model");
 
     if (!cJSON_IsString(model) || model->valuestring[0] == '\0') {
         return llm_inspect_fail(req, "model",
@@ -293,7 +353,7 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
      * A service tier priced above the model's price: the ledger would
      * bill it at the model's.
      */
-    v = cJSON_GetObjectItemCaseSensitive(root, "service_tier");
+    v = llm_inspect_get(root, "service_tier");
 
     if (cJSON_IsString(v)
         && (strcmp(v->valuestring, "priority") == 0
@@ -305,7 +365,7 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
 
     /* answered later, elsewhere: its usage never passes the gateway */
     if (api == LLM_API_RESPONSES
-        && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "background")))
+        && cJSON_IsTrue(llm_inspect_get(root, "background")))
     {
         return llm_inspect_fail(req, "background", "background responses "
                                 "are not served through this gateway: it "
@@ -314,8 +374,8 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
 
     /* thinking is part of max_tokens: Anthropic refuses a budget above it */
     if (api == LLM_API_ANTHROPIC && req->api != LLM_API_COUNT_TOKENS) {
-        v = cJSON_GetObjectItemCaseSensitive(root, "thinking");
-        v = cJSON_GetObjectItemCaseSensitive(v, "budget_tokens");
+        v = llm_inspect_get(root, "thinking");
+        v = llm_inspect_get(v, "budget_tokens");
 
         if (cJSON_IsNumber(v) && v->valuedouble >= (double) req->max_tokens) {
 
@@ -332,7 +392,7 @@ llm_inspect_options(llm_api_e api, const cJSON *root, llm_request_t *req)
         }
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    v = llm_inspect_get(root, "stream");
 
     if (v != NULL && !cJSON_IsNull(v)) {
         if (!cJSON_IsBool(v)) {
@@ -411,14 +471,14 @@ llm_inspect_usage(llm_api_e api, const cJSON *root, llm_request_t *req)
         return 0;
     }
 
-    opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    opts = llm_inspect_get(root, "stream_options");
 
     if (opts != NULL && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) {
         return llm_inspect_fail(req, "stream_options",
                                 "stream_options must be an object");
     }
 
-    usage = cJSON_GetObjectItemCaseSensitive(opts, "include_usage");
+    usage = llm_inspect_get(opts, "include_usage");
 
     if (!cJSON_IsTrue(usage)) {
         req->add_include_usage = 1;
@@ -440,14 +500,15 @@ llm_inspect_usage(llm_api_e api, const cJSON *root, llm_request_t *req)
  */
 
 static int
-llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
+llm_inspect_embeddings(const cJSON *root, llm_request_t *req,
+    unsigned unique)
 {
     double        d;
     const char   *name;
     const cJSON  *v;
 
     v = NULL;
-    name = llm_inspect_repeated(root);
+    name = unique ? NULL : llm_inspect_repeated(root);
 
     if (name == NULL) {
         for (v = root->child; v; v = v->next) {
@@ -478,7 +539,7 @@ llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
         return -1;
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "encoding_format");
+    v = llm_inspect_get(root, "encoding_format");
 
     if (v != NULL && !cJSON_IsNull(v)
         && !llm_inspect_is(v, "float") && !llm_inspect_is(v, "base64"))
@@ -487,7 +548,7 @@ llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
                                 "must be \"float\" or \"base64\"");
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "dimensions");
+    v = llm_inspect_get(root, "dimensions");
 
     if (v != NULL && !cJSON_IsNull(v)
         && (!cJSON_IsNumber(v) || llm_inspect_integer(v, &d) != 0 || d < 1))
@@ -496,15 +557,13 @@ llm_inspect_embeddings(const cJSON *root, llm_request_t *req)
                                 "positive integer");
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "user");
+    v = llm_inspect_get(root, "user");
 
     if (v != NULL && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
         return llm_inspect_fail(req, "user", "user must be a string");
     }
 
-    return llm_inspect_embed_input(cJSON_GetObjectItemCaseSensitive(root,
-                                                                    "input"),
-                                   req);
+    return llm_inspect_embed_input(llm_inspect_get(root, "input"), req);
 }
 
 
@@ -696,12 +755,11 @@ llm_inspect_limit(llm_api_e api, const cJSON *root,
         name = "max_tokens";
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(root, name);
+    v = llm_inspect_get(root, name);
     other = NULL;
 
     if (api == LLM_API_OPENAI) {
-        other = cJSON_GetObjectItemCaseSensitive(root,
-                                                 "max_completion_tokens");
+        other = llm_inspect_get(root, "max_completion_tokens");
 
         if (other != NULL && !cJSON_IsNull(other)) {
             if (v != NULL && !cJSON_IsNull(v)) {
@@ -773,7 +831,7 @@ llm_inspect_n(const cJSON *root, llm_request_t *req)
     double         d;
     const cJSON   *v;
 
-    v = cJSON_GetObjectItemCaseSensitive(root, "n");
+    v = llm_inspect_get(root, "n");
 
     if (v == NULL || cJSON_IsNull(v)) {
         return 0;
@@ -818,15 +876,13 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
     req = w->req;
 
     if (w->api == LLM_API_RESPONSES) {
-        v = cJSON_GetObjectItemCaseSensitive(root, "input");
+        v = llm_inspect_get(root, "input");
 
-        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
-                                                    "previous_response_id"),
+        llm_inspect_ref(w, llm_inspect_get(root, "previous_response_id"),
                         "previous_response_id");
-        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
-                                                            "conversation"),
+        llm_inspect_ref(w, llm_inspect_get(root, "conversation"),
                         "conversation");
-        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root, "prompt"),
+        llm_inspect_ref(w, llm_inspect_get(root, "prompt"),
                         "prompt");
 
         if (cJSON_IsString(v)) {
@@ -851,11 +907,10 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
                                     "conversation or prompt");
         }
 
-        w->text += llm_inspect_text(cJSON_GetObjectItemCaseSensitive(root,
-                                                             "instructions"));
+        w->text += llm_inspect_text(llm_inspect_get(root, "instructions"));
 
     } else {
-        v = cJSON_GetObjectItemCaseSensitive(root, "messages");
+        v = llm_inspect_get(root, "messages");
 
         if (!cJSON_IsArray(v)) {
             return llm_inspect_fail(req, "messages",
@@ -870,12 +925,12 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
 
         if (w->api == LLM_API_ANTHROPIC) {
             /* text blocks only, as Anthropic takes them */
-            v = cJSON_GetObjectItemCaseSensitive(root, "system");
+            v = llm_inspect_get(root, "system");
 
             if (cJSON_IsArray(v)) {
                 cJSON_ArrayForEach(m, v) {
                     if (!cJSON_IsObject(m)
-                        || !llm_inspect_is(cJSON_GetObjectItemCaseSensitive(
+                        || !llm_inspect_is(llm_inspect_get(
                                                m, "type"), "text"))
                     {
                         return llm_inspect_fail(req, "system", "system "
@@ -886,7 +941,7 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
 
             w->text += llm_inspect_text(v);
 
-            v = cJSON_GetObjectItemCaseSensitive(root, "mcp_servers");
+            v = llm_inspect_get(root, "mcp_servers");
 
             if (cJSON_IsArray(v)) {
                 cJSON_ArrayForEach(m, v) {
@@ -894,33 +949,31 @@ llm_inspect_prompt(llm_inspect_walk_t *w, const cJSON *root)
                 }
             }
 
-            llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(root,
-                                                                "container"),
+            llm_inspect_ref(w, llm_inspect_get(root, "container"),
                             "container");
 
         } else {
-            if (llm_inspect_tools(w, cJSON_GetObjectItemCaseSensitive(root,
-                                                                "functions"),
+            if (llm_inspect_tools(w, llm_inspect_get(root, "functions"),
                                   "functions")
                 != 0)
             {
                 return -1;
             }
 
-            v = cJSON_GetObjectItemCaseSensitive(root, "web_search_options");
+            v = llm_inspect_get(root, "web_search_options");
 
             if (v != NULL && !cJSON_IsNull(v)) {
                 llm_inspect_unbounded(req, "web_search_options");
             }
 
             /* predicted output that is not used is billed as output */
-            v = cJSON_GetObjectItemCaseSensitive(root, "prediction");
-            v = cJSON_GetObjectItemCaseSensitive(v, "content");
+            v = llm_inspect_get(root, "prediction");
+            v = llm_inspect_get(v, "content");
             w->predicted = llm_inspect_json_bytes(v);
         }
     }
 
-    if (llm_inspect_tools(w, cJSON_GetObjectItemCaseSensitive(root, "tools"),
+    if (llm_inspect_tools(w, llm_inspect_get(root, "tools"),
                           "tools")
         != 0)
     {
@@ -952,7 +1005,7 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
     req->parts.messages++;
     w->text += 3;
 
-    v = cJSON_GetObjectItemCaseSensitive(m, "type");
+    v = llm_inspect_get(m, "type");
 
     if (w->api == LLM_API_RESPONSES && v != NULL && !cJSON_IsNull(v)
         && !llm_inspect_is(v, "message"))
@@ -966,13 +1019,13 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
             || llm_inspect_is(v, "custom_tool_call"))
         {
             w->dense += llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(m, "arguments"))
+                            llm_inspect_get(m, "arguments"))
                         + llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(m, "input"))
+                            llm_inspect_get(m, "input"))
                         + llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(m, "name"))
+                            llm_inspect_get(m, "name"))
                         + llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(m, "call_id"));
+                            llm_inspect_get(m, "call_id"));
             return 0;
         }
 
@@ -980,10 +1033,10 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
             || llm_inspect_is(v, "custom_tool_call_output"))
         {
             w->dense += llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(m, "call_id"));
+                            llm_inspect_get(m, "call_id"));
 
             return llm_inspect_result(w,
-                             cJSON_GetObjectItemCaseSensitive(m, "output"),
+                             llm_inspect_get(m, "output"),
                              param);
         }
 
@@ -1015,19 +1068,19 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
                                 "API does not have");
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(m, "content");
+    v = llm_inspect_get(m, "content");
 
     /* what a tool returned to Chat: a message of the role "tool" */
     if (w->api == LLM_API_OPENAI
-        && (llm_inspect_is(cJSON_GetObjectItemCaseSensitive(m, "role"),
+        && (llm_inspect_is(llm_inspect_get(m, "role"),
                            "tool")
-            || llm_inspect_is(cJSON_GetObjectItemCaseSensitive(m, "role"),
+            || llm_inspect_is(llm_inspect_get(m, "role"),
                               "function")))
     {
         w->dense += llm_inspect_dense(
-                        cJSON_GetObjectItemCaseSensitive(m, "tool_call_id"))
+                        llm_inspect_get(m, "tool_call_id"))
                     + llm_inspect_dense(
-                        cJSON_GetObjectItemCaseSensitive(m, "name"));
+                        llm_inspect_get(m, "name"));
 
         return llm_inspect_result(w, v, param);
     }
@@ -1042,7 +1095,7 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
     }
 
     if (w->api == LLM_API_OPENAI) {
-        v = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        v = llm_inspect_get(m, "tool_calls");
 
         if (cJSON_IsArray(v)) {
             cJSON_ArrayForEach(call, v) {
@@ -1051,12 +1104,12 @@ llm_inspect_item(llm_inspect_walk_t *w, const cJSON *m)
         }
 
         w->dense += llm_inspect_json_tokens(
-                        cJSON_GetObjectItemCaseSensitive(m, "function_call"));
+                        llm_inspect_get(m, "function_call"));
         w->text += llm_inspect_text(
-                       cJSON_GetObjectItemCaseSensitive(m, "refusal"));
+                       llm_inspect_get(m, "refusal"));
 
         /* an earlier answer's audio, by its id */
-        llm_inspect_ref(w, cJSON_GetObjectItemCaseSensitive(m, "audio"),
+        llm_inspect_ref(w, llm_inspect_get(m, "audio"),
                         "audio");
     }
 
@@ -1095,7 +1148,7 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
                                 "object");
     }
 
-    type = cJSON_GetObjectItemCaseSensitive(part, "type");
+    type = llm_inspect_get(part, "type");
 
     if (!cJSON_IsString(type)) {
         return llm_inspect_fail(req, param, "each content part must have a "
@@ -1107,7 +1160,7 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
             && (llm_inspect_is(type, "input_text")
                 || llm_inspect_is(type, "output_text"))))
     {
-        v = cJSON_GetObjectItemCaseSensitive(part, "text");
+        v = llm_inspect_get(part, "text");
 
         if (w->result) {
             w->dense += llm_inspect_dense(v);
@@ -1121,7 +1174,7 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
 
     if (llm_inspect_is(type, "refusal") && w->api != LLM_API_ANTHROPIC) {
         w->text += llm_inspect_text(
-                       cJSON_GetObjectItemCaseSensitive(part, "refusal"));
+                       llm_inspect_get(part, "refusal"));
         return 0;
     }
 
@@ -1161,11 +1214,10 @@ llm_inspect_part(llm_inspect_walk_t *w, const cJSON *part, const char *param)
 
         if (llm_inspect_is(type, "tool_result")) {
             w->dense += llm_inspect_dense(
-                            cJSON_GetObjectItemCaseSensitive(part,
-                                                             "tool_use_id"));
+                            llm_inspect_get(part, "tool_use_id"));
 
             return llm_inspect_result(w,
-                             cJSON_GetObjectItemCaseSensitive(part, "content"),
+                             llm_inspect_get(part, "content"),
                              param);
         }
 
@@ -1274,7 +1326,7 @@ llm_inspect_tools(llm_inspect_walk_t *w, const cJSON *tools,
         req->parts.tools++;
         w->dense += llm_inspect_json_tokens(t);
 
-        type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        type = llm_inspect_get(t, "type");
 
         if (type == NULL || cJSON_IsNull(type)
             || llm_inspect_is(type, "function")
@@ -1521,8 +1573,7 @@ llm_inspect_text(const cJSON *v)
 
     if (cJSON_IsArray(v)) {
         cJSON_ArrayForEach(part, v) {
-            n += llm_inspect_string(cJSON_GetObjectItemCaseSensitive(part,
-                                                                     "text"));
+            n += llm_inspect_string(llm_inspect_get(part, "text"));
         }
     }
 
@@ -1649,24 +1700,31 @@ llm_inspect_dense_bytes(const char *s, size_t len)
 }
 
 
-/* letters 0, digits 1, punctuation 2, other bytes 3, blanks 4 */
+/*
+ * letters 0, digits 1, punctuation 2, other bytes 3, blanks 4: a table,
+ * as every byte of every structured part is classed
+ */
+
+#define LLM_INSPECT_P2  2, 2, 2, 2, 2, 2, 2, 2
+#define LLM_INSPECT_P3  3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3
+#define LLM_INSPECT_L0  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+
+static const unsigned char  llm_inspect_classes[256] = {
+    LLM_INSPECT_P2, 2, 4, 4, 2, 2, 4, 2, 2,              /* 0x00: \t \n \r */
+    LLM_INSPECT_P2, LLM_INSPECT_P2,
+    4, 2, 2, 2, 2, 2, 2, 2, LLM_INSPECT_P2,              /* 0x20: blank */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,      /* 0x30: digits */
+    2, LLM_INSPECT_L0, LLM_INSPECT_L0, 2, 2, 2, 2, 2,    /* 0x40: A-Z */
+    2, LLM_INSPECT_L0, LLM_INSPECT_L0, 2, 2, 2, 2, 2,    /* 0x60: a-z */
+    LLM_INSPECT_P3, LLM_INSPECT_P3, LLM_INSPECT_P3, LLM_INSPECT_P3,
+    LLM_INSPECT_P3, LLM_INSPECT_P3, LLM_INSPECT_P3, LLM_INSPECT_P3
+};
+
 
 static unsigned
 llm_inspect_class(unsigned c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-        return 0;
-    }
-
-    if (c >= '0' && c <= '9') {
-        return 1;
-    }
-
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        return 4;
-    }
-
-    return (c < 0x80) ? 2 : 3;
+    return llm_inspect_classes[c & 0xff];
 }
 
 
@@ -1726,6 +1784,30 @@ static int
 llm_inspect_is(const cJSON *v, const char *s)
 {
     return cJSON_IsString(v) && strcmp(v->valuestring, s) == 0;
+}
+
+
+/*
+ * cJSON_GetObjectItemCaseSensitive(), the first byte compared before the
+ * rest: the first member of that name, NULL in what is not an object.
+ */
+
+static const cJSON *
+llm_inspect_get(const cJSON *v, const char *name)
+{
+    const cJSON  *c;
+
+    if (v == NULL) {
+        return NULL;
+    }
+
+    for (c = v->child; c != NULL && c->string != NULL; c = c->next) {
+        if (c->string[0] == name[0] && strcmp(c->string, name) == 0) {
+            return c;
+        }
+    }
+
+    return NULL;
 }
 
 

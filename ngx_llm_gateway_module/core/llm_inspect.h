@@ -13,6 +13,8 @@
  * says so lowered to it: the upstream then gets the maximum under the
  * member the client named.
  * Plain C with cJSON, no nginx types; cJSON allocates through its hooks.
+ * A body is parsed into cJSON's tree by llm_json.h, in a few blocks; what
+ * that parser does not take, cJSON parses, after the scan.
  *
  * The prompt estimate: for every message, ceil(bytes / 4) of each text it
  * carries (a string content, or the "text" of each text part) plus 3;

@@ -1,5 +1,6 @@
 # The libFuzzer targets of the pure cores, included from the top Makefile:
 # fuzz_sse (the usage extractor), fuzz_inspect (request bodies),
+# fuzz_inspect_diff (the inspector against its reference, t/inspect_diff.h),
 # fuzz_record (settle records and lease frames), fuzz_key (snapshot lines
 # and key-set frames), fuzz_provider (providers' refusals), fuzz_pacer
 # (the upstream pacer, against its own books), fuzz_fair (the fairness
@@ -32,8 +33,8 @@ FUZZ_CFLAGS     ?= -g -O1 -fsanitize=fuzzer,address,undefined \
                    -I$(CORE) $(or $(CJSON_CFLAGS),-I/usr/include/cjson)
 FUZZ_TIME       ?= 60
 
-FUZZ_TARGETS    ?= sse inspect record key provider pacer fair breaker \
-                   tx_request tx_stream tx_body
+FUZZ_TARGETS    ?= sse inspect inspect_diff record key provider pacer fair \
+                   breaker tx_request tx_stream tx_body
 FUZZ_BIN        := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEEDS      := $(CORE)/fuzz/corpus
 
