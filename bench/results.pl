@@ -75,7 +75,7 @@ sub run {
     return $at . ($r->{commit} ? ", `$r->{commit}`" : '');
 }
 
-sub cell { return ($_[0] // '') =~ s/\|/\\|/gr }
+sub cell { return ($_[0] // '') =~ s/^\s+|\s+$//gr =~ s/\|/\\|/gr }
 
 # three significant figures or so, thousands apart
 sub value {

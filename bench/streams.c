@@ -186,7 +186,7 @@ main(int argc, char **argv)
 
     req = (bench_req_t) {
         "Tell the gateway a long story.", streams_tokens, streams_tokens,
-        streams_delay, 0 };
+        streams_delay, 0, NULL };
 
     streams_req_len = bench_request(&streams_url, &req, streams_req);
 

@@ -94,8 +94,13 @@ if (grep { $_ eq 'proxy_pass' } @{ $o{targets} }) {
 if (grep { $_ eq 'gateway' } @{ $o{targets} }) {
     my $server = nginx_server(keepalive => 64, backlog => 4096,
                               request_id => 1, gateway => 1, metrics => 1);
+    # a request in flight takes a 1 KB slab chunk of the zone (make
+    # bench-micro): 2,000 streams need more than the tests' 1m
     $ng{gateway} = start_nginx(<<"EOF");
-    %%GATEWAY%%
+    llm_gateway_zone      zone=llm:4m;
+    llm_gateway_keys      $s->{LLMGW_KEY_SNAPSHOT}
+                          secret=$s->{LLMGW_KEY_SECRET};
+    llm_gateway_accountd  unix:$s->{LLMGW_ACCOUNTD_SOCKET};
     llm_gateway_tier  bench  tpm=1000000000  burst=1500000000
                       max_tokens=$max_tokens;
 
