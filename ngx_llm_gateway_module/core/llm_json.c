@@ -45,6 +45,9 @@ static cJSON *llm_json_node(llm_json_parser_t *ps);
 static int llm_json_value(llm_json_parser_t *ps, cJSON *item);
 static int llm_json_object(llm_json_parser_t *ps, cJSON *item);
 static int llm_json_array(llm_json_parser_t *ps, cJSON *item);
+static cJSON *llm_json_item(llm_json_parser_t *ps, cJSON **head,
+    cJSON **tail);
+static int llm_json_next(llm_json_parser_t *ps, unsigned char close);
 static int llm_json_distinct(const cJSON *head, size_t n);
 static int llm_json_string(llm_json_parser_t *ps, char **out);
 static int llm_json_escape(const unsigned char **pp,
@@ -234,6 +237,7 @@ llm_json_value(llm_json_parser_t *ps, cJSON *item)
 static int
 llm_json_object(llm_json_parser_t *ps, cJSON *item)
 {
+    int      rc;
     char    *name;
     size_t   n;
     cJSON   *head, *tail, *c;
@@ -274,45 +278,22 @@ llm_json_object(llm_json_parser_t *ps, cJSON *item)
         ps->p++;
         llm_json_blanks(ps);
 
-        c = llm_json_node(ps);
+        c = llm_json_item(ps, &head, &tail);
         if (c == NULL) {
             return -1;
         }
 
         c->string = name;
-
-        if (head == NULL) {
-            head = c;
-
-        } else {
-            tail->next = c;
-            c->prev = tail;
-        }
-
-        tail = c;
         n++;
 
-        if (llm_json_value(ps, c) != 0) {
+        rc = llm_json_next(ps, '}');
+        if (rc < 0) {
             return -1;
         }
 
-        llm_json_blanks(ps);
-
-        if (ps->p == ps->last) {
-            return -1;
+        if (rc == 0) {
+            break;
         }
-
-        if (*ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-
-        if (*ps->p != '}') {
-            return -1;
-        }
-
-        ps->p++;
-        break;
     }
 
     /* as cJSON links them: the first's prev is the last */
@@ -332,7 +313,8 @@ llm_json_object(llm_json_parser_t *ps, cJSON *item)
 static int
 llm_json_array(llm_json_parser_t *ps, cJSON *item)
 {
-    cJSON  *head, *tail, *c;
+    int     rc;
+    cJSON  *head, *tail;
 
     if (++ps->depth > ps->max_depth || ps->depth > LLM_JSON_DEPTH_MAX) {
         return -1;
@@ -354,42 +336,18 @@ llm_json_array(llm_json_parser_t *ps, cJSON *item)
     for ( ;; ) {
         llm_json_blanks(ps);
 
-        c = llm_json_node(ps);
-        if (c == NULL) {
+        if (llm_json_item(ps, &head, &tail) == NULL) {
             return -1;
         }
 
-        if (head == NULL) {
-            head = c;
-
-        } else {
-            tail->next = c;
-            c->prev = tail;
-        }
-
-        tail = c;
-
-        if (llm_json_value(ps, c) != 0) {
+        rc = llm_json_next(ps, ']');
+        if (rc < 0) {
             return -1;
         }
 
-        llm_json_blanks(ps);
-
-        if (ps->p == ps->last) {
-            return -1;
+        if (rc == 0) {
+            break;
         }
-
-        if (*ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-
-        if (*ps->p != ']') {
-            return -1;
-        }
-
-        ps->p++;
-        break;
     }
 
     head->prev = tail;
@@ -404,6 +362,56 @@ llm_json_array(llm_json_parser_t *ps, cJSON *item)
  * 1 if no two members of a small object share a name; a larger one is
  * left to the inspector's own check, which names the repeated member.
  */
+
+/* a member's or an element's node, linked after the others, its value read */
+static cJSON *
+llm_json_item(llm_json_parser_t *ps, cJSON **head, cJSON **tail)
+{
+    cJSON  *c;
+
+    c = llm_json_node(ps);
+    if (c == NULL) {
+        return NULL;
+    }
+
+    if (*head == NULL) {
+        *head = c;
+
+    } else {
+        (*tail)->next = c;
+        c->prev = *tail;
+    }
+
+    *tail = c;
+
+    return llm_json_value(ps, c) == 0 ? c : NULL;
+}
+
+
+/* after a value: 1 another follows (','), 0 the container closes, -1 bad */
+static int
+llm_json_next(llm_json_parser_t *ps, unsigned char close)
+{
+    llm_json_blanks(ps);
+
+    if (ps->p == ps->last) {
+        return -1;
+    }
+
+    if (*ps->p == ',') {
+        ps->p++;
+        return 1;
+    }
+
+    if (*ps->p != close) {
+        return -1;
+    }
+
+    ps->p++;
+
+    return 0;
+}
+
 
 static int
 llm_json_distinct(const cJSON *head, size_t n)
