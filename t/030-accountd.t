@@ -320,6 +320,25 @@ is_deeply $dbh->selectall_arrayref(q{
       [ "$tag-big4", undef, undef ], ],
     'costs at the edges of bigint: those llm.cost_at() gives';
 
+# a batch across a change of price: each record at the price of its ts
+$dbh->do(q{INSERT INTO llm.prices (model, effective_from, input_per_mtok,
+               output_per_mtok, cached_input_per_mtok)
+           VALUES ($1, '2000-01-01', 1000000, 2000000, 500000),
+                  ($1, to_timestamp($2 / 1000.0), 3000000, 4000000, 0)},
+         undef, "$tag-move", $now_ms - 60_000);
+syswrite $ca, join('', map {
+    frame(%rec, request_id => "$tag-move$_->[0]", model => "$tag-move",
+          input => 1000, cached => 100, cache_write => 0, output => 10,
+          reasoning => 0, ts_ms => $_->[1])
+} [ 1, $now_ms - 120_000 ], [ 2, $now_ms ], [ 3, $now_ms - 60_001 ]);
+read_frame($ca) for 1 .. 3;
+is_deeply $dbh->selectall_arrayref(q{
+    SELECT u.request_id, u.cost_pusd::text
+      FROM llm.usage u WHERE u.model = $1 ORDER BY 1}, undef, "$tag-move"),
+    [ [ "$tag-move1", '970000000' ], [ "$tag-move2", '2740000000' ],
+      [ "$tag-move3", '970000000' ] ],
+    'a batch across a change of price: each record at its own price';
+
 # two frames in one write, and one frame in two writes
 
 syswrite $ca, frame(%rec, request_id => "$tag-r2", api => 1, finish => '')

@@ -105,16 +105,18 @@ everywhere(by_worker($new), 200, 'while the new key goes on');
 # and each is its row's in the ledger
 my (%ids, %workers);
 for (1 .. 200) {
+    # a client's own id, the same every time, is not the request's
     my $r = http_post($ng->url('/v1/chat/completions'),
                       { model => 'm', max_tokens => 5,
                         messages => [ { role => 'user', content => 'x' } ] },
-                      authorization => "Bearer $new", 'x-mock-tokens' => 1);
+                      authorization => "Bearer $new", 'x-mock-tokens' => 1,
+                      'x-request-id' => 'c0ffee' x 5 . 'aa');
     $ids{ $r->{headers}{'x-request-id'} // '' }++;
     $workers{ $r->{headers}{'x-worker'} // '?' }++;
 }
 is(scalar(keys %workers), 2, 'both workers served the ids\' requests');
 is(scalar(grep { /^[0-9a-f]{32}\z/ && $ids{$_} == 1 } keys %ids), 200,
-   '200 request ids, 32 hex digits each, none twice');
+   '200 request ids, 32 hex digits each, none twice, none the client\'s');
 is(scalar(grep { @{ usage_rows($_, 10) } == 1 } keys %ids), 200,
    'each the id of one row of the ledger');
 
