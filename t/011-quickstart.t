@@ -99,6 +99,12 @@ print $fh "$_=$env{$_}\n" for @names;
 close($fh);
 symlink($s->{LLMGW_BUILD}, "$home/build") or die "$home/build: $!";
 
+# curl as at a terminal: it draws its progress meter on stderr only when
+# its output is not one, and here the meter would cut into the stream
+open($fh, '>', "$home/.curlrc") or die ".curlrc: $!";
+print $fh "no-progress-meter\n";
+close($fh);
+
 # --- one shell, a block at a time --------------------------------------------
 
 # nothing of the harness's environment reaches it (LLMGW_*, PGPASSFILE):

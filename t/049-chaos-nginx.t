@@ -119,11 +119,9 @@ EOF
     ok(@killed >= 1, 'kill: ' . scalar(@killed) . " workers killed under "
        . "$r->{requests} streams");
 
-    my $pids = join('|', @killed);
     my $found = chaos_check($ng, tenants => [ $t ],
         killed => scalar(@killed),
-        alerts => [ qr/worker process ($pids) exited on signal 9/,
-                    qr/shared memory zone "[^"]+" was locked by ($pids)\b/ ]);
+        alerts => [ killed_alerts(@killed) ]);
 
     my $exited = db()->selectall_arrayref(
         q{SELECT flags, cost_pusd, input_tokens FROM llm.usage

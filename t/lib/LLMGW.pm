@@ -23,7 +23,7 @@ our @EXPORT = qw(stack accountd accountd_stop accountd_start accountd_other
                  accountd_conf own_accountd new_tenant nginx http_post
                  raw_post json_body
                  usage_row usage_rows est_out db forge_key snapshot_caps
-                 time_scale mockllm burst);
+                 time_scale mockllm burst killed_alerts);
 
 my %stack;
 my $tenants = 0;
@@ -34,6 +34,15 @@ my $tenants = 0;
 sub time_scale {
     my $k = $ENV{LLMGW_TIME_SCALE} // 1;
     return $k =~ /^\d+(?:\.\d+)?$/ && $k >= 1 ? $k : 1;
+}
+
+# What nginx's master logs of workers a test killed with SIGKILL: their
+# exit, and the lock of a zone one of them died holding, which the master
+# takes back (ngx_shmtx_force_unlock).  For no_alerts(alerts => [...]).
+sub killed_alerts {
+    my $pids = join('|', grep { /^\d+$/ } @_) || 'none';
+    return (qr/worker process ($pids) exited on signal 9/,
+            qr/shared memory zone "[^"]+" was locked by ($pids)\b/);
 }
 
 sub stack {

@@ -257,7 +257,8 @@ diff_mutate(char *b, size_t len)
         }
 
         memmove(b + at + n, b + at, len - at);
-        memcpy(b + at, b + k + (k >= at ? n : 0), n);
+        /* the slice may straddle at: its bytes there are still in place */
+        memmove(b + at, b + k + (k >= at ? n : 0), n);
         return len + n;
 
     default:
