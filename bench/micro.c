@@ -19,6 +19,10 @@
  *               with OpenSSL's one-shot HMAC() for comparison
  *   sse         the SSE/usage parser over a stream's delta event, whole
  *               and split, as the body filter feeds it
+ *   json        llm_sse_usage_from_json() of a whole Chat Completions and
+ *               Messages response as mockllm writes them (the median of
+ *               31 runs), and cJSON's parse and free of the same, what
+ *               the reader cost when it parsed every body
  *   translator  llm_tx_stream_event() of a text delta event, Chat to
  *               Messages and Messages to Chat, its output discarded; what
  *               a translated stream does before its first byte: the
@@ -124,6 +128,24 @@ bench_now(void)
             best_ = t0_ < best_ ? t0_ : best_;                                \
         }                                                                     \
         best_;                                                                \
+    })
+
+
+/* the median of 31 runs of n, in ns an operation */
+
+#define BENCH_MEDIAN(n, body)                                                 \
+    ({                                                                        \
+        double  t_[31], t0_;                                                  \
+        long    i_, r_;                                                       \
+        for (r_ = 0; r_ < 31; r_++) {                                         \
+            t0_ = bench_now();                                                \
+            for (i_ = 0; i_ < (n); i_++) {                                    \
+                body;                                                         \
+            }                                                                 \
+            t_[r_] = (bench_now() - t0_) * 1e9 / (n);                         \
+        }                                                                     \
+        qsort(t_, 31, sizeof(double), bench_cmp);                             \
+        t_[15];                                                               \
     })
 
 
@@ -437,6 +459,58 @@ main(void)
         sink += sse.usage.delta_events;
 
         printf("sse event, split %8.1f ns  the same in two reads\n", ns);
+    }
+
+    /*
+     * A whole JSON response, as the body filter reads it at its end:
+     * mockllm's Chat Completions and Messages answers of 16 tokens.
+     */
+    {
+        size_t             i;
+        cJSON             *root;
+        llm_usage_t        u;
+        static const char *names[] = { "chat", "messages" };
+        static const char  chat[] =
+            "{\"id\":\"chatcmpl-mock-1\",\"object\":\"chat.completion\","
+            "\"created\":1796315280,\"model\":\"gpt-4o-mini\",\"choices\":"
+            "[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+            "\"tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 "
+            "tok12 tok13 tok14 tok15 tok16 \"},\"finish_reason\":\"stop\"}],"
+            "\"usage\":{\"prompt_tokens\":14,\"completion_tokens\":16,"
+            "\"total_tokens\":30,\"prompt_tokens_details\":"
+            "{\"cached_tokens\":0}}}";
+        static const char  msg[] =
+            "{\"id\":\"msg_mock_2\",\"type\":\"message\",\"role\":"
+            "\"assistant\",\"model\":\"claude-3-5-haiku\",\"content\":[{"
+            "\"type\":\"text\",\"text\":\"tok1 tok2 tok3 tok4 tok5 tok6 "
+            "tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 tok16 \"}],"
+            "\"stop_reason\":\"end_turn\",\"stop_sequence\":null,"
+            "\"usage\":{\"input_tokens\":14,\"output_tokens\":16,"
+            "\"cache_read_input_tokens\":0,"
+            "\"cache_creation_input_tokens\":0}}";
+        static const char *bodies[] = { chat, msg };
+        static const size_t lens[] = { sizeof(chat) - 1, sizeof(msg) - 1 };
+        static const llm_api_e apis[] = { LLM_API_OPENAI,
+                                          LLM_API_ANTHROPIC };
+
+        for (i = 0; i < 2; i++) {
+            ns = BENCH_MEDIAN(20000, {
+                sink += llm_sse_usage_from_json(apis[i], bodies[i], lens[i],
+                                                &u);
+            });
+
+            printf("json %-11s %8.1f ns  llm_sse_usage_from_json, %zu "
+                   "bytes (median)\n", names[i], ns, lens[i]);
+
+            ns = BENCH_MEDIAN(20000, {
+                root = cJSON_ParseWithLength(bodies[i], lens[i]);
+                sink += (root != NULL);
+                cJSON_Delete(root);
+            });
+
+            printf("json %-11s %8.1f ns  cJSON's parse and free of it "
+                   "(median)\n", names[i], ns);
+        }
     }
 
     /*

@@ -25,6 +25,7 @@
 #define LLM_SSE_NOWHERE           ((size_t) -1)
 
 #define llm_sse_max(a, b)         ((a) > (b) ? (a) : (b))
+#define llm_sse_digit(c)          ((c) >= '0' && (c) <= '9')
 
 /* the bytes llm_sse_block() classifies at once */
 #define LLM_SSE_BLOCK             64
@@ -108,6 +109,128 @@ static const llm_sse_names_t  llm_sse_responses_text =
     llm_sse_names(LLM_SSE_RESPONSES_TEXT);
 
 
+/*
+ * llm_sse_usage_from_json()'s scan: a body of the simple shape is read in
+ * one pass, without a tree.  The members the usage is read from are kept
+ * as cJSON nodes of a small tree of their own, the first of each name in
+ * its object, as cJSON_GetObjectItemCaseSensitive() finds them, so that
+ * the readers of a parsed body read it the same.  Whatever the scan does
+ * not take (an escaped name, a NUL, a figure that is not a plain integer,
+ * a surrogate, deep nesting) is parsed by cJSON instead.
+ */
+
+#define LLM_SSE_JSON_DEPTH        32
+#define LLM_SSE_JSON_NODES        40
+#define LLM_SSE_JSON_POOL         1024
+
+/* what a string held: the scan's own reading of it is not cJSON's */
+#define LLM_SSE_JSON_ESCAPE       1
+#define LLM_SSE_JSON_NUL          2
+
+/* a value's flags */
+#define LLM_SSE_JSON_COUNT        1     /* text below is counted */
+#define LLM_SSE_JSON_TEXT         2     /* this string is text */
+#define LLM_SSE_JSON_FIGURE       4     /* this number is a token count */
+
+
+/* the objects (and the one array) whose members are kept */
+enum {
+    llm_sse_json_none = 0,
+    llm_sse_json_root,
+    llm_sse_json_usage,
+    llm_sse_json_details,
+    llm_sse_json_choice,
+    llm_sse_json_incomplete,
+    llm_sse_json_choices
+};
+
+
+typedef struct {
+    const char  *name;
+    size_t       len;
+    unsigned     role;              /* of its value, if an object */
+    unsigned     flags;
+} llm_sse_json_name_t;
+
+
+typedef struct {
+    const char                 *end;
+    const llm_sse_names_t      *keys;       /* NULL: no text counted */
+    uint64_t                    bytes;
+    size_t                      nodes;
+    size_t                      used;
+    cJSON                       node[LLM_SSE_JSON_NODES];
+    char                        pool[LLM_SSE_JSON_POOL];
+} llm_sse_json_t;
+
+
+#define llm_sse_json_name(s, role, flags)  { s, sizeof(s) - 1, role, flags }
+
+/* every API's names at once: a name an API does not read is never read */
+
+static const llm_sse_json_name_t  llm_sse_json_root_names[] = {
+    llm_sse_json_name("id", llm_sse_json_none, 0),
+    llm_sse_json_name("model", llm_sse_json_none, 0),
+    llm_sse_json_name("error", llm_sse_json_none, 0),
+    llm_sse_json_name("type", llm_sse_json_none, 0),
+    llm_sse_json_name("status", llm_sse_json_none, 0),
+    llm_sse_json_name("stop_reason", llm_sse_json_none, 0),
+    llm_sse_json_name("usage", llm_sse_json_usage, 0),
+    llm_sse_json_name("choices", llm_sse_json_choices, 0),
+    llm_sse_json_name("incomplete_details", llm_sse_json_incomplete, 0),
+    { NULL, 0, 0, 0 }
+};
+
+static const llm_sse_json_name_t  llm_sse_json_usage_names[] = {
+    llm_sse_json_name("prompt_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("completion_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("input_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("output_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("cache_creation_input_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("cache_read_input_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("prompt_tokens_details", llm_sse_json_details, 0),
+    llm_sse_json_name("completion_tokens_details", llm_sse_json_details, 0),
+    llm_sse_json_name("input_tokens_details", llm_sse_json_details, 0),
+    llm_sse_json_name("output_tokens_details", llm_sse_json_details, 0),
+    { NULL, 0, 0, 0 }
+};
+
+static const llm_sse_json_name_t  llm_sse_json_details_names[] = {
+    llm_sse_json_name("cached_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    llm_sse_json_name("reasoning_tokens", llm_sse_json_none,
+                      LLM_SSE_JSON_FIGURE),
+    { NULL, 0, 0, 0 }
+};
+
+static const llm_sse_json_name_t  llm_sse_json_choice_names[] = {
+    llm_sse_json_name("finish_reason", llm_sse_json_none, 0),
+    { NULL, 0, 0, 0 }
+};
+
+static const llm_sse_json_name_t  llm_sse_json_incomplete_names[] = {
+    llm_sse_json_name("reason", llm_sse_json_none, 0),
+    { NULL, 0, 0, 0 }
+};
+
+/* by role */
+static const llm_sse_json_name_t  *llm_sse_json_names[] = {
+    NULL,
+    llm_sse_json_root_names,
+    llm_sse_json_usage_names,
+    llm_sse_json_details_names,
+    llm_sse_json_choice_names,
+    llm_sse_json_incomplete_names,
+    NULL
+};
+
+
 static void llm_sse_line_end(llm_sse_t *p);
 static size_t llm_sse_known_field(llm_sse_t *p, const char *pos,
     const char *end);
@@ -118,6 +241,25 @@ static void llm_sse_dispatch(llm_sse_t *p);
 static void llm_sse_openai(llm_sse_t *p);
 static void llm_sse_anthropic(llm_sse_t *p);
 static void llm_sse_responses(llm_sse_t *p);
+static const llm_sse_names_t *llm_sse_usage_root(llm_api_e api,
+    const cJSON *root, llm_usage_t *u);
+static int llm_sse_json_scan(llm_sse_json_t *js, llm_api_e api,
+    const char *body, size_t len);
+static const char *llm_sse_json_value(llm_sse_json_t *js, const char *p,
+    unsigned depth, cJSON *node, unsigned role, unsigned flags);
+static const char *llm_sse_json_object(llm_sse_json_t *js, const char *p,
+    unsigned depth, cJSON *node, unsigned role, unsigned flags);
+static const char *llm_sse_json_array(llm_sse_json_t *js, const char *p,
+    unsigned depth, cJSON *node, unsigned role, unsigned flags);
+static cJSON *llm_sse_json_member(llm_sse_json_t *js, cJSON *node,
+    unsigned role, const char *name, size_t len, unsigned *crole,
+    unsigned *flags);
+static const char *llm_sse_json_string(const char *p, const char *end,
+    uint64_t *bytes, unsigned *what);
+static inline const char *llm_sse_json_stop(const char *p, const char *end);
+static const char *llm_sse_json_number(const char *p, const char *end,
+    uint64_t *n, unsigned *plain);
+static const char *llm_sse_json_ws(const char *p, const char *end);
 static void llm_sse_openai_json(const cJSON *root, llm_usage_t *u,
     unsigned *usage_only);
 static void llm_sse_embeddings_json(const cJSON *root, llm_usage_t *u);
@@ -556,10 +698,9 @@ int
 llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
     llm_usage_t *u)
 {
-    uint64_t                bytes, tokens[4];
-    unsigned                usage_only;
+    uint64_t                bytes;
     cJSON                  *root;
-    const cJSON            *item;
+    llm_sse_json_t          js;
     const llm_sse_names_t  *keys;
 
     memset(u, 0, sizeof(llm_usage_t));
@@ -568,14 +709,51 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         return 0;
     }
 
-    root = cJSON_ParseWithLength(body, len);
-    if (root == NULL) {
-        return 0;
+    bytes = 0;
+
+    if (llm_sse_json_scan(&js, api, body, len) == 0) {
+        keys = llm_sse_usage_root(api, &js.node[0], u);
+        bytes = keys ? js.bytes : 0;
+
+    } else {
+        root = cJSON_ParseWithLength(body, len);
+        if (root == NULL) {
+            return 0;
+        }
+
+        if (cJSON_IsObject(root)) {
+            keys = llm_sse_usage_root(api, root, u);
+
+            if (keys) {
+                llm_sse_count_json(u, root, keys, &bytes);
+            }
+        }
+
+        cJSON_Delete(root);
     }
 
-    if (!cJSON_IsObject(root)) {
-        goto done;
+    /* the whole text, as one delta, for when the usage is missing */
+
+    if (bytes) {
+        u->delta_events = 1;
+        u->delta_bytes = bytes;
     }
+
+    return u->have_usage;
+}
+
+
+/*
+ * What a whole object tells, parsed or scanned.  Returns the names of its
+ * text, NULL if it has none to count.
+ */
+
+static const llm_sse_names_t *
+llm_sse_usage_root(llm_api_e api, const cJSON *root, llm_usage_t *u)
+{
+    uint64_t      tokens[4];
+    unsigned      usage_only;
+    const cJSON  *item;
 
     u->done = 1;
 
@@ -583,19 +761,17 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
 
     case LLM_API_OPENAI:
         llm_sse_openai_json(root, u, &usage_only);
-        keys = &llm_sse_openai_text;
-        break;
+        return &llm_sse_openai_text;
 
     case LLM_API_RESPONSES:
         llm_sse_responses_json(root, u);
-        keys = &llm_sse_responses_text;
-        break;
+        return &llm_sse_responses_text;
 
     case LLM_API_EMBEDDINGS:
         llm_sse_embeddings_json(root, u);
 
         /* no text: the vectors are not billed as output */
-        goto done;
+        return NULL;
 
     case LLM_API_ANTHROPIC:
         llm_sse_ident(root, u);
@@ -624,28 +800,603 @@ llm_sse_usage_from_json(llm_api_e api, const char *body, size_t len,
         item = cJSON_GetObjectItemCaseSensitive(root, "stop_reason");
         llm_sse_finish_reason(item, u);
 
-        keys = &llm_sse_anthropic_text;
+        return &llm_sse_anthropic_text;
+
+    default:
+        return NULL;
+    }
+}
+
+
+/*
+ * Returns 0 if the body was read, its members kept in js->node (the root
+ * first) and its text in js->bytes; -1 if cJSON must read it.  Only what
+ * cJSON would take is taken: after the object whatever follows, as
+ * cJSON_ParseWithLength() leaves it; bytes up to ' ' are blanks, as there.
+ */
+
+static int
+llm_sse_json_scan(llm_sse_json_t *js, llm_api_e api, const char *body,
+    size_t len)
+{
+    const char  *p;
+
+    js->end = body + len;
+    js->bytes = 0;
+    js->nodes = 1;
+    js->used = 0;
+
+    js->keys = (api == LLM_API_OPENAI) ? &llm_sse_openai_text
+               : (api == LLM_API_RESPONSES) ? &llm_sse_responses_text
+               : (api == LLM_API_ANTHROPIC) ? &llm_sse_anthropic_text
+               : NULL;
+
+    /* a BOM, or anything but an object, goes to cJSON */
+    p = llm_sse_json_ws(body, js->end);
+
+    if (p == js->end || *p != '{') {
+        return -1;
+    }
+
+    memset(&js->node[0], 0, sizeof(cJSON));
+
+    p = llm_sse_json_object(js, p, 1, &js->node[0], llm_sse_json_root,
+                            js->keys ? LLM_SSE_JSON_COUNT : 0);
+
+    return p ? 0 : -1;
+}
+
+
+/*
+ * p: the value's first byte, before js->end.  node (if the value is kept):
+ * where it is written, as cJSON would have it; role: what its members
+ * are, if it is an object (or the choices).  Returns what follows it,
+ * NULL to leave the body to cJSON.
+ */
+
+static const char *
+llm_sse_json_value(llm_sse_json_t *js, const char *p, unsigned depth,
+    cJSON *node, unsigned role, unsigned flags)
+{
+    size_t       n;
+    uint64_t     bytes;
+    unsigned     what, plain;
+    const char  *q;
+
+    switch (*p) {
+
+    case '"':
+        q = llm_sse_json_string(p + 1, js->end, &bytes, &what);
+        if (q == NULL) {
+            return NULL;
+        }
+
+        /* cJSON's text ends at a NUL */
+        if (flags & LLM_SSE_JSON_TEXT) {
+            if (what & LLM_SSE_JSON_NUL) {
+                return NULL;
+            }
+
+            js->bytes += bytes;
+        }
+
+        if (node == NULL) {
+            return q + 1;
+        }
+
+        /* kept as sent: one with escapes is decoded by cJSON */
+        n = q - (p + 1);
+
+        if (what || n >= LLM_SSE_JSON_POOL - js->used) {
+            return NULL;
+        }
+
+        node->type = cJSON_String;
+        node->valuestring = js->pool + js->used;
+        memcpy(node->valuestring, p + 1, n);
+        node->valuestring[n] = '\0';
+        js->used += n + 1;
+
+        return q + 1;
+
+    case '{':
+        return llm_sse_json_object(js, p, depth + 1, node,
+                                   (role == llm_sse_json_choices)
+                                   ? llm_sse_json_none : role,
+                                   flags & LLM_SSE_JSON_COUNT);
+
+    case '[':
+        return llm_sse_json_array(js, p, depth + 1, node,
+                                  (role == llm_sse_json_choices)
+                                  ? role : llm_sse_json_none,
+                                  flags & LLM_SSE_JSON_COUNT);
+
+    case 'n':
+        n = 4;
+        what = cJSON_NULL;
+        q = "null";
+        break;
+
+    case 't':
+        n = 4;
+        what = cJSON_True;
+        q = "true";
+        break;
+
+    case 'f':
+        n = 5;
+        what = cJSON_False;
+        q = "false";
         break;
 
     default:
-        goto done;
+        q = llm_sse_json_number(p, js->end, &bytes, &plain);
+        if (q == NULL) {
+            return NULL;
+        }
+
+        /* a figure is read by the scan only if it is exact as a double */
+        if (node) {
+            if ((flags & LLM_SSE_JSON_FIGURE) && !plain) {
+                return NULL;
+            }
+
+            node->type = cJSON_Number;
+            node->valuedouble = plain ? (double) bytes : 0;
+        }
+
+        return q;
     }
 
-    /* the whole text, as one delta, for when the usage is missing */
-
-    bytes = 0;
-    llm_sse_count_json(u, root, keys, &bytes);
-
-    if (bytes) {
-        u->delta_events = 1;
-        u->delta_bytes = bytes;
+    if ((size_t) (js->end - p) < n || memcmp(p, q, n) != 0) {
+        return NULL;
     }
 
-done:
+    if (node) {
+        node->type = what;
+    }
 
-    cJSON_Delete(root);
+    return p + n;
+}
 
-    return u->have_usage;
+
+static const char *
+llm_sse_json_object(llm_sse_json_t *js, const char *p, unsigned depth,
+    cJSON *node, unsigned role, unsigned flags)
+{
+    size_t       len;
+    uint64_t     bytes;
+    unsigned     what, crole, cflags;
+    cJSON       *child;
+    const char  *end, *name;
+
+    if (depth > LLM_SSE_JSON_DEPTH) {
+        return NULL;
+    }
+
+    if (node) {
+        node->type = cJSON_Object;
+    }
+
+    end = js->end;
+    p = llm_sse_json_ws(p + 1, end);
+
+    if (p < end && *p == '}') {
+        return p + 1;
+    }
+
+    for ( ;; ) {
+        if (p == end || *p != '"') {
+            return NULL;
+        }
+
+        name = p + 1;
+        p = llm_sse_json_string(name, end, &bytes, &what);
+
+        /* a name as sent is the name cJSON reads only without these */
+        if (p == NULL || what) {
+            return NULL;
+        }
+
+        len = p - name;
+
+        p = llm_sse_json_ws(p + 1, end);
+
+        if (p == end || *p != ':') {
+            return NULL;
+        }
+
+        p = llm_sse_json_ws(p + 1, end);
+
+        if (p == end) {
+            return NULL;
+        }
+
+        crole = llm_sse_json_none;
+        cflags = flags;
+        child = NULL;
+
+        if (role != llm_sse_json_none) {
+            child = llm_sse_json_member(js, node, role, name, len, &crole,
+                                        &cflags);
+            if (child == node) {
+                return NULL;
+            }
+        }
+
+        /* as llm_sse_count_json(): no text under a usage */
+        if (flags & LLM_SSE_JSON_COUNT) {
+            if (len == 5 && memcmp(name, "usage", 5) == 0) {
+                cflags &= ~LLM_SSE_JSON_COUNT;
+
+            } else if (*p == '"' && llm_sse_is_key(js->keys, name, len)) {
+                cflags |= LLM_SSE_JSON_TEXT;
+            }
+        }
+
+        p = llm_sse_json_value(js, p, depth, child, crole, cflags);
+
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = llm_sse_json_ws(p, end);
+
+        if (p == end) {
+            return NULL;
+        }
+
+        if (*p == '}') {
+            return p + 1;
+        }
+
+        if (*p != ',') {
+            return NULL;
+        }
+
+        p = llm_sse_json_ws(p + 1, end);
+    }
+}
+
+
+static const char *
+llm_sse_json_array(llm_sse_json_t *js, const char *p, unsigned depth,
+    cJSON *node, unsigned role, unsigned flags)
+{
+    cJSON       *child;
+    unsigned     first;
+    const char  *end;
+
+    if (depth > LLM_SSE_JSON_DEPTH) {
+        return NULL;
+    }
+
+    if (node) {
+        node->type = cJSON_Array;
+    }
+
+    end = js->end;
+    p = llm_sse_json_ws(p + 1, end);
+
+    if (p < end && *p == ']') {
+        return p + 1;
+    }
+
+    for (first = 1; /* void */; first = 0) {
+        if (p == end) {
+            return NULL;
+        }
+
+        child = NULL;
+
+        /* only the first choice is read, and only if it is an object */
+        if (first && role == llm_sse_json_choices && *p == '{') {
+            if (js->nodes == LLM_SSE_JSON_NODES) {
+                return NULL;
+            }
+
+            child = &js->node[js->nodes++];
+            memset(child, 0, sizeof(cJSON));
+            node->child = child;
+        }
+
+        /* an element has no name: a string in a list is no text */
+        p = llm_sse_json_value(js, p, depth, child,
+                               child ? llm_sse_json_choice
+                                     : llm_sse_json_none,
+                               flags & LLM_SSE_JSON_COUNT);
+
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = llm_sse_json_ws(p, end);
+
+        if (p == end) {
+            return NULL;
+        }
+
+        if (*p == ']') {
+            return p + 1;
+        }
+
+        if (*p != ',') {
+            return NULL;
+        }
+
+        p = llm_sse_json_ws(p + 1, end);
+    }
+}
+
+
+/*
+ * The node a member of a kept object is written to, if its name is one
+ * read there and the first of it (cJSON's lookup finds the first); NULL
+ * if not kept; node itself if the nodes ran out.
+ */
+
+static cJSON *
+llm_sse_json_member(llm_sse_json_t *js, cJSON *node, unsigned role,
+    const char *name, size_t len, unsigned *crole, unsigned *flags)
+{
+    cJSON                      *c, **last;
+    const llm_sse_json_name_t  *k;
+
+    for (k = llm_sse_json_names[role]; k->name; k++) {
+        if (k->len == len && memcmp(k->name, name, len) == 0) {
+            break;
+        }
+    }
+
+    if (k->name == NULL) {
+        return NULL;
+    }
+
+    for (last = &node->child; *last; last = &(*last)->next) {
+        if ((*last)->string == k->name) {
+            return NULL;
+        }
+    }
+
+    if (js->nodes == LLM_SSE_JSON_NODES) {
+        return node;
+    }
+
+    c = &js->node[js->nodes++];
+    memset(c, 0, sizeof(cJSON));
+    c->string = (char *) k->name;
+    *last = c;
+
+    *crole = k->role;
+    *flags |= k->flags;
+
+    return c;
+}
+
+
+/*
+ * p: just after an opening quote.  Returns the closing quote, NULL if
+ * cJSON would refuse the string or decode it otherwise than read here (a
+ * surrogate, a \u that is not hex).  *bytes: its length as decoded;
+ * *what: whether it had an escape, a NUL.
+ */
+
+static const char *
+llm_sse_json_string(const char *p, const char *end, uint64_t *bytes,
+    unsigned *what)
+{
+    unsigned     cp, i, c;
+    uint64_t     n;
+    const char  *q;
+
+    n = 0;
+    *what = 0;
+
+    for ( ;; ) {
+        q = llm_sse_json_stop(p, end);
+        n += q - p;
+
+        if (q == end) {
+            return NULL;
+        }
+
+        if (*q == '"') {
+            break;
+        }
+
+        if (*q == '\0') {
+            *what |= LLM_SSE_JSON_NUL;
+            n++;
+            p = q + 1;
+            continue;
+        }
+
+        if (end - q < 2) {
+            return NULL;
+        }
+
+        *what |= LLM_SSE_JSON_ESCAPE;
+
+        switch (q[1]) {
+
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n':
+        case 'r': case 't':
+            n++;
+            p = q + 2;
+            continue;
+
+        case 'u':
+            break;
+
+        default:
+            return NULL;
+        }
+
+        if (end - q < 6) {
+            return NULL;
+        }
+
+        cp = 0;
+
+        for (i = 2; i < 6; i++) {
+            c = (unsigned char) q[i];
+            c = (c >= '0' && c <= '9') ? c - '0'
+                : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+                  ? (c | 0x20) - 'a' + 10 : 16;
+
+            if (c == 16) {
+                return NULL;
+            }
+
+            cp = cp * 16 + c;
+        }
+
+        if (cp >= 0xd800 && cp < 0xe000) {
+            return NULL;
+        }
+
+        if (cp == 0) {
+            *what |= LLM_SSE_JSON_NUL;
+        }
+
+        n += (cp < 0x80) ? 1 : (cp < 0x800) ? 2 : 3;
+        p = q + 6;
+    }
+
+    *bytes = n;
+
+    return q;
+}
+
+
+/* the next quote, backslash or NUL in [p, end), or end */
+
+static inline const char *
+llm_sse_json_stop(const char *p, const char *end)
+{
+#if defined(__SSE2__)
+    unsigned  m;
+    __m128i   v, vq, vb, vz;
+
+    vq = _mm_set1_epi8('"');
+    vb = _mm_set1_epi8('\\');
+    vz = _mm_setzero_si128();
+
+    while (end - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *) p);
+        m = (unsigned) _mm_movemask_epi8(
+                _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, vq),
+                                          _mm_cmpeq_epi8(v, vb)),
+                             _mm_cmpeq_epi8(v, vz)));
+
+        if (m) {
+            return p + __builtin_ctz(m);
+        }
+
+        p += 16;
+    }
+#endif
+
+    while (p < end && *p != '"' && *p != '\\' && *p != '\0') {
+        p++;
+    }
+
+    return p;
+}
+
+
+/*
+ * A number as JSON writes it, and then no byte cJSON would take into it:
+ * cJSON gives strtod() the run of such bytes (63 at most), and a number
+ * is valid only if strtod() reads the whole run.  *plain: an integer of
+ * up to 15 digits, *n its value, exact as a double.
+ */
+
+static const char *
+llm_sse_json_number(const char *p, const char *end, uint64_t *n,
+    unsigned *plain)
+{
+    uint64_t     v;
+    const char  *s;
+
+    s = p;
+    v = 0;
+
+    if (*p == '-') {
+        p++;
+    }
+
+    if (p == end || !llm_sse_digit(*p)) {
+        return NULL;
+    }
+
+    if (*p == '0') {
+        p++;
+
+    } else {
+        while (p < end && llm_sse_digit(*p)) {
+            /* no overflow: 20 digits are beyond what *plain takes */
+            v = (p - s < 19) ? v * 10 + (*p - '0') : v;
+            p++;
+        }
+    }
+
+    *plain = (*s != '-' && p - s <= 15);
+    *n = v;
+
+    if (p < end && *p == '.') {
+        p++;
+
+        if (p == end || !llm_sse_digit(*p)) {
+            return NULL;
+        }
+
+        while (p < end && llm_sse_digit(*p)) {
+            p++;
+        }
+
+        *plain = 0;
+    }
+
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+
+        if (p < end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+
+        if (p == end || !llm_sse_digit(*p)) {
+            return NULL;
+        }
+
+        while (p < end && llm_sse_digit(*p)) {
+            p++;
+        }
+
+        *plain = 0;
+    }
+
+    if (p - s >= 64
+        || (p < end && (llm_sse_digit(*p) || *p == '.' || *p == '+'
+                        || *p == '-' || *p == 'e' || *p == 'E')))
+    {
+        return NULL;
+    }
+
+    return p;
+}
+
+
+/* cJSON's blanks: every byte up to ' ' */
+
+static const char *
+llm_sse_json_ws(const char *p, const char *end)
+{
+    while (p < end && (unsigned char) *p <= ' ') {
+        p++;
+    }
+
+    return p;
 }
 
 

@@ -12,7 +12,8 @@
  * be the input.  Every feed and filter runs the oracle beside it (the
  * parser before its scans were made faster, t/sse_ref.c), which must
  * consume the same, hold the same state and read the same usage, to the
- * last flag and byte, after every call.
+ * last flag and byte, after every call; the JSON reader runs the
+ * oracle's, which parsed every body with cJSON, and must read the same.
  */
 
 
@@ -42,6 +43,8 @@ static void fuzz_same(const llm_usage_t *a, const llm_usage_t *b,
     const char *how);
 static void fuzz_twin(const llm_sse_t *p, const llm_sse_t *r,
     const char *how);
+static void fuzz_json(llm_api_e api, const char *s, size_t len,
+    const llm_usage_t *u, int rc, const char *how);
 static void fuzz_fail(const char *how, const char *what);
 static void fuzz_filter(size_t cap, const char *s, size_t len, size_t split,
     int strip, const llm_usage_t *whole);
@@ -91,6 +94,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_filter(cap, s, len, split, (data[0] & 0x03) == 3, &whole);
 
     rc = llm_sse_usage_from_json(api, s, len, &json);
+    fuzz_json(api, s, len, &json, rc, "json");
     fuzz_check(&json, "json");
     fuzz_settle(&json, "json");
 
@@ -100,6 +104,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* the end of an embeddings list: its input alone, and whole */
     rc = llm_sse_usage_from_json(LLM_API_EMBEDDINGS, s, len, &json);
+    fuzz_json(LLM_API_EMBEDDINGS, s, len, &json, rc, "embeddings");
     fuzz_check(&json, "embeddings");
 
     if (rc != (int) json.have_usage || json.output_tokens != 0) {
@@ -342,6 +347,36 @@ fuzz_same(const llm_usage_t *a, const llm_usage_t *b, const char *how)
         || a->error != b->error)
     {
         fuzz_fail(how, "the usage differs from the whole feed's");
+    }
+}
+
+
+/*
+ * The JSON reader and the oracle's (which parsed every body with cJSON)
+ * on the same body: the same return, the same usage, ids and all.
+ */
+
+static void
+fuzz_json(llm_api_e api, const char *s, size_t len, const llm_usage_t *u,
+    int rc, const char *how)
+{
+    llm_usage_t  r;
+
+    if (llm_sse_ref_usage_from_json(api, s, len, &r) != rc) {
+        fuzz_fail(how, "the oracle returns otherwise");
+    }
+
+    fuzz_same(u, &r, how);
+
+    if (memcmp(u->response_id, r.response_id, sizeof(r.response_id)) != 0
+        || memcmp(u->upstream_model, r.upstream_model,
+                  sizeof(r.upstream_model))
+           != 0
+        || memcmp(u->finish_reason, r.finish_reason,
+                  sizeof(r.finish_reason))
+           != 0)
+    {
+        fuzz_fail(how, "the oracle reads another id, model or reason");
     }
 }
 

@@ -2877,6 +2877,155 @@ test_settle_bounds(void)
 }
 
 
+/*
+ * Whole bodies, read by the scan (the simple shape) or, for what it
+ * leaves, by cJSON: the figures worked by hand, the same either way.
+ */
+
+static void
+test_json_scan(void)
+{
+    int           rc;
+    char          deep[256];
+    size_t        n, k;
+    const char   *b;
+    llm_usage_t   u;
+
+    /* as mockllm writes it: the text is tok1 .. tok16, 9 * 5 + 7 * 6 */
+    b = "{\"id\":\"chatcmpl-mock-1\",\"object\":\"chat.completion\","
+        "\"created\":1796315280,\"model\":\"gpt-4o-mini\",\"choices\":"
+        "[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+        "\"tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 "
+        "tok13 tok14 tok15 tok16 \"},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"prompt_tokens\":14,\"completion_tokens\":16,"
+        "\"total_tokens\":30,\"prompt_tokens_details\":"
+        "{\"cached_tokens\":0}}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.done && u.have_usage && u.have_input
+           && u.input_tokens == 14 && u.output_tokens == 16
+           && u.cached_input_tokens == 0 && !u.clamped && !u.error,
+           "json scan: mockllm's chat, 14 in, 16 out");
+    tap_ok(u.delta_events == 1 && u.delta_bytes == 87,
+           "  its text, 87 bytes, one delta");
+    tap_is_str(u.finish_reason, "stop", "  its finish");
+    tap_is_str(u.response_id, "chatcmpl-mock-1", "  its id");
+    tap_is_str(u.upstream_model, "gpt-4o-mini", "  its model");
+
+    /* a\n b, e-acute two bytes, a CJK three: 8; the cached and reasoning */
+    b = " {\"choices\" : [ {\"message\":{\"content\":\"a\\nb\\u00e9\\u4e2d\"}"
+        ", \"finish_reason\":\"length\"} ],\n\"usage\":{\"prompt_tokens\":"
+        "100,\"completion_tokens\":20,\"prompt_tokens_details\":"
+        "{\"cached_tokens\":30},\"completion_tokens_details\":"
+        "{\"reasoning_tokens\":5}}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 100 && u.output_tokens == 20
+           && u.cached_input_tokens == 30 && u.reasoning_tokens == 5
+           && u.delta_bytes == 8 && strcmp(u.finish_reason, "length") == 0,
+           "json scan: escapes decoded, 8 bytes; 100 in (30 cached), 20 "
+           "out (5 reasoning)");
+
+    /* Anthropic's three parts of the prompt: 10 + 2000 + 3000 */
+    b = "{\"id\":\"msg_01\",\"type\":\"message\",\"model\":\"claude\","
+        "\"content\":[{\"type\":\"thinking\",\"thinking\":\"hmm\"},"
+        "{\"type\":\"text\",\"text\":\"Hi\"}],\"stop_reason\":\"tool_use\","
+        "\"usage\":{\"input_tokens\":10,\"cache_creation_input_tokens\":"
+        "2000,\"cache_read_input_tokens\":3000,\"output_tokens\":77}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_ANTHROPIC, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 5010 && u.cached_input_tokens == 3000
+           && u.cache_write_tokens == 2000 && u.output_tokens == 77
+           && u.delta_bytes == 5 && strcmp(u.finish_reason, "tool_use") == 0
+           && strcmp(u.response_id, "msg_01") == 0,
+           "json scan: a message, 5010 in, 77 out, 5 bytes of text");
+
+    /* incomplete: the reason is why; abc + no + {} is the text */
+    b = "{\"id\":\"resp_1\",\"status\":\"incomplete\",\"incomplete_details\":"
+        "{\"reason\":\"max_output_tokens\"},\"output\":[{\"content\":[{"
+        "\"text\":\"abc\"},{\"refusal\":\"no\"}]},{\"arguments\":\"{}\"}],"
+        "\"usage\":{\"input_tokens\":5,\"output_tokens\":9,"
+        "\"output_tokens_details\":{\"reasoning_tokens\":4}},"
+        "\"text\":{\"format\":{\"type\":\"text\"}}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_RESPONSES, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 5 && u.output_tokens == 9
+           && u.reasoning_tokens == 4 && u.delta_bytes == 7
+           && strcmp(u.finish_reason, "max_output_tokens") == 0,
+           "json scan: a response cut short, its reason, 7 bytes of text");
+
+    /* the first of two wins, as cJSON's lookup finds it; text counts all */
+    b = "{\"usage\":{\"prompt_tokens\":1,\"content\":\"xyz\"},\"usage\":"
+        "{\"prompt_tokens\":9},\"content\":\"ab\",\"content\":\"cde\"}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 1 && u.delta_bytes == 5,
+           "json scan: the first usage, every text but the usage's");
+
+    /* a 16-digit figure is left to cJSON: clamped to the most */
+    b = "{\"usage\":{\"prompt_tokens\":1234567890123456}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == LLM_USAGE_TOKENS_MAX && u.clamped,
+           "json fallback: a figure of 16 digits, clamped");
+
+    b = "{\"usage\":{\"prompt_tokens\":3.7,\"completion_tokens\":1e3}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 3 && u.output_tokens == 1000
+           && u.clamped && !u.malformed,
+           "json fallback: 3.7 is 3, clamped; 1e3 is 1000");
+
+    /* cJSON decodes the name: the escaped usage is the first */
+    b = "{\"us\\u0061ge\":{\"prompt_tokens\":3},\"usage\":"
+        "{\"prompt_tokens\":4}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.input_tokens == 3,
+           "json fallback: an escaped name is the name");
+
+    /* cJSON's text ends at a NUL: ab */
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI,
+                                 "{\"content\":\"ab\0cd\"}", 19, &u);
+    tap_ok(rc == 0 && u.done && u.delta_bytes == 2,
+           "json fallback: a NUL in the text ends it");
+
+    /* 40 lists deep, past the scan's depth */
+    n = (size_t) snprintf(deep, sizeof(deep), "{\"id\":\"x1\",\"a\":");
+
+    for (k = 0; k < 40; k++) {
+        deep[n++] = '[';
+    }
+
+    for (k = 0; k < 40; k++) {
+        deep[n++] = ']';
+    }
+
+    deep[n++] = '}';
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, deep, n, &u);
+    tap_ok(rc == 0 && u.done && strcmp(u.response_id, "x1") == 0,
+           "json fallback: deep nesting, read whole");
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, deep, n - 1, &u);
+    tap_ok(rc == 0 && !u.done && u.response_id[0] == '\0',
+           "json: cut short, nothing read");
+
+    /* what follows the object is not read, by cJSON either */
+    b = "{\"usage\":{\"prompt_tokens\":2}} trailing {";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.done && u.input_tokens == 2,
+           "json scan: what follows the object is left");
+
+    b = "\xEF\xBB\xBF{\"usage\":{\"prompt_tokens\":2}}";
+
+    rc = llm_sse_usage_from_json(LLM_API_OPENAI, b, strlen(b), &u);
+    tap_ok(rc == 1 && u.done && u.input_tokens == 2,
+           "json fallback: a BOM, skipped by cJSON");
+}
+
+
 /* an embeddings list bills its prompt alone; its vectors are no text */
 
 static void
@@ -3178,6 +3327,7 @@ main(int argc, char **argv)
     test_settle();
     test_settle_bounds();
     test_embeddings();
+    test_json_scan();
     test_event_callback();
     test_ident();
 
