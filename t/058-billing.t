@@ -776,6 +776,28 @@ is_deeply($new->selectrow_arrayref(q{
    '  a request\'s row found by its id and ts');
 is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
           '  and every cost is still proved');
+
+# 019: the write path's plans without sequential scans; the same results
+is(migrate('019_stable_plans'), '', '019 applies to it');
+is_deeply($new->selectcol_arrayref(q{
+    SELECT p.proname || ':' || (p.proconfig @> '{enable_seqscan=off}')
+      FROM pg_proc p
+     WHERE p.pronamespace = 'llm'::regnamespace
+       AND p.proname IN ('ingest_batch', 'usage_tenants_check',
+                         'usage_late_check') AND p.prolang <> (
+           SELECT oid FROM pg_language WHERE lanname = 'sql')
+     ORDER BY 1}),
+    [ 'ingest_batch:true', 'usage_late_check:true',
+      'usage_tenants_check:true' ],
+    '019: the batch and its triggers plan without sequential scans');
+is_deeply([ map { @{ $new->selectall_arrayref($batch[0], undef, @$_) } }
+                ([ 'r9', 3, $r8_ms + 1 ], [ 'r9', 5, $r8_ms + 1 ],
+                 [ 'r10', 3, $r8_ms + 3 ]) ], [ [ 'r9' ] ],
+          '  a replay ignored, one with other figures refused, a new '
+          . 'record written');
+is($new->selectrow_array(q{
+    SELECT count(*) FROM llm.usage WHERE request_id IN ('r8', 'r9', 'r10')}),
+   3, '  each there once');
 $new->disconnect();
 
 diag(sprintf '004 upgraded the scratch database in %.2f s', $took);

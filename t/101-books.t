@@ -688,6 +688,80 @@ $big->do(q{
 $big->do(q{SELECT llm.create_usage_partition(m::date)
              FROM generate_series(timestamp '2026-01-01', '2026-06-01',
                                   '1 month') m});
+
+# The plans a batch keeps: PL/pgSQL makes a statement's generic plan once
+# a connection and keeps it, from the sizes its tables have then.  accountd
+# connects to a ledger that may be empty (a new stack, a new month): its
+# plans must not scan what will grow (a scan of every request_id so far,
+# on every batch, made the ledger quadratic).  Forced generic here and now,
+# on empty tables, every plan of the batch and its triggers, as
+# auto_explain prints them, reads each table with an index through one.
+{
+    my $p = connect_as('llmgw', $scratch);
+    my @notices;
+    local $SIG{__WARN__} = sub { push(@notices, $_[0]) };
+    $p->{PrintWarn} = 1;
+    $p->do(q{LOAD 'auto_explain'});
+    $p->do("SET $_") for ('auto_explain.log_min_duration = 0',
+                          'auto_explain.log_nested_statements = on',
+                          'auto_explain.log_format = json',
+                          'auto_explain.log_level = notice');
+    my ($tenant) = $p->selectrow_array(
+        q{SELECT tenant_id FROM llm.tenants WHERE name = 'utc'});
+    my $now_ms = int(time() * 1000);
+    $p->begin_work();
+    $p->do(q{SELECT llm.create_usage_partition(
+                 date_trunc('month', now() AT TIME ZONE 'UTC')::date)});
+    # a ledger's first minutes: a few hundred rows, planned for each batch
+    my $batch = sub {
+        my ($from, $n) = @_;
+        return ingest($p, map {
+            record(id => "plan-$_", tenant => $tenant, model => 'model-1',
+                   ts_ms => $now_ms + $_) } $from .. $from + $n - 1);
+    };
+    $p->do('SET plan_cache_mode = force_custom_plan');
+    my $rejected = $batch->(1, 300);
+    # as autovacuum sees a new ledger
+    $p->do('ANALYZE llm.usage_request_ids, llm.usage');
+    # then the plan kept for the connection's life
+    @notices = ();
+    $p->do('SET plan_cache_mode = force_generic_plan');
+    push(@$rejected, @{ $batch->(301, 3) });
+    $p->rollback();
+    $p->disconnect();
+
+    my (%scans, $plans);
+    my $walk;
+    $walk = sub {
+        my ($n) = @_;
+        if (ref $n eq 'HASH') {
+            $scans{ $n->{'Relation Name'} }++
+                if ($n->{'Node Type'} // '') eq 'Seq Scan';
+            $walk->($_) for values %$n;
+        } elsif (ref $n eq 'ARRAY') {
+            $walk->($_) for @$n;
+        }
+    };
+    for (@notices) {
+        my ($json) = /plan:\s*(\{.*\})/s or next;
+        $plans++;
+        $walk->(decode_json($json));
+    }
+    # the relations read by a sequential scan that have an index
+    my @indexed = grep {
+        $big->selectrow_array(q{
+            SELECT count(*) FROM pg_index i JOIN pg_class c
+                ON c.oid = i.indrelid
+             WHERE c.relname = ? AND c.relnamespace = 'llm'::regnamespace},
+            undef, $_)
+    } sort keys %scans;
+    is_deeply([ $rejected, \@indexed ], [ [], [] ],
+              'a batch\'s plans made on an empty ledger scan no indexed '
+              . 'table (' . ($plans // 0) . ' plans)')
+        or diag(explain(\%scans));
+    cmp_ok($plans // 0, '>=', 4, '  auto_explain showed the batch and its '
+                                 . 'triggers');
+}
 # the rows as a restore brings them: the triggers' work done here
 $big->begin_work();
 $big->do(q{SET LOCAL session_replication_role = replica});
