@@ -781,15 +781,18 @@ is_deeply($new->selectall_arrayref(q{SELECT * FROM llm.cost_errors()}), [],
 is(migrate('019_stable_plans'), '', '019 applies to it');
 is_deeply($new->selectcol_arrayref(q{
     SELECT p.proname || ':' || (p.proconfig @> '{enable_seqscan=off}')
+           || ':' || coalesce((SELECT c FROM unnest(p.proconfig) c
+                                WHERE c LIKE 'plan_cache_mode=%'), '-')
       FROM pg_proc p
      WHERE p.pronamespace = 'llm'::regnamespace
        AND p.proname IN ('ingest_batch', 'usage_tenants_check',
                          'usage_late_check') AND p.prolang <> (
            SELECT oid FROM pg_language WHERE lanname = 'sql')
      ORDER BY 1}),
-    [ 'ingest_batch:true', 'usage_late_check:true',
-      'usage_tenants_check:true' ],
-    '019: the batch and its triggers plan without sequential scans');
+    [ 'ingest_batch:true:plan_cache_mode=force_generic_plan',
+      'usage_late_check:true:-', 'usage_tenants_check:true:-' ],
+    '019: the batch and its triggers plan without sequential scans, the '
+    . 'batch once a connection');
 is_deeply([ map { @{ $new->selectall_arrayref($batch[0], undef, @$_) } }
                 ([ 'r9', 3, $r8_ms + 1 ], [ 'r9', 5, $r8_ms + 1 ],
                  [ 'r10', 3, $r8_ms + 3 ]) ], [ [ 'r9' ] ],
