@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include "ngx_http_llm_gateway_module.h"
+#include "ngx_http_llm_gateway_clock.h"
 #include "ngx_http_llm_gateway_ctx.h"
 
 
@@ -91,12 +92,17 @@ ngx_http_llm_gateway_ctx_get(ngx_http_request_t *r)
 
 /*
  * The request's id: $request_id if something evaluated it already (a map,
- * a log format read early), else 16 random bytes in hex, as nginx makes
- * it, stored as its value so that the logs, the upstream's header and the
+ * a log format read early), else 16 bytes in hex, as nginx makes it,
+ * stored as its value so that the logs, the upstream's header and the
  * ledger name the request alike.  nginx draws its 16 bytes with a call to
  * RAND_bytes() each, which takes OpenSSL's locks and looks its generator
  * up every time (a few % of the worker); here one call fills a store a
  * worker has of its own (static: filled after the fork, never shared).
+ * The first 6 bytes are the wall clock's milliseconds, big-endian, the
+ * other 10 random (80 bits: unguessable, and unique among any number of
+ * requests of a millisecond): the ledger's index of request ids then
+ * grows at its right edge, in pages in memory, where random ids touched
+ * a page anywhere in it at each insertion and each look-up.
  */
 
 ngx_int_t
@@ -104,6 +110,8 @@ ngx_http_llm_gateway_ctx_request_id(ngx_http_request_t *r,
     ngx_http_llm_gateway_ctx_t *ctx, ngx_int_t index)
 {
     u_char                     *p;
+    int64_t                     now;
+    ngx_uint_t                  i;
     ngx_http_variable_value_t  *vv;
 
     static u_char   store[NGX_HTTP_LLM_GATEWAY_ID_STORE];
@@ -125,6 +133,12 @@ ngx_http_llm_gateway_ctx_request_id(ngx_http_request_t *r,
         p = ngx_pnalloc(r->pool, 2 * NGX_HTTP_LLM_GATEWAY_ID_BYTES);
         if (p == NULL) {
             return NGX_ERROR;
+        }
+
+        now = ngx_http_llm_gateway_clock_wall_ms();
+
+        for (i = 0; i < 6; i++) {
+            store[used + i] = (u_char) (now >> (40 - 8 * i));
         }
 
         ngx_hex_dump(p, store + used, NGX_HTTP_LLM_GATEWAY_ID_BYTES);

@@ -40,6 +40,9 @@ ALTER FUNCTION llm.ingest_batch(text[], bigint[], bigint[], text[], text[],
                                 text[])
     SET plan_cache_mode = force_generic_plan;
 
--- the statement triggers of an insert into llm.usage
+-- the statement triggers of an insert into llm.usage; the tenants' look-up
+-- by an array was planned again at every call too
 ALTER FUNCTION llm.usage_tenants_check() SET enable_seqscan = off;
+ALTER FUNCTION llm.usage_tenants_check()
+    SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION llm.usage_late_check() SET enable_seqscan = off;

@@ -130,10 +130,16 @@ my @ok = (
       $n_in, 8, 2, 'max_tokens' ],
 );
 
+my @ids;
+
 for my $c (@ok) {
     my ($name, $path, $body, $mock, $direct, $in, $out, $cached, $fin) = @$c;
 
+    # nginx's clock is the one of its event loop: a millisecond early
+    my $before = int(time() * 1000) - 1;
     my $r = http_post($ng->url($path), $body, %$auth, %$mock);
+    push(@ids, [ $r->{headers}{'x-request-id'} // '', $before,
+                 int(time() * 1000) ]);
     is($r->{status}, 200, "$name: 200") or diag($r->{content});
 
     my $d = http_post($ng->url("/direct$path"), $direct, %$mock);
@@ -156,6 +162,14 @@ for my $c (@ok) {
     is_deeply([ @$u{qw(upstream_api backend)} ], [ undef, undef ],
               "$name: no backend in the ledger");
 }
+
+# The gateway's ids: the wall clock's millisecond, then 80 random bits, so
+# that the ledger's index of ids grows at one end
+is_deeply([ grep { my $ms = hex(substr($_->[0], 0, 12));
+                   $ms < $_->[1] || $ms > $_->[2] } @ids ], [],
+          'each request id begins with the millisecond it was made');
+my %tails = map { substr($_->[0], 12) => 1 } @ids;
+is(scalar(keys %tails), scalar(@ids), '  and ends with bits of its own');
 
 # An upstream that fails: its status and body pass through; the row says so
 # and charges nothing (no usage, nothing estimated: no flags).

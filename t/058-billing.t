@@ -790,7 +790,8 @@ is_deeply($new->selectcol_arrayref(q{
            SELECT oid FROM pg_language WHERE lanname = 'sql')
      ORDER BY 1}),
     [ 'ingest_batch:true:plan_cache_mode=force_generic_plan',
-      'usage_late_check:true:-', 'usage_tenants_check:true:-' ],
+      'usage_late_check:true:-',
+      'usage_tenants_check:true:plan_cache_mode=force_generic_plan' ],
     '019: the batch and its triggers plan without sequential scans, the '
     . 'batch once a connection');
 is_deeply([ map { @{ $new->selectall_arrayref($batch[0], undef, @$_) } }
