@@ -14,7 +14,9 @@
 -- The functions of the write path plan without sequential scans: a
 -- relation with an index is read through it, whatever its size; where a
 -- relation has none (a batch's own rows, transition tables), nothing
--- changes.  Costs and results are the same at any size.
+-- changes.  Costs and results are the same at any size.  And what was
+-- planned again at every call is planned once a connection: the batch's
+-- statement, the tenants' check, llm.moving_rows().
 --
 -- Applied once, in a single transaction, by a superuser:
 --     psql -v ON_ERROR_STOP=1 -1 -f sql/019_stable_plans.sql
@@ -46,3 +48,22 @@ ALTER FUNCTION llm.usage_tenants_check() SET enable_seqscan = off;
 ALTER FUNCTION llm.usage_tenants_check()
     SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION llm.usage_late_check() SET enable_seqscan = off;
+
+-- the triggers ask it once a statement: as SQL, it was planned again at
+-- every call (PostgreSQL keeps no plan of a SQL function that it cannot
+-- inline, and a SET clause forbids that); the setting first, as a simple
+-- expression, the catalog only while a move is on
+CREATE OR REPLACE FUNCTION llm.moving_rows() RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('llmgw.moving_rows', true) IS DISTINCT FROM 'on' THEN
+        RETURN false;
+    END IF;
+
+    RETURN EXISTS (SELECT FROM pg_class c
+                    WHERE c.oid = to_regclass('pg_temp.llmgw_usage_moving')
+                      AND c.relowner = 'llmgw_owner'::regrole);
+END
+$$;
