@@ -135,7 +135,8 @@ my @ids;
 for my $c (@ok) {
     my ($name, $path, $body, $mock, $direct, $in, $out, $cached, $fin) = @$c;
 
-    # nginx's clock is the one of its event loop: a millisecond early
+    # nginx's clock is its event loop's, read after the request arrived;
+    # the margin is for a clock read by two processes
     my $before = int(time() * 1000) - 1;
     my $r = http_post($ng->url($path), $body, %$auth, %$mock);
     push(@ids, [ $r->{headers}{'x-request-id'} // '', $before,

@@ -690,12 +690,16 @@ $big->do(q{SELECT llm.create_usage_partition(m::date)
                                   '1 month') m});
 
 # The plans a batch keeps: PL/pgSQL makes a statement's generic plan once
-# a connection and keeps it, from the sizes its tables have then.  accountd
-# connects to a ledger that may be empty (a new stack, a new month): its
-# plans must not scan what will grow (a scan of every request_id so far,
-# on every batch, made the ledger quadratic).  Forced generic here and now,
-# on empty tables, every plan of the batch and its triggers, as
-# auto_explain prints them, reads each table with an index through one.
+# a connection and keeps it, from the sizes its tables have then and with
+# ten records a batch for its estimates.  accountd connects to a ledger
+# that may be empty (a new stack, a new month) and sends batches of a
+# thousand, replays after a reconnection: no plan may scan what will grow
+# (a scan of every request_id so far, on every batch, made the ledger
+# quadratic), nor join the batch's lists in nested loops (a batch of
+# replays was quadratic in its size).  Forced generic here, on an almost
+# empty ledger, every plan of the batch and its triggers, as auto_explain
+# prints them with their rows, reads each table with an index through one
+# and handles at most two rows a record in any step.
 {
     my $p = connect_as('llmgw', $scratch);
     my @notices;
@@ -704,63 +708,84 @@ $big->do(q{SELECT llm.create_usage_partition(m::date)
     $p->do(q{LOAD 'auto_explain'});
     $p->do("SET $_") for ('auto_explain.log_min_duration = 0',
                           'auto_explain.log_nested_statements = on',
+                          'auto_explain.log_analyze = on',
+                          'auto_explain.log_timing = off',
                           'auto_explain.log_format = json',
                           'auto_explain.log_level = notice');
     my ($tenant) = $p->selectrow_array(
         q{SELECT tenant_id FROM llm.tenants WHERE name = 'utc'});
     my $now_ms = int(time() * 1000);
+    my $records = sub {
+        my ($out, @ids) = @_;
+        return map { record(id => "plan-$_", tenant => $tenant,
+                            model => 'model-1', out => $out,
+                            ts_ms => $now_ms + $_) } @ids;
+    };
+    # the plans auto_explain printed since the last call: their seq scans,
+    # their largest step (rows times loops), their insertions
+    my $plans = sub {
+        my %f = (plans => 0, max => 0, scans => {}, inserts => {});
+        my $walk;
+        $walk = sub {
+            my ($n) = @_;
+            if (ref $n eq 'HASH') {
+                my $type = $n->{'Node Type'} // '';
+                $f{scans}{ $n->{'Relation Name'} }++ if $type eq 'Seq Scan';
+                $f{inserts}{ $n->{'Relation Name'} }++
+                    if $type eq 'ModifyTable';
+                my $rows = ($n->{'Actual Rows'} // 0)
+                           * ($n->{'Actual Loops'} // 0);
+                $f{max} = $rows if $rows > $f{max};
+                $walk->($_) for values %$n;
+            } elsif (ref $n eq 'ARRAY') {
+                $walk->($_) for @$n;
+            }
+        };
+        for (splice(@notices)) {
+            my ($json) = /plan:\s*(\{.*\})/s or next;
+            $f{plans}++;
+            $walk->(decode_json($json));
+        }
+        return \%f;
+    };
+
     $p->begin_work();
     $p->do(q{SELECT llm.create_usage_partition(
                  date_trunc('month', now() AT TIME ZONE 'UTC')::date)});
-    # a ledger's first minutes: a few hundred rows, planned for each batch
-    my $batch = sub {
-        my ($from, $n) = @_;
-        return ingest($p, map {
-            record(id => "plan-$_", tenant => $tenant, model => 'model-1',
-                   ts_ms => $now_ms + $_) } $from .. $from + $n - 1);
-    };
+    # a ledger's first minutes: a few hundred rows, as autovacuum sees them
     $p->do('SET plan_cache_mode = force_custom_plan');
-    my $rejected = $batch->(1, 300);
-    # as autovacuum sees a new ledger
+    my $rejected = ingest($p, $records->(5, 1 .. 300));
     $p->do('ANALYZE llm.usage_request_ids, llm.usage');
-    # then the plan kept for the connection's life
-    @notices = ();
+    $plans->();
+    # then the plans kept for the connection's life: new records, and the
+    # journal sent again (two of them with other figures)
     $p->do('SET plan_cache_mode = force_generic_plan');
-    push(@$rejected, @{ $batch->(301, 3) });
-    $p->rollback();
-    $p->disconnect();
-
-    my (%scans, $plans);
-    my $walk;
-    $walk = sub {
-        my ($n) = @_;
-        if (ref $n eq 'HASH') {
-            $scans{ $n->{'Relation Name'} }++
-                if ($n->{'Node Type'} // '') eq 'Seq Scan';
-            $walk->($_) for values %$n;
-        } elsif (ref $n eq 'ARRAY') {
-            $walk->($_) for @$n;
-        }
-    };
-    for (@notices) {
-        my ($json) = /plan:\s*(\{.*\})/s or next;
-        $plans++;
-        $walk->(decode_json($json));
-    }
+    push(@$rejected, @{ ingest($p, $records->(5, 301 .. 303)) });
+    my $new = $plans->();
+    my $replayed = ingest($p, $records->(5, 1 .. 298),
+                          $records->(6, 299, 300));
+    my $replays = $plans->();
     # the relations read by a sequential scan that have an index
     my @indexed = grep {
-        $big->selectrow_array(q{
+        $p->selectrow_array(q{
             SELECT count(*) FROM pg_index i JOIN pg_class c
                 ON c.oid = i.indrelid
              WHERE c.relname = ? AND c.relnamespace = 'llm'::regnamespace},
             undef, $_)
-    } sort keys %scans;
+    } sort keys %{ { %{ $new->{scans} }, %{ $replays->{scans} } } };
+    $p->rollback();
+    $p->disconnect();
+
     is_deeply([ $rejected, \@indexed ], [ [], [] ],
-              'a batch\'s plans made on an empty ledger scan no indexed '
-              . 'table (' . ($plans // 0) . ' plans)')
-        or diag(explain(\%scans));
-    cmp_ok($plans // 0, '>=', 4, '  auto_explain showed the batch and its '
-                                 . 'triggers');
+              'a batch\'s plans made on an almost empty ledger scan no '
+              . "indexed table ($new->{plans} and $replays->{plans} plans)")
+        or diag(explain([ $new->{scans}, $replays->{scans} ]));
+    ok($new->{inserts}{usage} && $new->{inserts}{usage_request_ids},
+       '  auto_explain showed the batch and its triggers');
+    is_deeply([ sort @$replayed ], [ 'plan-299', 'plan-300' ],
+              'a batch of replays: those with other figures refused');
+    cmp_ok($replays->{max}, '<=', 2 * 300 + 10,
+           '  no step of its plans handles more than two rows a record');
 }
 # the rows as a restore brings them: the triggers' work done here
 $big->begin_work();
