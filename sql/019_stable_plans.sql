@@ -33,7 +33,7 @@ SET LOCAL ROLE llmgw_owner;
  * f) were joined with the records and their rows, which that plan made
  * nested loops, a batch of 4,000 replays (the journal sent again after a
  * reconnection) taking 3.2 s.  Each record now looks its request_id up by
- * itself (s) and each replay its row (e); the new records are those not
+ * itself (s) and each replay its row; the new records are those not
  * found.
  */
 
@@ -100,27 +100,6 @@ BEGIN
                (SELECT i.ts FROM llm.usage_request_ids i
                  WHERE i.request_id = r.request_id) AS seen_ts
           FROM r
-    ), e AS MATERIALIZED (
-        -- the replays and their rows, if of the same tenant and ts (else
-        -- they differ): a look-up a replay, the subquery kept whole
-        SELECT s.*, u.tenant_id AS u_tenant_id, u.key_id AS u_key_id,
-               u.model AS u_model, u.api AS u_api,
-               u.input_tokens AS u_input_tokens,
-               u.output_tokens AS u_output_tokens,
-               u.cached_input_tokens AS u_cached_input_tokens,
-               u.cache_write_tokens AS u_cache_write_tokens,
-               u.reasoning_tokens AS u_reasoning_tokens,
-               u.reserved_tokens AS u_reserved_tokens,
-               u.finish_reason AS u_finish_reason, u.status AS u_status,
-               u.flags AS u_flags, u.ts AS u_ts,
-               u.upstream_api AS u_upstream_api, u.backend AS u_backend
-          FROM s
-          LEFT JOIN LATERAL (SELECT * FROM llm.usage x
-                              WHERE x.tenant_id = s.tenant_id
-                                AND x.ts = s.seen_ts
-                                AND x.request_id = s.request_id
-                             OFFSET 0) u ON true
-         WHERE s.seen_ts IS NOT NULL
     ), pm AS MATERIALIZED (
         SELECT m.model, lo.price_id, lo.input_per_mtok, lo.output_per_mtok,
                lo.cached_input_per_mtok, lo.cache_write_per_mtok,
@@ -206,12 +185,19 @@ BEGIN
                r.finish_reason, r.status, r.flags, r.ts_ms, r.upstream_api,
                r.backend, r.provider_key, r.response_id, r.upstream_model,
                'llm.usage has this request_id already, with other figures'
-          FROM e r
-         WHERE (r.u_tenant_id, r.u_key_id, r.u_model, r.u_api,
-                r.u_input_tokens, r.u_output_tokens, r.u_cached_input_tokens,
-                r.u_cache_write_tokens, r.u_reasoning_tokens,
-                r.u_reserved_tokens, r.u_finish_reason, r.u_status,
-                r.u_flags, r.u_ts, r.u_upstream_api, r.u_backend)
+          FROM s r
+          -- the replay's row, if of the same tenant and ts (else they
+          -- differ): a look-up a replay, the subquery kept whole
+          LEFT JOIN LATERAL (SELECT * FROM llm.usage x
+                              WHERE x.tenant_id = r.tenant_id
+                                AND x.ts = r.seen_ts
+                                AND x.request_id = r.request_id
+                             OFFSET 0) u ON true
+         WHERE r.seen_ts IS NOT NULL
+           AND (u.tenant_id, u.key_id, u.model, u.api, u.input_tokens,
+                u.output_tokens, u.cached_input_tokens, u.cache_write_tokens,
+                u.reasoning_tokens, u.reserved_tokens, u.finish_reason,
+                u.status, u.flags, u.ts, u.upstream_api, u.backend)
                IS DISTINCT FROM
                (r.tenant_id, r.key_id, r.model, r.api, r.input_tokens,
                 r.output_tokens, r.cached_input_tokens, r.cache_write_tokens,

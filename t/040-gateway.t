@@ -172,6 +172,20 @@ is_deeply([ grep { my $ms = hex(substr($_->[0], 0, 12));
 my %tails = map { substr($_->[0], 12) => 1 } @ids;
 is(scalar(keys %tails), scalar(@ids), '  and ends with bits of its own');
 
+# a client's id made as the gateway's (this millisecond, then its own
+# bits), once as it is and once twice over: never the request's
+my $mine = sprintf('%012x', int(time() * 1000)) . 'c0ffee' x 3 . 'aa';
+for my $h ([ 'x-request-id' => $mine ],
+           [ 'x-request-id' => "$mine, $mine", 'request-id' => $mine ]) {
+    my $r = http_post($ng->url('/v1/chat/completions'), ask(max_tokens => 5),
+                      %$auth, @$h);
+    my $id = $r->{headers}{'x-request-id'} // '';
+    ok($id =~ /^[0-9a-f]{32}\z/ && $id ne $mine && @{ usage_rows($id) } == 1
+       && !@{ usage_rows($mine, 0) },
+       "a client's X-Request-Id in the gateway's shape is not the request's"
+       . (@$h > 2 ? ' (repeated, and as Request-Id)' : ''));
+}
+
 # An upstream that fails: its status and body pass through; the row says so
 # and charges nothing (no usage, nothing estimated: no flags).
 
